@@ -1,0 +1,41 @@
+# The two commands: `make run` and `make test`. Everything installs into .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+EXTRAS ?= test
+
+.PHONY: run test install lint format migrate seed bench clean
+
+$(VENV)/.installed-$(EXTRAS): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	@touch $@
+
+install: $(VENV)/.installed-$(EXTRAS)
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput
+
+seed: migrate
+	$(BIN)/python manage.py seed_demo
+
+run: seed
+	$(BIN)/python scripts/run_local.py
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install
+	@for b in bench/*.py; do case $$b in */__init__.py) ;; *) echo "== $$b"; $(BIN)/python $$b || exit 1;; esac; done
+
+clean:
+	rm -rf var/test var/broker

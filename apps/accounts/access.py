@@ -1,0 +1,58 @@
+"""Access helpers: the one way views and APIs resolve a project-scoped object.
+
+Other projects' objects are indistinguishable from missing ones (404); a member whose role
+is too low gets 403.
+"""
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from apps.accounts.models import Membership, Project, Role
+
+
+def membership_for(user, project: Project) -> Membership | None:
+    if not user.is_authenticated:
+        return None
+    cache = getattr(user, "_membership_cache", None)
+    if cache is None:
+        cache = user._membership_cache = {}
+    if project.pk not in cache:
+        cache[project.pk] = Membership.objects.filter(project=project, user=user).first()
+    return cache[project.pk]
+
+
+def check_project_role(user, project: Project, min_role: str = Role.VIEWER) -> Membership:
+    membership = membership_for(user, project)
+    if membership is None:
+        raise Http404("No such project.")
+    if not membership.has_role(min_role):
+        raise PermissionDenied(f"This needs the {Role(min_role).label.lower()} role or higher.")
+    return membership
+
+
+def project_get_for_user(user, slug: str, min_role: str = Role.VIEWER) -> Project:
+    project = Project.objects.filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project.")
+    check_project_role(user, project, min_role)
+    return project
+
+
+def project_get_for_user_by_pk(user, pk, min_role: str = Role.VIEWER) -> Project:
+    project = Project.objects.filter(pk=pk).first() if str(pk).isdigit() else None
+    if project is None:
+        raise Http404("No such project.")
+    check_project_role(user, project, min_role)
+    return project
+
+
+def membership_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Membership:
+    membership = (
+        Membership.objects.select_related("project", "user").filter(pk=pk).first()
+        if str(pk).isdigit()
+        else None
+    )
+    if membership is None:
+        raise Http404("No such membership.")
+    check_project_role(user, membership.project, min_role)
+    return membership

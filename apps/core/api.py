@@ -1,0 +1,38 @@
+"""API plumbing shared by every app: one error shape and one pagination."""
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from apps.core.exceptions import ApplicationError
+
+
+class StandardPagination(PageNumberPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+def exception_handler(exc, context):
+    """Every API error is ``{"message": str, "details": ...}``."""
+    if isinstance(exc, ApplicationError):
+        return Response(
+            {"message": exc.message, "details": exc.extra}, status=status.HTTP_400_BAD_REQUEST
+        )
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    data = response.data
+    if isinstance(exc, exceptions.ValidationError):
+        response.data = {"message": "The request is not valid.", "details": data}
+    elif isinstance(data, dict) and "detail" in data:
+        response.data = {"message": str(data["detail"]), "details": {}}
+    else:
+        response.data = {"message": str(data), "details": {}}
+    return response

@@ -1,0 +1,26 @@
+"""Small helpers shared by the server-rendered views."""
+
+from django.contrib import messages
+from django.http import HttpResponseRedirect
+from django.shortcuts import render
+from django_htmx.http import HttpResponseClientRedirect
+
+
+def is_partial_request(request) -> bool:
+    """An htmx request that wants a fragment (boosted navigation wants the whole page)."""
+    return bool(getattr(request, "htmx", False)) and not request.htmx.boosted
+
+
+def render_page(request, template: str, context: dict, *, partial: str | None = None, status=200):
+    """Render the whole page, or only ``partial`` of it for an htmx request."""
+    if partial and is_partial_request(request):
+        template = f"{template}#{partial}"
+    return render(request, template, context, status=status)
+
+
+def redirect_after_post(request, url: str, message: str | None = None):
+    if message:
+        messages.success(request, message)
+    if is_partial_request(request):
+        return HttpResponseClientRedirect(url)
+    return HttpResponseRedirect(url)

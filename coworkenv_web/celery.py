@@ -1,0 +1,16 @@
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "coworkenv_web.settings")
+
+app = Celery("coworkenv")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_queues = (Queue("default"), Queue("llm"), Queue("gpu"))
+app.conf.task_routes = {
+    "apps.synthesis.tasks.*": {"queue": "llm"},
+    "apps.runs.tasks.*": {"queue": "llm"},
+    "apps.training.tasks.*": {"queue": "gpu"},
+}
+app.autodiscover_tasks()

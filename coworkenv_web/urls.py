@@ -1,0 +1,18 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+api_v1 = [
+    path("", include("apps.accounts.apis")),
+    path("", include("apps.core.apis")),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+]
+
+urlpatterns = [
+    path("", include("apps.accounts.urls")),
+    path("", include("apps.core.urls")),
+    path("api/v1/", include((api_v1, "api"))),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,76 @@
+import os
+
+import pytest
+from rest_framework.test import APIClient
+
+from apps.accounts.models import Role
+from tests.factories import MembershipFactory, ProjectFactory, UserFactory
+
+# Playwright's sync API runs an event loop in the test thread; the ORM calls made by test
+# code around it are still synchronous.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+PASSWORD = "secret-pass-123"
+
+
+@pytest.fixture
+def project(db):
+    return ProjectFactory(name="Acme agents", slug="acme")
+
+
+@pytest.fixture
+def other_project(db):
+    return ProjectFactory(name="Other team", slug="other")
+
+
+def _member(project, username, role):
+    return MembershipFactory(project=project, user=UserFactory(username=username), role=role).user
+
+
+@pytest.fixture
+def admin(project):
+    return _member(project, "alice-admin", Role.ADMIN)
+
+
+@pytest.fixture
+def reviewer(project):
+    return _member(project, "rita-reviewer", Role.REVIEWER)
+
+
+@pytest.fixture
+def author(project):
+    return _member(project, "arthur-author", Role.AUTHOR)
+
+
+@pytest.fixture
+def viewer(project):
+    return _member(project, "vera-viewer", Role.VIEWER)
+
+
+@pytest.fixture
+def outsider(other_project):
+    """A member (admin, even) of another project."""
+    return _member(other_project, "oscar-outsider", Role.ADMIN)
+
+
+@pytest.fixture
+def client_for(client):
+    def login(user):
+        client.force_login(user)
+        return client
+
+    return login
+
+
+@pytest.fixture
+def api_client_for():
+    def make(user=None):
+        api = APIClient()
+        if user is not None:
+            api.force_authenticate(user)
+        return api
+
+    return make
+
+
+HTMX_HEADERS = {"HTTP_HX_REQUEST": "true"}

@@ -1,0 +1,16 @@
+"""Test settings: the real settings, with only what tests need changed."""
+
+import os
+from pathlib import Path
+
+_TEST_VAR = Path(__file__).resolve().parent.parent / "var" / "test"
+os.environ.setdefault("COWORKENV_VAR_DIR", str(_TEST_VAR))
+
+from coworkenv_web.settings import *  # noqa: E402,F403
+from coworkenv_web.settings import DATABASES, VAR_DIR  # noqa: E402
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # A file, not memory, so that a real worker process can open the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}

@@ -1,0 +1,54 @@
+"""The project's own health: Django's checks and migrations that match the models."""
+
+import pytest
+from django.core.management import call_command
+
+
+def test_manage_py_check_is_clean():
+    call_command("check", fail_level="WARNING")
+
+
+@pytest.mark.django_db
+def test_no_missing_migrations():
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)
+
+
+def test_deploy_check_passes_with_production_settings(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env.update(
+        DJANGO_SETTINGS_MODULE="coworkenv_web.settings",
+        DEBUG="false",
+        SECRET_KEY="a-long-production-secret-" + "x" * 40,
+        ALLOWED_HOSTS="coworkenv.example.com",
+        COWORKENV_VAR_DIR=str(tmp_path),
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_strict_env_bool_refuses_nonsense(monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from coworkenv_web.env import env_bool
+
+    monkeypatch.setenv("SOME_FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="SOME_FLAG must be true or false"):
+        env_bool("SOME_FLAG", False)
+
+
+def test_env_secret_reads_file(monkeypatch, tmp_path):
+    from coworkenv_web.env import env_secret
+
+    secret_file = tmp_path / "key"
+    secret_file.write_text("from-a-file\n")
+    monkeypatch.setenv("MY_SECRET_FILE", str(secret_file))
+    assert env_secret("MY_SECRET") == "from-a-file"
