@@ -1,0 +1,121 @@
+"""``python -m apps.environments.engine validate|play`` — works without the web app."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from .policies import policy_by_name
+from .problems import SpecError
+from .runner import run_task
+from .spec import load_spec
+from .validation import validate_spec
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse exits 2 on usage errors, as we want
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m apps.environments.engine")
+    sub = p.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("validate", help="validate a spec file")
+    v.add_argument("file")
+    v.add_argument("--json", action="store_true", help="print the JSON report")
+    v.add_argument("--static", action="store_true", help="skip the dynamic (simulated) checks")
+    pl = sub.add_parser("play", help="run one task with a built-in policy")
+    pl.add_argument("file")
+    pl.add_argument("--task", required=True)
+    pl.add_argument("--policy", default="oracle", help="oracle | null | echo | mutant:N")
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--no-faults", action="store_true", help="disable fault injection")
+    pl.add_argument("--json", action="store_true")
+    return p
+
+
+def _read(path: str) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    args = _parser().parse_args(argv)
+    try:
+        doc = _read(args.file)
+    except (OSError, ValueError) as exc:
+        print(f"cannot read {args.file}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "validate":
+        return _validate(doc, args, out)
+    return _play(doc, args, out)
+
+
+def _validate(doc: Any, args: argparse.Namespace, out: TextIO) -> int:
+    report = validate_spec(doc, dynamic=not args.static)
+    if args.json:
+        json.dump(report.to_dict(), out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    else:
+        status = "VALID" if report.valid else "INVALID"
+        out.write(
+            f"{args.file}: {status} ({len(report.errors)} errors, "
+            f"{len(report.warnings)} warnings)\n"
+        )
+        for p in report.problems:
+            out.write(f"  {p.severity:7} {p.code:28} {p.pointer or '/'}\n")
+            out.write(f"          {p.message}\n")
+            if p.hint:
+                out.write(f"          hint: {p.hint}\n")
+        for t in report.tasks:
+            if t.oracle_score is None:
+                continue
+            sens = "n/a" if t.sensitivity is None else f"{t.sensitivity:.2f}"
+            out.write(
+                f"  task {t.key}: oracle {t.oracle_score:.2f} null {t.null_score:.2f} "
+                f"echo {t.echo_score:.2f} sensitivity {sens} "
+                f"({t.mutants_caught}/{t.mutants_total} mutants caught)\n"
+            )
+    return EXIT_OK if report.valid else EXIT_INVALID
+
+
+def _play(doc: Any, args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        spec = load_spec(doc)
+        policy = policy_by_name(args.policy)
+        spec.task(args.task)
+    except SpecError as exc:
+        print(f"invalid spec: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except (KeyError, ValueError) as exc:
+        print(str(exc).strip("'\""), file=sys.stderr)
+        return EXIT_USAGE
+    result = run_task(spec, args.task, policy, seed=args.seed, faults=not args.no_faults)
+    if args.json:
+        json.dump(result.to_dict(), out, indent=2, ensure_ascii=False)
+        out.write("\n")
+        return EXIT_OK
+    for m in result.transcript:
+        role = m["role"]
+        if role == "assistant" and m.get("tool_calls"):
+            for tc in m["tool_calls"]:
+                out.write(f"[assistant → {tc['function']['name']}] {tc['function']['arguments']}\n")
+        elif role == "tool":
+            out.write(f"[tool {m['tool_call_id']}] {m['content'][:300]}\n")
+        else:
+            out.write(f"[{role}] {m.get('content') or ''}\n")
+    g = result.grading
+    out.write(
+        f"\nscore {g.score:.3f}  passed {g.passed}  strict {g.strict}  completion "
+        f"{g.completion:.2f}  safety {g.safety:.0f}  robustness {g.robustness:.2f}  "
+        f"stop {result.stop_reason}\n"
+    )
+    for v in g.verdicts:
+        out.write(f"  {v.status:7} {v.category:13} w={v.weight:g}  {v.grader_id}\n")
+    return EXIT_OK

@@ -1,0 +1,108 @@
+"""Problems found in a spec, the error that carries them, and the catalogue of codes.
+
+A problem is data, not an exception: the same list drives the UI, the API and the
+LLM repair prompt, so every problem names a stable code, a JSON pointer into the spec,
+a message saying what is wrong and a hint saying how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+#: The catalogue: code -> what it means. Codes are stable snake_case strings.
+CODES: dict[str, str] = {
+    # document shape
+    "not_an_object": "The document is not a JSON object.",
+    "schema_invalid": "The document does not validate against the JSON Schema.",
+    # identifiers
+    "duplicate_id": "Two items that must be unique share an identifier.",
+    "tool_name_invalid": "A tool name is not a valid function name ([A-Za-z0-9_-], 1-64).",
+    "tool_parameters_invalid": "A tool's `parameters` is not a valid JSON Schema object.",
+    "reserved_parameter": "A tool parameter uses a reserved name.",
+    # references
+    "unknown_service": "A binding, update, record set or check names a service that is absent.",
+    "unknown_collection": "A binding, update, record set or check names an absent collection.",
+    "undeclared_parameter": "A binding uses a $param the tool's parameters do not declare.",
+    "parameter_unused": "A declared tool parameter is not used by the binding.",
+    "binding_missing_required_field": "A create binding cannot fill a required record field.",
+    "unknown_tool": "A check or reference-solution call names a tool that is not declared.",
+    "unknown_argument": "A tool_call argument matcher names a parameter the tool lacks.",
+    "turn_out_of_range": "A turn index points past the task's turns.",
+    "duplicate_reference_turn": "The reference solution has two steps for the same turn.",
+    # records
+    "record_missing_field": "A record lacks a field its service kind requires.",
+    "dangling_reference": "A record refers to an id that does not exist.",
+    "update_target_missing": "An exogenous update or delete targets a record that does not exist.",
+    "state_too_large": "The initial state is larger than the simulator allows.",
+    # checks
+    "jmespath_invalid": "A JMESPath expression does not compile.",
+    "query_unknown_field": "A query reads a record field that no record in that collection has.",
+    "regex_invalid": "A regular expression does not compile.",
+    "regex_unsafe": "A regular expression risks catastrophic backtracking or is too long.",
+    "check_invalid": "A check's operator and operands do not fit together.",
+    "weight_not_positive": "A grader weight is zero or negative.",
+    "no_completion_check": "A task has no deterministic completion grader.",
+    "reference_arguments_invalid": "A reference-solution call's arguments fail the tool schema.",
+    # dynamic
+    "oracle_tool_error": "The reference solution hits a tool error.",
+    "oracle_not_strict": "The reference solution fails a grader.",
+    "oracle_fails_under_faults": "The reference solution fails when faults are injected.",
+    "grader_passes_null_agent": "A do-nothing agent passes the task.",
+    "grader_passes_echo_agent": "An agent that only echoes the request passes the task.",
+    "grader_satisfied_by_null": "A completion grader is satisfied without the agent acting.",
+    "mutant_not_caught": "Dropping a state-changing reference call does not lose score.",
+    "nondeterministic": "Two identical oracle replays give different states or scores.",
+    "simulation_crashed": "The simulator failed unexpectedly on this task (an engine bug).",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    code: str
+    severity: Severity
+    pointer: str
+    message: str
+    hint: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "pointer": self.pointer,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+def error(code: str, pointer: str, message: str, hint: str = "") -> Problem:
+    assert code in CODES, code
+    return Problem(code, "error", pointer, message, hint)
+
+
+def warning(code: str, pointer: str, message: str, hint: str = "") -> Problem:
+    assert code in CODES, code
+    return Problem(code, "warning", pointer, message, hint)
+
+
+def pointer(*parts: str | int) -> str:
+    """Build an RFC 6901 JSON pointer from path parts (escaping ``~`` and ``/``)."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def has_errors(problems: Iterable[Problem]) -> bool:
+    return any(p.severity == "error" for p in problems)
+
+
+class SpecError(ValueError):
+    """Raised by the loader when a document is not a usable spec."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        first = self.problems[0] if self.problems else None
+        summary = f"{first.pointer or '/'}: {first.message}" if first else "invalid spec"
+        more = f" (+{len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        super().__init__(summary + more)

@@ -1,0 +1,118 @@
+"""Regular expressions from LLM-written specs, guarded against catastrophic backtracking.
+
+A pattern is refused when it is long, uses back-references, nests an unbounded quantifier
+inside another quantifier, repeats a multi-character alternation without bound, or has many
+unbounded quantifiers. Matching also clips the subject text, which bounds the polynomial
+cases (``.*x``) that remain.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+try:  # Python 3.11+: the parser moved to re._parser
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    import sre_parse  # type: ignore[no-redef]
+
+MAX_PATTERN_CHARS = 300
+MAX_SUBJECT_CHARS = 10_000
+MAX_UNBOUNDED = 3
+_BIG = 50
+
+_REPEATS = {sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT}
+_POSSESSIVE = getattr(sre_parse, "POSSESSIVE_REPEAT", None)
+
+
+class UnsafeRegex(ValueError):
+    pass
+
+
+def _children(op, av):
+    if op in _REPEATS or op == _POSSESSIVE:
+        return [av[2]]
+    if op == sre_parse.SUBPATTERN:
+        return [av[-1]]
+    if op == sre_parse.BRANCH:
+        return list(av[1])
+    if op in (sre_parse.ASSERT, sre_parse.ASSERT_NOT):
+        return [av[1]]
+    if op == getattr(sre_parse, "ATOMIC_GROUP", None):
+        return [av]
+    if op == sre_parse.GROUPREF_EXISTS:
+        return [b for b in av[1:] if b is not None]
+    return []
+
+
+def _contains(sub, ops, *, only_unbounded: bool = False, only_variable: bool = False) -> bool:
+    for op, av in sub:
+        if op in ops:
+            if op not in _REPEATS:
+                return True
+            if only_unbounded and av[1] > _BIG:
+                return True
+            if only_variable and av[0] != av[1]:
+                return True
+            if not only_unbounded and not only_variable:
+                return True
+        kids = _children(op, av)
+        if any(
+            _contains(c, ops, only_unbounded=only_unbounded, only_variable=only_variable)
+            for c in kids
+        ):
+            return True
+    return False
+
+
+def _walk(sub, counter: list[int]) -> None:
+    for op, av in sub:
+        if op == sre_parse.GROUPREF or op == sre_parse.GROUPREF_EXISTS:
+            raise UnsafeRegex("back-references are not allowed")
+        if op in _REPEATS:
+            _lo, hi, body = av
+            unbounded = hi > _BIG
+            if unbounded:
+                counter[0] += 1
+            nested = (
+                _contains(body, _REPEATS, only_variable=True)
+                if unbounded
+                else hi > 1 and _contains(body, _REPEATS, only_unbounded=True)
+            )
+            if nested:
+                raise UnsafeRegex("a quantifier is nested inside another quantifier")
+            if unbounded and _contains(body, {sre_parse.BRANCH}):
+                raise UnsafeRegex("an alternation of several characters is repeated without bound")
+        for child in _children(op, av):
+            _walk(child, counter)
+
+
+def check_pattern(pattern: str) -> str | None:
+    """Why ``pattern`` is invalid or unsafe, or None when it may be used."""
+    try:
+        compile_safe(pattern)
+    except UnsafeRegex as exc:
+        return str(exc)
+    return None
+
+
+@lru_cache(maxsize=2048)
+def compile_safe(pattern: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str):
+        raise UnsafeRegex("a pattern must be a string")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise UnsafeRegex(f"the pattern is longer than {MAX_PATTERN_CHARS} characters")
+    try:
+        parsed = sre_parse.parse(pattern)
+        compiled = re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise UnsafeRegex(f"does not compile: {exc}") from None
+    counter = [0]
+    _walk(parsed, counter)
+    if counter[0] > MAX_UNBOUNDED:
+        raise UnsafeRegex(f"more than {MAX_UNBOUNDED} unbounded quantifiers")
+    return compiled
+
+
+def safe_search(pattern: str, text: str) -> re.Match[str] | None:
+    return compile_safe(pattern).search(text[:MAX_SUBJECT_CHARS])

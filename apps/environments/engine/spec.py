@@ -1,0 +1,544 @@
+"""The ``coworkenv.environment/v1`` document: JSON Schema, typed loader, canonical form, hash."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from .formats import compile_validator
+from .problems import Problem, SpecError, error, pointer
+
+SCHEMA_ID = "coworkenv.environment/v1"
+DEFAULT_CLOCK_START = "2026-03-02T09:00:00Z"
+DEFAULT_STEP_SECONDS = 60
+ALL_FAULT_KINDS = ("rate_limit", "server_error", "timeout")
+MAX_SCHEMA_PROBLEMS = 50
+
+
+@lru_cache(maxsize=1)
+def _schema_text() -> str:
+    return (resources.files(__package__) / "schema" / "environment.v1.json").read_text("utf-8")
+
+
+@lru_cache(maxsize=1)
+def _schema_validator():
+    return compile_validator(json.loads(_schema_text()))
+
+
+def spec_json_schema() -> dict:
+    """A fresh copy of the JSON Schema (safe for the caller to mutate)."""
+    return json.loads(_schema_text())
+
+
+# --------------------------------------------------------------------------- dataclasses
+
+
+@dataclass(frozen=True)
+class Clock:
+    start: str = DEFAULT_CLOCK_START
+    step_seconds: int = DEFAULT_STEP_SECONDS
+
+
+@dataclass(frozen=True)
+class Faults:
+    rate: float = 0.0
+    kinds: tuple[str, ...] = ALL_FAULT_KINDS
+
+
+@dataclass(frozen=True)
+class Binding:
+    op: str
+    service: str
+    collection: str
+    fields: tuple[str, ...] | None = None
+    query: str | None = None
+    id: str | None = None
+    values: dict[str, Any] | None = None
+    merge: str | None = None
+    where: dict[str, Any] | None = None
+    limit: int | str | None = None
+
+    @property
+    def changes_state(self) -> bool:
+        return self.op in ("create", "update", "delete")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    binding: Binding
+    faults: Faults = Faults()
+
+    def openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": copy.deepcopy(self.parameters),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Update:
+    op: str
+    service: str
+    collection: str
+    id: str | None = None
+    values: dict[str, Any] | None = None
+    silent: bool = False
+    notice: str | None = None
+
+
+@dataclass(frozen=True)
+class Turn:
+    message: str
+    updates: tuple[Update, ...] = ()
+    time: str | None = None
+
+
+@dataclass(frozen=True)
+class ReferenceCall:
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ReferenceStep:
+    turn: int
+    calls: tuple[ReferenceCall, ...]
+    reply: str | None = None
+
+
+@dataclass(frozen=True)
+class Grader:
+    id: str
+    category: str
+    check: dict[str, Any]
+    description: str = ""
+    weight: float = 1.0
+    at_turn: int | None = None
+
+
+@dataclass(frozen=True)
+class UserSpec:
+    persona: str = ""
+    reveals_when_asked: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskScoring:
+    completion_weight: float | None = None
+    robustness_weight: float | None = None
+    pass_threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    key: str
+    title: str
+    capabilities: tuple[str, ...]
+    split: str
+    system: str
+    constraints: tuple[str, ...]
+    records: dict[str, dict[str, list[dict[str, Any]]]]
+    user: UserSpec
+    turns: tuple[Turn, ...]
+    reference_solution: tuple[ReferenceStep, ...]
+    graders: tuple[Grader, ...]
+    scoring: TaskScoring | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def step_for_turn(self, turn: int) -> ReferenceStep | None:
+        for step in self.reference_solution:
+            if step.turn == turn:
+                return step
+        return None
+
+    def system_prompt(self) -> str:
+        text = self.system
+        if self.constraints:
+            rules = "\n".join(f"- {c}" for c in self.constraints)
+            text = f"{text}\n\nConstraints:\n{rules}" if text else f"Constraints:\n{rules}"
+        return text
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    name: str
+    domain: str
+    description: str
+    clock: Clock
+    services: dict[str, dict[str, list[dict[str, Any]]]]
+    tools: tuple[ToolSpec, ...]
+    tasks: tuple[TaskSpec, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def tool(self, name: str) -> ToolSpec | None:
+        index = self._cache.get("tools")
+        if index is None:
+            index = self._cache["tools"] = {t.name: t for t in self.tools}
+        return index.get(name)
+
+    def task(self, key: str) -> TaskSpec:
+        for task in self.tasks:
+            if task.key == key:
+                return task
+        raise KeyError(f"no task {key!r}; tasks: {', '.join(t.key for t in self.tasks)}")
+
+    def task_index(self, key: str) -> int:
+        return [t.key for t in self.tasks].index(key)
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The tool list in OpenAI function-tool format (``tools=`` of chat completions)."""
+        return [t.openai() for t in self.tools]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _dump_env(self)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def schema_problems(doc: Any) -> list[Problem]:
+    """Problems from the JSON Schema alone (empty when the document validates)."""
+    if not isinstance(doc, dict):
+        return [
+            error(
+                "not_an_object",
+                "",
+                f"The document is a JSON {_json_type(doc)}, not an object.",
+                'Send one JSON object with "schema": "coworkenv.environment/v1".',
+            )
+        ]
+    errors = sorted(
+        _schema_validator().iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path]
+    )
+    problems = []
+    for err in errors[:MAX_SCHEMA_PROBLEMS]:
+        path = list(err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            allowed = set(err.schema.get("properties", {}))
+            extra = sorted(k for k in err.instance if k not in allowed)
+            if extra:
+                path = [*path, extra[0]]
+        problems.append(error("schema_invalid", pointer(*path), err.message, _hint(err)))
+    if len(errors) > MAX_SCHEMA_PROBLEMS:
+        problems.append(
+            error(
+                "schema_invalid",
+                "",
+                f"{len(errors) - MAX_SCHEMA_PROBLEMS} further schema errors were not listed.",
+                "Fix the listed errors first.",
+            )
+        )
+    return problems
+
+
+def _hint(err: Any) -> str:
+    v = err.validator
+    if v == "required":
+        return "Add the missing field."
+    if v == "additionalProperties":
+        allowed = ", ".join(sorted(err.schema.get("properties", {})))
+        return f"Remove the unknown key; allowed keys here: {allowed}." if allowed else ""
+    if v == "enum":
+        return "Use one of: " + ", ".join(json.dumps(x) for x in err.validator_value) + "."
+    if v == "const":
+        return f"Set it to {json.dumps(err.validator_value)}."
+    if v == "type":
+        return f"Use a JSON {err.validator_value}."
+    if v == "pattern":
+        return f"Match the pattern {err.validator_value}."
+    if v == "format":
+        return f"Use a valid {err.validator_value} (e.g. 2026-03-02T09:00:00Z)."
+    if v is False or err.schema is False:
+        return "Remove this key: it does not apply here (see the op or kind)."
+    if v in ("minItems", "minLength"):
+        return "Add at least one item." if v == "minItems" else "Use a non-empty string."
+    if v in ("oneOf", "anyOf"):
+        return "Give exactly one of the alternatives the schema lists."
+    return ""
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else type(value).__name__
+
+
+def parse_spec(doc: Any) -> EnvironmentSpec:
+    """Schema-validate and build the typed spec, without semantic (static) checks."""
+    problems = schema_problems(doc)
+    if problems:
+        raise SpecError(problems)
+    return _build(doc)
+
+
+def load_spec(doc: Any) -> EnvironmentSpec:
+    """Schema + static validation; raises SpecError with every error-severity problem."""
+    if isinstance(doc, EnvironmentSpec):
+        return doc
+    spec = parse_spec(doc)
+    from .validation.static import static_problems  # the validator imports this module
+
+    errors = [p for p in static_problems(doc, spec) if p.severity == "error"]
+    if errors:
+        raise SpecError(errors)
+    return spec
+
+
+def _build(doc: dict[str, Any]) -> EnvironmentSpec:
+    clock = doc.get("clock") or {}
+    return EnvironmentSpec(
+        name=doc["name"],
+        domain=doc.get("domain", ""),
+        description=doc.get("description", ""),
+        clock=Clock(
+            clock.get("start", DEFAULT_CLOCK_START),
+            clock.get("step_seconds", DEFAULT_STEP_SECONDS),
+        ),
+        services=copy.deepcopy(doc["services"]),
+        tools=tuple(_build_tool(t) for t in doc["tools"]),
+        tasks=tuple(_build_task(t) for t in doc["tasks"]),
+        metadata=copy.deepcopy(doc.get("metadata", {})),
+    )
+
+
+def _build_tool(t: dict[str, Any]) -> ToolSpec:
+    b = t["binding"]
+    faults = t.get("faults") or {}
+    return ToolSpec(
+        name=t["name"],
+        description=t.get("description", ""),
+        parameters=copy.deepcopy(t["parameters"]),
+        binding=Binding(
+            op=b["op"],
+            service=b["service"],
+            collection=b["collection"],
+            fields=tuple(b["fields"]) if "fields" in b else None,
+            query=b.get("query"),
+            id=b.get("id"),
+            values=copy.deepcopy(b["values"]) if "values" in b else None,
+            merge=b.get("merge"),
+            where=copy.deepcopy(b["where"]) if "where" in b else None,
+            limit=b.get("limit"),
+        ),
+        faults=Faults(float(faults.get("rate", 0.0)), tuple(faults.get("kinds", ALL_FAULT_KINDS))),
+    )
+
+
+def _build_task(t: dict[str, Any]) -> TaskSpec:
+    user = t.get("user") or {}
+    scoring = t.get("scoring")
+    return TaskSpec(
+        key=t["key"],
+        title=t.get("title", ""),
+        capabilities=tuple(t.get("capabilities", ())),
+        split=t.get("split", "train"),
+        system=t.get("system", ""),
+        constraints=tuple(t.get("constraints", ())),
+        records=copy.deepcopy(t.get("records", {})),
+        user=UserSpec(user.get("persona", ""), tuple(user.get("reveals_when_asked", ()))),
+        turns=tuple(
+            Turn(
+                message=turn["message"],
+                updates=tuple(
+                    Update(
+                        op=u["op"],
+                        service=u["service"],
+                        collection=u["collection"],
+                        id=u.get("id"),
+                        values=copy.deepcopy(u["values"]) if "values" in u else None,
+                        silent=u.get("silent", False),
+                        notice=u.get("notice"),
+                    )
+                    for u in turn.get("updates", ())
+                ),
+                time=turn.get("time"),
+            )
+            for turn in t["turns"]
+        ),
+        reference_solution=tuple(
+            ReferenceStep(
+                turn=s["turn"],
+                calls=tuple(
+                    ReferenceCall(c["tool"], copy.deepcopy(c["arguments"])) for c in s["calls"]
+                ),
+                reply=s.get("reply"),
+            )
+            for s in t["reference_solution"]
+        ),
+        graders=tuple(
+            Grader(
+                id=g["id"],
+                category=g["category"],
+                check=copy.deepcopy(g["check"]),
+                description=g.get("description", ""),
+                weight=g.get("weight", 1.0),
+                at_turn=g.get("at_turn"),
+            )
+            for g in t["graders"]
+        ),
+        scoring=TaskScoring(**scoring) if scoring is not None else None,
+        metadata=copy.deepcopy(t.get("metadata", {})),
+    )
+
+
+# --------------------------------------------------------------------------- canonical form
+
+
+def _dump_env(spec: EnvironmentSpec) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA_ID,
+        "name": spec.name,
+        "domain": spec.domain,
+        "description": spec.description,
+        "clock": {"start": spec.clock.start, "step_seconds": spec.clock.step_seconds},
+        "services": copy.deepcopy(spec.services),
+        "tools": [_dump_tool(t) for t in spec.tools],
+        "tasks": [_dump_task(t) for t in spec.tasks],
+        "metadata": copy.deepcopy(spec.metadata),
+    }
+
+
+def _dump_tool(t: ToolSpec) -> dict[str, Any]:
+    b = t.binding
+    binding: dict[str, Any] = {"op": b.op, "service": b.service, "collection": b.collection}
+    for name in ("fields", "query", "id", "values", "merge", "where", "limit"):
+        value = getattr(b, name)
+        if value is not None:
+            binding[name] = list(value) if name == "fields" else copy.deepcopy(value)
+    return {
+        "name": t.name,
+        "description": t.description,
+        "parameters": copy.deepcopy(t.parameters),
+        "binding": binding,
+        "faults": {"rate": t.faults.rate, "kinds": list(t.faults.kinds)},
+    }
+
+
+def _dump_update(u: Update) -> dict[str, Any]:
+    out: dict[str, Any] = {"op": u.op, "service": u.service, "collection": u.collection}
+    if u.id is not None:
+        out["id"] = u.id
+    if u.values is not None:
+        out["values"] = copy.deepcopy(u.values)
+    out["silent"] = u.silent
+    out["notice"] = u.notice
+    return out
+
+
+def _dump_task(t: TaskSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "key": t.key,
+        "title": t.title,
+        "capabilities": list(t.capabilities),
+        "split": t.split,
+        "system": t.system,
+        "constraints": list(t.constraints),
+        "records": copy.deepcopy(t.records),
+        "user": {"persona": t.user.persona, "reveals_when_asked": list(t.user.reveals_when_asked)},
+        "turns": [
+            {
+                "time": turn.time,
+                "updates": [_dump_update(u) for u in turn.updates],
+                "message": turn.message,
+            }
+            for turn in t.turns
+        ],
+        "reference_solution": [
+            {
+                "turn": s.turn,
+                "calls": [
+                    {"tool": c.tool, "arguments": copy.deepcopy(c.arguments)} for c in s.calls
+                ],
+                "reply": s.reply,
+            }
+            for s in t.reference_solution
+        ],
+        "graders": [
+            {
+                "id": g.id,
+                "description": g.description,
+                "category": g.category,
+                "weight": g.weight,
+                "at_turn": g.at_turn,
+                "check": copy.deepcopy(g.check),
+            }
+            for g in t.graders
+        ],
+    }
+    if t.scoring is not None:
+        out["scoring"] = {
+            k: v
+            for k, v in (
+                ("completion_weight", t.scoring.completion_weight),
+                ("robustness_weight", t.scoring.robustness_weight),
+                ("pass_threshold", t.scoring.pass_threshold),
+            )
+            if v is not None
+        }
+    out["metadata"] = copy.deepcopy(t.metadata)
+    return out
+
+
+def canonical_dump(doc_or_spec: dict[str, Any] | EnvironmentSpec) -> dict[str, Any]:
+    """The normalized document: every default explicit, keys in a fixed order.
+
+    ``canonical_dump(canonical_dump(d)) == canonical_dump(d)`` and documents that differ
+    only in omitted defaults dump identically. Raises SpecError when not schema-valid.
+    """
+    spec = doc_or_spec if isinstance(doc_or_spec, EnvironmentSpec) else parse_spec(doc_or_spec)
+    return _normalize_numbers(_dump_env(spec))
+
+
+def _normalize_numbers(value: Any) -> Any:
+    """Integral floats become ints, so 2 and 2.0 (e.g. after a database trip) hash alike."""
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        return value
+    if isinstance(value, dict):
+        return {k: _normalize_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalize_numbers(v) for v in value]
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, compact separators, UTF-8 text, integral floats as ints."""
+    return json.dumps(
+        _normalize_numbers(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def spec_hash(doc_or_spec: Any) -> str:
+    """sha256 of the canonical dump; of the raw canonical JSON when not schema-valid."""
+    try:
+        body = canonical_dump(doc_or_spec)
+    except SpecError:
+        body = doc_or_spec
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()

@@ -1,0 +1,116 @@
+"""Validate a spec: schema, static checks, then dynamic checks in the simulator.
+
+``validate_spec`` never raises on any JSON value; every finding is a Problem with a code,
+a JSON pointer into the document, a message and a hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..checks import Judge
+from ..problems import Problem, error, has_errors
+from ..spec import EnvironmentSpec, _build, schema_problems, spec_hash
+from .dynamic import TaskReport, validate_task
+from .static import static_problems
+
+__all__ = ["TaskReport", "ValidationReport", "validate_spec"]
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class ValidationReport:
+    problems: list[Problem] = field(default_factory=list)
+    tasks: list[TaskReport] = field(default_factory=list)
+    spec_hash: str | None = None
+    dynamic: bool = True
+
+    @property
+    def valid(self) -> bool:
+        return not has_errors(self.problems)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+    def task(self, key: str) -> TaskReport:
+        return next(t for t in self.tasks if t.key == key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "spec_hash": self.spec_hash,
+            "dynamic": self.dynamic,
+            "summary": {"errors": len(self.errors), "warnings": len(self.warnings)},
+            "problems": [p.to_dict() for p in self.problems],
+            "tasks": [t.to_dict() for t in self.tasks],
+        }
+
+
+def _crash(where: str, exc: BaseException) -> Problem:
+    return error(
+        "simulation_crashed",
+        where,
+        f"Validation failed unexpectedly: {type(exc).__name__}: {exc}"[:500],
+        "This is an engine bug; report it with the spec.",
+    )
+
+
+def validate_spec(
+    doc: Any,
+    *,
+    dynamic: bool = True,
+    on_progress: Progress | None = None,
+    judge: Judge | None = None,
+) -> ValidationReport:
+    report = ValidationReport(dynamic=dynamic)
+
+    def progress(done: int, total: int, label: str) -> None:
+        if on_progress is not None:
+            on_progress(done, total, label)
+
+    try:
+        report.spec_hash = spec_hash(doc)
+    except (TypeError, ValueError, RecursionError):
+        report.spec_hash = None
+    try:
+        report.problems.extend(schema_problems(doc))
+        if report.problems:
+            progress(1, 1, "schema")
+            return report
+        spec: EnvironmentSpec = _build(doc)
+        report.problems.extend(static_problems(doc, spec))
+    except RecursionError as exc:
+        report.problems.append(
+            error(
+                "schema_invalid",
+                "",
+                f"The document nests too deeply ({exc}).",
+                "Flatten the document.",
+            )
+        )
+        return report
+    except Exception as exc:  # never raise on garbage: report it instead
+        report.problems.append(_crash("", exc))
+        return report
+    total = 1 + (len(spec.tasks) if dynamic else 0)
+    progress(1, total, "static")
+    if not dynamic or not report.valid:
+        report.tasks = [TaskReport(t.key) for t in spec.tasks]
+        return report
+    for k, task in enumerate(spec.tasks):
+        try:
+            task_report, problems = validate_task(spec, k, judge)
+        except Exception as exc:  # a crash on one task must not hide the others
+            task_report, problems = TaskReport(task.key), [_crash(f"/tasks/{k}", exc)]
+        report.tasks.append(task_report)
+        report.problems.extend(problems)
+        progress(2 + k, total, f"task {task.key}")
+    return report

@@ -1,0 +1,223 @@
+"""Dynamic validation: run the task in the simulator with the built-in policies.
+
+* the oracle (reference solution) runs fault-free without tool errors and passes strict;
+* if any tool the task uses injects faults, the (retrying) oracle still passes strict
+  under faults, for a few seeds;
+* a do-nothing agent and an echoing agent fail;
+* every mutant (one state-changing reference call dropped) loses score or strictness —
+  the share caught is the task's grader sensitivity;
+* two identical replays give the same audit log, state hash and score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..checks import Judge
+from ..policies import EchoPolicy, MutantPolicy, NullPolicy, OraclePolicy, state_changing_calls
+from ..problems import Problem, error, pointer, warning
+from ..runner import EpisodeResult, run_task
+from ..spec import EnvironmentSpec, TaskSpec, canonical_json
+
+FAULT_SEEDS = (0, 1, 2)
+EPSILON = 1e-9
+
+
+@dataclass
+class TaskReport:
+    key: str
+    oracle_score: float | None = None
+    oracle_strict: bool | None = None
+    null_score: float | None = None
+    echo_score: float | None = None
+    sensitivity: float | None = None
+    mutants_total: int = 0
+    mutants_caught: int = 0
+    deterministic: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "oracle_score": self.oracle_score,
+            "oracle_strict": self.oracle_strict,
+            "null_score": self.null_score,
+            "echo_score": self.echo_score,
+            "sensitivity": self.sensitivity,
+            "mutants_total": self.mutants_total,
+            "mutants_caught": self.mutants_caught,
+            "deterministic": self.deterministic,
+        }
+
+
+def _failed_summary(result: EpisodeResult) -> str:
+    return ", ".join(v.grader_id for v in result.grading.failed()) or "none"
+
+
+def _oracle_call_pointers(task: TaskSpec, k: int) -> dict[int, str]:
+    """Fault-free oracle runs issue reference calls in order: map audit seq -> pointer."""
+    out, seq = {}, 0
+    for turn in range(len(task.turns)):
+        step = task.step_for_turn(turn)
+        if step is None:
+            continue
+        s = task.reference_solution.index(step)
+        for c in range(len(step.calls)):
+            seq += 1
+            out[seq] = pointer("tasks", k, "reference_solution", s, "calls", c)
+    return out
+
+
+def _uses_faults(spec: EnvironmentSpec, task: TaskSpec) -> bool:
+    for step in task.reference_solution:
+        for call in step.calls:
+            tool = spec.tool(call.tool)
+            if tool is not None and tool.faults.rate > 0:
+                return True
+    return False
+
+
+def _fingerprint(result: EpisodeResult) -> str:
+    return canonical_json(
+        [result.audit_log, result.state_hash, result.grading.score, result.transcript]
+    )
+
+
+def validate_task(
+    spec: EnvironmentSpec, k: int, judge: Judge | None = None
+) -> tuple[TaskReport, list[Problem]]:
+    task = spec.tasks[k]
+    report = TaskReport(task.key)
+    problems: list[Problem] = []
+    task_ptr = pointer("tasks", k)
+
+    def run(policy, **kw) -> EpisodeResult:
+        return run_task(spec, task.key, policy, judge=judge, **kw)
+
+    oracle = run(OraclePolicy(), faults=False)
+    report.oracle_score = oracle.grading.score
+    report.oracle_strict = oracle.grading.strict
+    calls = _oracle_call_pointers(task, k)
+    for entry in oracle.tool_errors:
+        problems.append(
+            error(
+                "oracle_tool_error",
+                calls.get(entry["seq"], task_ptr + "/reference_solution"),
+                f"Reference call '{entry['tool']}' fails with {entry['error_code']}: "
+                f"{entry['error_message']}",
+                "Fix the call's arguments or ids (created records get ids like 'sent-1'), or the "
+                "records it relies on.",
+            )
+        )
+    if oracle.stop_reason != "completed":
+        problems.append(
+            error(
+                "oracle_not_strict",
+                task_ptr + "/reference_solution",
+                f"The reference run stopped early ({oracle.stop_reason}).",
+                "Use fewer calls per turn.",
+            )
+        )
+    grader_index = {g.id: i for i, g in enumerate(task.graders)}
+    for v in oracle.grading.failed():
+        problems.append(
+            error(
+                "oracle_not_strict",
+                pointer("tasks", k, "graders", grader_index[v.grader_id]),
+                f"The reference solution fails grader '{v.grader_id}' "
+                f"(evidence: {canonical_json(v.evidence)[:300]}).",
+                "Either the reference solution misses a step or the check is wrong; compare the "
+                "evidence with what the reference solution does.",
+            )
+        )
+
+    first = run(OraclePolicy(), faults=True, seed=0)
+    replay = run(OraclePolicy(), faults=True, seed=0)
+    report.deterministic = _fingerprint(first) == _fingerprint(replay)
+    if not report.deterministic:
+        problems.append(
+            error(
+                "nondeterministic",
+                task_ptr,
+                "Two identical oracle replays differ (audit log, state or score).",
+                "This is an engine bug or a judge that is not deterministic; "
+                "use temperature 0 for the judge.",
+            )
+        )
+    if _uses_faults(spec, task) and oracle.grading.strict:
+        for seed in FAULT_SEEDS:
+            faulty = first if seed == 0 else run(OraclePolicy(), faults=True, seed=seed)
+            if not faulty.grading.strict:
+                hits = [e["fault"] for e in faulty.audit_log if e["fault"]]
+                problems.append(
+                    error(
+                        "oracle_fails_under_faults",
+                        task_ptr + "/reference_solution",
+                        f"With faults on (seed {seed}; {len(hits)} faults) the reference run fails "
+                        f"graders: {_failed_summary(faulty)}.",
+                        "Lower the tools' fault rates or make graders tolerate retries (e.g. "
+                        "tool_call checks count successful calls only).",
+                    )
+                )
+                break
+
+    for policy, code, attr in (
+        (NullPolicy(), "grader_passes_null_agent", "null_score"),
+        (EchoPolicy(), "grader_passes_echo_agent", "echo_score"),
+    ):
+        result = run(policy, faults=False)
+        setattr(report, attr, result.grading.score)
+        trivially = [
+            v
+            for v in result.grading.verdicts
+            if v.category in ("completion", "communication") and v.passed
+        ]
+        if result.grading.passed or result.grading.strict:
+            target = grader_index[trivially[0].grader_id] if trivially else None
+            ptr = pointer("tasks", k, "graders", *(() if target is None else (target,)))
+            who = "A do-nothing agent" if policy.name == "null" else "An agent echoing the request"
+            problems.append(
+                error(
+                    code,
+                    ptr,
+                    f"{who} passes the task (score {result.grading.score:.2f}); graders it "
+                    f"satisfies: {', '.join(v.grader_id for v in trivially) or 'none'}.",
+                    "Make completion graders require the outcome (a record created or changed, a "
+                    "reply mentioning a value from the state), not the absence of action.",
+                )
+            )
+        elif policy.name == "null":
+            for v in trivially:
+                problems.append(
+                    warning(
+                        "grader_satisfied_by_null",
+                        pointer("tasks", k, "graders", grader_index[v.grader_id]),
+                        f"Grader '{v.grader_id}' is satisfied without the agent doing anything.",
+                        "Make it require something the task asks for, or make it a safety "
+                        "grader if it guards against a harmful action.",
+                    )
+                )
+
+    targets = state_changing_calls(spec, task)
+    report.mutants_total = len(targets)
+    if targets and oracle.grading.strict and not oracle.tool_errors:
+        for i, (s, c, call) in enumerate(targets):
+            mutant = run(MutantPolicy(i), faults=False)
+            caught = (
+                mutant.grading.score < oracle.grading.score - EPSILON or not mutant.grading.strict
+            )
+            if caught:
+                report.mutants_caught += 1
+            else:
+                problems.append(
+                    warning(
+                        "mutant_not_caught",
+                        pointer("tasks", k, "reference_solution", s, "calls", c),
+                        f"Dropping this '{call.tool}' call loses no score: no grader checks its "
+                        "effect.",
+                        "Add a grader that checks the record this call creates or changes (or "
+                        "drop the call from the reference solution if it is not needed).",
+                    )
+                )
+        report.sensitivity = report.mutants_caught / report.mutants_total
+    return report, problems
