@@ -52,6 +52,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "apps.core",
     "apps.accounts",
+    "apps.capabilities",
+    "apps.environments",
 ]
 
 MIDDLEWARE = [
@@ -222,6 +224,7 @@ if not CELERY_BROKER_URL:
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
+        "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
 else:

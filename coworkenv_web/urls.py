@@ -5,6 +5,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 api_v1 = [
     path("", include("apps.accounts.apis")),
     path("", include("apps.core.apis")),
+    path("", include("apps.capabilities.apis")),
+    path("", include("apps.environments.apis")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
@@ -13,6 +15,8 @@ api_v1 = [
 urlpatterns = [
     path("", include("apps.accounts.urls")),
     path("", include("apps.core.urls")),
+    path("", include("apps.capabilities.urls")),
+    path("", include("apps.environments.urls")),
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),
 ]

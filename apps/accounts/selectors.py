@@ -23,9 +23,15 @@ def api_token_list(*, user):
 
 def project_counts(*, project: Project) -> dict[str, int]:
     """The figures on a project's dashboard; each part of the pipeline adds its own line."""
+    from apps.capabilities.models import Capability
     from apps.core.models import ACTIVE_JOB_STATUSES, Job
+    from apps.environments.selectors import project_environment_counts
 
     return {
-        "members": Membership.objects.filter(project=project).count(),
+        "capabilities": Capability.objects.filter(
+            project=project, archived_at__isnull=True
+        ).count(),
+        **project_environment_counts(project=project),
         "active_jobs": Job.objects.filter(project=project, status__in=ACTIVE_JOB_STATUSES).count(),
+        "members": Membership.objects.filter(project=project).count(),
     }

@@ -1,0 +1,63 @@
+"""Writes to environments. Import from here: ``from apps.environments.services import …``."""
+
+from apps.environments.services.environments import (
+    environment_approve,
+    environment_archive,
+    environment_delete,
+    environment_duplicate,
+    environment_edited,
+    environment_import,
+    environment_replace_spec,
+    environment_restore,
+    environment_update,
+    spec_canonical,
+)
+from apps.environments.services.parts import (
+    grader_create,
+    grader_delete,
+    grader_update,
+    record_create,
+    record_delete,
+    record_update,
+    task_create,
+    task_delete,
+    task_update,
+    tool_create,
+    tool_delete,
+    tool_update,
+)
+from apps.environments.services.validation import (
+    VALIDATION_JOB_KIND,
+    environment_validate,
+    environment_validation_run,
+    environment_validation_start,
+)
+
+__all__ = [
+    "VALIDATION_JOB_KIND",
+    "environment_approve",
+    "environment_archive",
+    "environment_delete",
+    "environment_duplicate",
+    "environment_edited",
+    "environment_import",
+    "environment_replace_spec",
+    "environment_restore",
+    "environment_update",
+    "environment_validate",
+    "environment_validation_run",
+    "environment_validation_start",
+    "grader_create",
+    "grader_delete",
+    "grader_update",
+    "record_create",
+    "record_delete",
+    "record_update",
+    "spec_canonical",
+    "task_create",
+    "task_delete",
+    "task_update",
+    "tool_create",
+    "tool_delete",
+    "tool_update",
+]
