@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from .simulator import ToolResult
 from .spec import EnvironmentSpec, ReferenceCall, TaskSpec
 
-MAX_ORACLE_ATTEMPTS = 6  # per reference call, when transient faults hit
+MAX_ORACLE_ATTEMPTS = 10  # per reference call, when transient faults hit
 
 
 @dataclass(frozen=True)

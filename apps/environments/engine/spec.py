@@ -6,18 +6,56 @@ import copy
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from .formats import compile_validator
 from .problems import Problem, SpecError, error, pointer
+from .spec_model import (
+    ALL_FAULT_KINDS,
+    DEFAULT_CLOCK_START,
+    DEFAULT_STEP_SECONDS,
+    Binding,
+    Clock,
+    EnvironmentSpec,
+    Faults,
+    Grader,
+    ReferenceCall,
+    ReferenceStep,
+    TaskScoring,
+    TaskSpec,
+    ToolSpec,
+    Turn,
+    Update,
+    UserSpec,
+)
+
+__all__ = [
+    "SCHEMA_ID",
+    "Binding",
+    "Clock",
+    "EnvironmentSpec",
+    "Faults",
+    "Grader",
+    "ReferenceCall",
+    "ReferenceStep",
+    "TaskScoring",
+    "TaskSpec",
+    "ToolSpec",
+    "Turn",
+    "Update",
+    "UserSpec",
+    "canonical_dump",
+    "canonical_json",
+    "load_spec",
+    "parse_spec",
+    "schema_problems",
+    "spec_hash",
+    "spec_json_schema",
+]
 
 SCHEMA_ID = "coworkenv.environment/v1"
-DEFAULT_CLOCK_START = "2026-03-02T09:00:00Z"
-DEFAULT_STEP_SECONDS = 60
-ALL_FAULT_KINDS = ("rate_limit", "server_error", "timeout")
 MAX_SCHEMA_PROBLEMS = 50
 
 
@@ -34,177 +72,6 @@ def _schema_validator():
 def spec_json_schema() -> dict:
     """A fresh copy of the JSON Schema (safe for the caller to mutate)."""
     return json.loads(_schema_text())
-
-
-# --------------------------------------------------------------------------- dataclasses
-
-
-@dataclass(frozen=True)
-class Clock:
-    start: str = DEFAULT_CLOCK_START
-    step_seconds: int = DEFAULT_STEP_SECONDS
-
-
-@dataclass(frozen=True)
-class Faults:
-    rate: float = 0.0
-    kinds: tuple[str, ...] = ALL_FAULT_KINDS
-
-
-@dataclass(frozen=True)
-class Binding:
-    op: str
-    service: str
-    collection: str
-    fields: tuple[str, ...] | None = None
-    query: str | None = None
-    id: str | None = None
-    values: dict[str, Any] | None = None
-    merge: str | None = None
-    where: dict[str, Any] | None = None
-    limit: int | str | None = None
-
-    @property
-    def changes_state(self) -> bool:
-        return self.op in ("create", "update", "delete")
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    binding: Binding
-    faults: Faults = Faults()
-
-    def openai(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": copy.deepcopy(self.parameters),
-            },
-        }
-
-
-@dataclass(frozen=True)
-class Update:
-    op: str
-    service: str
-    collection: str
-    id: str | None = None
-    values: dict[str, Any] | None = None
-    silent: bool = False
-    notice: str | None = None
-
-
-@dataclass(frozen=True)
-class Turn:
-    message: str
-    updates: tuple[Update, ...] = ()
-    time: str | None = None
-
-
-@dataclass(frozen=True)
-class ReferenceCall:
-    tool: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ReferenceStep:
-    turn: int
-    calls: tuple[ReferenceCall, ...]
-    reply: str | None = None
-
-
-@dataclass(frozen=True)
-class Grader:
-    id: str
-    category: str
-    check: dict[str, Any]
-    description: str = ""
-    weight: float = 1.0
-    at_turn: int | None = None
-
-
-@dataclass(frozen=True)
-class UserSpec:
-    persona: str = ""
-    reveals_when_asked: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class TaskScoring:
-    completion_weight: float | None = None
-    robustness_weight: float | None = None
-    pass_threshold: float | None = None
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    key: str
-    title: str
-    capabilities: tuple[str, ...]
-    split: str
-    system: str
-    constraints: tuple[str, ...]
-    records: dict[str, dict[str, list[dict[str, Any]]]]
-    user: UserSpec
-    turns: tuple[Turn, ...]
-    reference_solution: tuple[ReferenceStep, ...]
-    graders: tuple[Grader, ...]
-    scoring: TaskScoring | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def step_for_turn(self, turn: int) -> ReferenceStep | None:
-        for step in self.reference_solution:
-            if step.turn == turn:
-                return step
-        return None
-
-    def system_prompt(self) -> str:
-        text = self.system
-        if self.constraints:
-            rules = "\n".join(f"- {c}" for c in self.constraints)
-            text = f"{text}\n\nConstraints:\n{rules}" if text else f"Constraints:\n{rules}"
-        return text
-
-
-@dataclass(frozen=True)
-class EnvironmentSpec:
-    name: str
-    domain: str
-    description: str
-    clock: Clock
-    services: dict[str, dict[str, list[dict[str, Any]]]]
-    tools: tuple[ToolSpec, ...]
-    tasks: tuple[TaskSpec, ...]
-    metadata: dict[str, Any] = field(default_factory=dict)
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    def tool(self, name: str) -> ToolSpec | None:
-        index = self._cache.get("tools")
-        if index is None:
-            index = self._cache["tools"] = {t.name: t for t in self.tools}
-        return index.get(name)
-
-    def task(self, key: str) -> TaskSpec:
-        for task in self.tasks:
-            if task.key == key:
-                return task
-        raise KeyError(f"no task {key!r}; tasks: {', '.join(t.key for t in self.tasks)}")
-
-    def task_index(self, key: str) -> int:
-        return [t.key for t in self.tasks].index(key)
-
-    def openai_tools(self) -> list[dict[str, Any]]:
-        """The tool list in OpenAI function-tool format (``tools=`` of chat completions)."""
-        return [t.openai() for t in self.tools]
-
-    def to_dict(self) -> dict[str, Any]:
-        return _dump_env(self)
 
 
 # --------------------------------------------------------------------------- loading

@@ -5,20 +5,17 @@ Runs on a schema-valid document; ``doc`` gives pointers, ``spec`` the typed view
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from .. import library
 from ..bindings import placeholder_name
-from ..checks import MAX_DEPTH
 from ..formats import schema_problem, validator_for
 from ..problems import Problem, error, pointer, warning
-from ..safe_regex import check_pattern
 from ..simulator import Limits
 from ..spec import EnvironmentSpec, TaskSpec, ToolSpec
 from ..state import json_size
-from .queries import analyze_query
+from .static_checks import CheckContext, check_problems
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RESERVED_PARAMETERS = {"now"}
@@ -347,7 +344,7 @@ def _task(
             _reference_call(out, f"{ptr}/calls/{c}", call.tool, call.arguments, spec)
     seen_graders: set[str] = set()
     deterministic_completion = False
-    ctx = _CheckCtx(spec, task, collections, fields)
+    ctx = CheckContext(spec, task, collections, fields)
     for g, grader in enumerate(task.graders):
         ptr = pointer(*base, "graders", g)
         if grader.id in seen_graders:
@@ -378,7 +375,7 @@ def _task(
                     f"Use 0..{n_turns - 1}.",
                 )
             )
-        _check(out, ptr + "/check", grader.check, ctx, 0)
+        check_problems(out, ptr + "/check", grader.check, ctx)
         kinds = set(_leaf_kinds(grader.check))
         if grader.category == "completion" and kinds - {"judge"}:
             deterministic_completion = True
@@ -493,136 +490,3 @@ def _reference_call(
                 "Make the reference arguments match the tool's parameters.",
             )
         )
-
-
-# --------------------------------------------------------------------------- checks
-
-
-class _CheckCtx:
-    def __init__(self, spec, task, collections, fields):
-        self.spec, self.task, self.collections, self.fields = spec, task, collections, fields
-
-    def fields_of(self, service: str, collection: str) -> set[str] | None:
-        return self.fields.get((service, collection))
-
-
-def _query(out: list[Problem], ptr: str, query: str, ctx: _CheckCtx) -> None:
-    for issue in analyze_query(query, ctx.collections, ctx.fields_of):
-        out.append(error(issue.code, ptr, issue.message, issue.hint))
-
-
-def _regex(out: list[Problem], ptr: str, pattern: Any) -> None:
-    if not isinstance(pattern, str):
-        return
-    why = check_pattern(pattern)
-    if why is None:
-        return
-    code = "regex_invalid" if why.startswith("does not compile") else "regex_unsafe"
-    out.append(
-        error(
-            code,
-            ptr,
-            f"Regex {json.dumps(pattern)[:120]} {why}.",
-            "Use a simple pattern: no nested or repeated groups of quantifiers, no "
-            "back-references, at most 300 characters.",
-        )
-    )
-
-
-def _bounds(out: list[Problem], ptr: str, check: dict[str, Any]) -> None:
-    if "min" in check and "max" in check and check["min"] > check["max"]:
-        out.append(
-            error(
-                "check_invalid",
-                ptr + "/min",
-                f"min {check['min']} > max {check['max']}.",
-                "Swap or fix the bounds.",
-            )
-        )
-
-
-def _check(out: list[Problem], ptr: str, check: dict[str, Any], ctx: _CheckCtx, depth: int) -> None:
-    if depth > MAX_DEPTH:
-        out.append(
-            error(
-                "check_invalid",
-                ptr,
-                f"Checks nest deeper than {MAX_DEPTH}.",
-                "Flatten the all/any/not combinators.",
-            )
-        )
-        return
-    for mode in ("all", "any"):
-        if mode in check:
-            for i, child in enumerate(check[mode]):
-                _check(out, f"{ptr}/{mode}/{i}", child, ctx, depth + 1)
-            return
-    if "not" in check:
-        _check(out, ptr + "/not", check["not"], ctx, depth + 1)
-        return
-    kind = check["kind"]
-    n_turns = len(ctx.task.turns)
-    if kind == "state":
-        _query(out, ptr + "/query", check["query"], ctx)
-        if check["op"] == "matches":
-            _regex(out, ptr + "/value", check["value"])
-        _bounds(out, ptr, check)
-    elif kind == "tool_call":
-        tool = ctx.spec.tool(check["tool"])
-        names = ", ".join(t.name for t in ctx.spec.tools) or "none"
-        if tool is None:
-            out.append(
-                error(
-                    "unknown_tool",
-                    ptr + "/tool",
-                    f"The check looks for calls to '{check['tool']}', which is not declared.",
-                    f"Use one of: {names}.",
-                )
-            )
-        for rel in ("before", "after"):
-            if rel in check and ctx.spec.tool(check[rel]) is None:
-                out.append(
-                    error(
-                        "unknown_tool",
-                        f"{ptr}/{rel}",
-                        f"'{rel}' names '{check[rel]}', which is not declared.",
-                        f"Use one of: {names}.",
-                    )
-                )
-        declared = set((tool.parameters.get("properties") or {}) if tool else ())
-        for arg, matcher in (check.get("arguments") or {}).items():
-            if tool is not None and arg not in declared:
-                out.append(
-                    error(
-                        "unknown_argument",
-                        f"{ptr}/arguments/{arg}",
-                        f"'{arg}' is not a parameter of '{tool.name}'.",
-                        f"Parameters: {', '.join(sorted(declared)) or 'none'}.",
-                    )
-                )
-            if isinstance(matcher, dict) and matcher.get("op") == "matches":
-                _regex(out, f"{ptr}/arguments/{arg}/value", matcher.get("value"))
-        if check.get("during_turn") is not None and check["during_turn"] >= n_turns:
-            out.append(
-                error(
-                    "turn_out_of_range",
-                    ptr + "/during_turn",
-                    f"during_turn {check['during_turn']} but the task has {n_turns} turn(s).",
-                    f"Use 0..{n_turns - 1}.",
-                )
-            )
-        _bounds(out, ptr, check)
-    elif kind == "response":
-        if "matches" in check:
-            _regex(out, ptr + "/matches", check["matches"])
-        if "mentions" in check:
-            _query(out, ptr + "/mentions", check["mentions"], ctx)
-        if check.get("turn") is not None and check["turn"] >= n_turns:
-            out.append(
-                error(
-                    "turn_out_of_range",
-                    ptr + "/turn",
-                    f"turn {check['turn']} but the task has {n_turns} turn(s).",
-                    f"Use 0..{n_turns - 1}.",
-                )
-            )

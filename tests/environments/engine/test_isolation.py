@@ -1,0 +1,51 @@
+"""The engine is a library: nothing from Django, DRF, Celery or the other apps."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from .helpers import ROOT
+
+ENGINE = ROOT / "apps" / "environments" / "engine"
+FORBIDDEN = ("django", "rest_framework", "celery", "kombu", "apps")
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text("utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+
+
+def test_engine_sources_import_only_stdlib_jsonschema_jmespath():
+    allowed_third_party = {"jsonschema", "jmespath"}
+    stdlib = set(sys.stdlib_module_names)
+    offenders = []
+    for path in ENGINE.rglob("*.py"):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top in FORBIDDEN or (top not in stdlib and top not in allowed_third_party):
+                offenders.append(f"{path.relative_to(ROOT)}: {name}")
+    assert offenders == []
+
+
+def test_importing_the_engine_loads_no_django():
+    code = (
+        "import sys\n"
+        "import apps.environments.engine.validation, apps.environments.engine.runner, "
+        "apps.environments.engine.cli\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('django', 'rest_framework', "
+        "'celery')]\n"
+        "bad += [m for m in sys.modules if m.startswith('apps.') and not "
+        "m.startswith('apps.environments.engine') and m != 'apps.environments']\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
+def test_modules_stay_small():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in ENGINE.rglob("*.py")}
+    assert max(sizes.values()) < 500, sizes
