@@ -10,6 +10,7 @@ from django.db import transaction
 
 from apps.accounts.models import Membership, Project, Role
 from apps.accounts.services import project_create
+from apps.capabilities.services import capability_catalogue_seed
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "cowork-demo"
@@ -45,6 +46,9 @@ def demo_seed() -> DemoSummary:
         Membership.objects.update_or_create(
             project=project, user=user, defaults={"role": Role.ADMIN}
         )
+        # Before the samples, so that their tasks link to catalogue entries; a demo project
+        # made before the catalogue existed gets the missing ones.
+        capability_catalogue_seed(project=project, user=user)
     summary = DemoSummary(project=project)
     _seed_sample_environments(summary, user)
     return summary

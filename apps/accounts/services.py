@@ -7,6 +7,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from apps.accounts.models import ApiToken, Membership, Project, Role
+from apps.capabilities.services import capability_catalogue_seed
 from apps.core.exceptions import ApplicationError
 
 TOKEN_PREFIX = "cwe"
@@ -14,6 +15,7 @@ TOKEN_PREFIX = "cwe"
 
 @transaction.atomic
 def project_create(*, name: str, creator, description: str = "", slug: str = "") -> Project:
+    """A new project, its creator as admin, and the standard capability catalogue."""
     slug = slug or slugify(name)[:60]
     if not slug:
         raise ApplicationError("A project needs a name with at least one letter or digit.")
@@ -23,6 +25,7 @@ def project_create(*, name: str, creator, description: str = "", slug: str = "")
     project.full_clean()
     project.save()
     Membership.objects.create(project=project, user=creator, role=Role.ADMIN)
+    capability_catalogue_seed(project=project, user=creator)
     return project
 
 
