@@ -126,6 +126,9 @@ class TaskCapability(models.Model):
             models.UniqueConstraint(fields=["task", "capability"], name="task_capability_unique"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.task_id} exercises {self.capability_id}"
+
 
 class Grader(models.Model):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="graders")

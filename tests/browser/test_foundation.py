@@ -8,7 +8,9 @@ from apps.accounts.models import ApiToken, Membership, Role
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_login_dashboard_switch_project_and_logout(login, live_server, admin, project, other_project):
+def test_login_dashboard_switch_project_and_logout(
+    login, live_server, admin, project, other_project
+):
     Membership.objects.create(project=other_project, user=admin, role=Role.VIEWER)
     page = login(admin)
     expect(page).to_have_url(re.compile(r"/p/acme/$"))
