@@ -12,6 +12,16 @@ from apps.environments.services.environments import (
     environment_update,
     spec_canonical,
 )
+from apps.environments.services.imports import (
+    MAX_EXPORT_ENVIRONMENTS,
+    MAX_ZIP_MEMBERS,
+    environment_import_text,
+    environment_import_upload,
+    environment_spec_filename,
+    environment_spec_json,
+    environments_export_zip,
+    spec_parse,
+)
 from apps.environments.services.parts import (
     grader_create,
     grader_delete,
@@ -34,6 +44,8 @@ from apps.environments.services.validation import (
 )
 
 __all__ = [
+    "MAX_EXPORT_ENVIRONMENTS",
+    "MAX_ZIP_MEMBERS",
     "VALIDATION_JOB_KIND",
     "environment_approve",
     "environment_archive",
@@ -41,12 +53,17 @@ __all__ = [
     "environment_duplicate",
     "environment_edited",
     "environment_import",
+    "environment_import_text",
+    "environment_import_upload",
     "environment_replace_spec",
     "environment_restore",
+    "environment_spec_filename",
+    "environment_spec_json",
     "environment_update",
     "environment_validate",
     "environment_validation_run",
     "environment_validation_start",
+    "environments_export_zip",
     "grader_create",
     "grader_delete",
     "grader_update",
@@ -54,6 +71,7 @@ __all__ = [
     "record_delete",
     "record_update",
     "spec_canonical",
+    "spec_parse",
     "task_create",
     "task_delete",
     "task_update",
