@@ -8,7 +8,6 @@ from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError
 
 FORMAT_CHECKER = FormatChecker(formats=())
 
@@ -37,13 +36,30 @@ def _is_email(value: object) -> bool:
     return not isinstance(value, str) or bool(_EMAIL.match(value))
 
 
+@lru_cache(maxsize=1)
+def _meta_validator() -> Draft202012Validator:
+    return Draft202012Validator(Draft202012Validator.META_SCHEMA)
+
+
+@lru_cache(maxsize=2048)
+def _schema_problem(schema_json: str) -> str | None:
+    import json
+
+    from jsonschema.exceptions import best_match
+
+    err = best_match(_meta_validator().iter_errors(json.loads(schema_json)))
+    return None if err is None else err.message
+
+
 def schema_problem(schema: Any) -> str | None:
     """Why ``schema`` is not a valid draft 2020-12 schema, or None when it is."""
+    import json
+
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return exc.message
-    return None
+        text = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        return f"not JSON: {exc}"
+    return _schema_problem(text)
 
 
 def compile_validator(schema: dict) -> Draft202012Validator:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .bindings import OpContext, ToolError, execute
 from .formats import validator_for
-from .spec import EnvironmentSpec, Update, canonical_json, load_spec
+from .spec import EnvironmentSpec, Update, load_spec
 from .state import BaseState, WorldState, build_base, json_size
 
 TRANSIENT_ERRORS = frozenset({"rate_limit", "server_error", "timeout"})
@@ -388,7 +388,16 @@ class Episode:
         return self._world.size_bytes
 
     def state_hash(self) -> str:
-        return hashlib.sha256(canonical_json(self._world.view()).encode("utf-8")).hexdigest()
+        """sha256 of the state as sorted, compact JSON (records are JSON, so no float
+        normalisation is needed: equal states give equal text)."""
+        text = json.dumps(
+            self._world.view(),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            default=str,
+        )
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _default_notice(u: Update) -> str:

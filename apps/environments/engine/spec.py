@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -173,6 +172,11 @@ def load_spec(doc: Any) -> EnvironmentSpec:
     return spec
 
 
+def _copy(value: Any) -> Any:
+    """A deep copy of JSON data (several times faster than copy.deepcopy)."""
+    return json.loads(json.dumps(value))
+
+
 def _build(doc: dict[str, Any]) -> EnvironmentSpec:
     clock = doc.get("clock") or {}
     return EnvironmentSpec(
@@ -183,10 +187,10 @@ def _build(doc: dict[str, Any]) -> EnvironmentSpec:
             clock.get("start", DEFAULT_CLOCK_START),
             clock.get("step_seconds", DEFAULT_STEP_SECONDS),
         ),
-        services=copy.deepcopy(doc["services"]),
+        services=_copy(doc["services"]),
         tools=tuple(_build_tool(t) for t in doc["tools"]),
         tasks=tuple(_build_task(t) for t in doc["tasks"]),
-        metadata=copy.deepcopy(doc.get("metadata", {})),
+        metadata=_copy(doc.get("metadata", {})),
     )
 
 
@@ -196,7 +200,7 @@ def _build_tool(t: dict[str, Any]) -> ToolSpec:
     return ToolSpec(
         name=t["name"],
         description=t.get("description", ""),
-        parameters=copy.deepcopy(t["parameters"]),
+        parameters=_copy(t["parameters"]),
         binding=Binding(
             op=b["op"],
             service=b["service"],
@@ -204,9 +208,9 @@ def _build_tool(t: dict[str, Any]) -> ToolSpec:
             fields=tuple(b["fields"]) if "fields" in b else None,
             query=b.get("query"),
             id=b.get("id"),
-            values=copy.deepcopy(b["values"]) if "values" in b else None,
+            values=_copy(b["values"]) if "values" in b else None,
             merge=b.get("merge"),
-            where=copy.deepcopy(b["where"]) if "where" in b else None,
+            where=_copy(b["where"]) if "where" in b else None,
             limit=b.get("limit"),
         ),
         faults=Faults(float(faults.get("rate", 0.0)), tuple(faults.get("kinds", ALL_FAULT_KINDS))),
@@ -223,7 +227,7 @@ def _build_task(t: dict[str, Any]) -> TaskSpec:
         split=t.get("split", "train"),
         system=t.get("system", ""),
         constraints=tuple(t.get("constraints", ())),
-        records=copy.deepcopy(t.get("records", {})),
+        records=_copy(t.get("records", {})),
         user=UserSpec(user.get("persona", ""), tuple(user.get("reveals_when_asked", ()))),
         turns=tuple(
             Turn(
@@ -234,7 +238,7 @@ def _build_task(t: dict[str, Any]) -> TaskSpec:
                         service=u["service"],
                         collection=u["collection"],
                         id=u.get("id"),
-                        values=copy.deepcopy(u["values"]) if "values" in u else None,
+                        values=_copy(u["values"]) if "values" in u else None,
                         silent=u.get("silent", False),
                         notice=u.get("notice"),
                     )
@@ -247,9 +251,7 @@ def _build_task(t: dict[str, Any]) -> TaskSpec:
         reference_solution=tuple(
             ReferenceStep(
                 turn=s["turn"],
-                calls=tuple(
-                    ReferenceCall(c["tool"], copy.deepcopy(c["arguments"])) for c in s["calls"]
-                ),
+                calls=tuple(ReferenceCall(c["tool"], _copy(c["arguments"])) for c in s["calls"]),
                 reply=s.get("reply"),
             )
             for s in t["reference_solution"]
@@ -258,7 +260,7 @@ def _build_task(t: dict[str, Any]) -> TaskSpec:
             Grader(
                 id=g["id"],
                 category=g["category"],
-                check=copy.deepcopy(g["check"]),
+                check=_copy(g["check"]),
                 description=g.get("description", ""),
                 weight=g.get("weight", 1.0),
                 at_turn=g.get("at_turn"),
@@ -266,7 +268,7 @@ def _build_task(t: dict[str, Any]) -> TaskSpec:
             for g in t["graders"]
         ),
         scoring=TaskScoring(**scoring) if scoring is not None else None,
-        metadata=copy.deepcopy(t.get("metadata", {})),
+        metadata=_copy(t.get("metadata", {})),
     )
 
 
@@ -280,10 +282,10 @@ def _dump_env(spec: EnvironmentSpec) -> dict[str, Any]:
         "domain": spec.domain,
         "description": spec.description,
         "clock": {"start": spec.clock.start, "step_seconds": spec.clock.step_seconds},
-        "services": copy.deepcopy(spec.services),
+        "services": (spec.services),
         "tools": [_dump_tool(t) for t in spec.tools],
         "tasks": [_dump_task(t) for t in spec.tasks],
-        "metadata": copy.deepcopy(spec.metadata),
+        "metadata": (spec.metadata),
     }
 
 
@@ -293,11 +295,11 @@ def _dump_tool(t: ToolSpec) -> dict[str, Any]:
     for name in ("fields", "query", "id", "values", "merge", "where", "limit"):
         value = getattr(b, name)
         if value is not None:
-            binding[name] = list(value) if name == "fields" else copy.deepcopy(value)
+            binding[name] = list(value) if name == "fields" else (value)
     return {
         "name": t.name,
         "description": t.description,
-        "parameters": copy.deepcopy(t.parameters),
+        "parameters": (t.parameters),
         "binding": binding,
         "faults": {"rate": t.faults.rate, "kinds": list(t.faults.kinds)},
     }
@@ -308,7 +310,7 @@ def _dump_update(u: Update) -> dict[str, Any]:
     if u.id is not None:
         out["id"] = u.id
     if u.values is not None:
-        out["values"] = copy.deepcopy(u.values)
+        out["values"] = u.values
     out["silent"] = u.silent
     out["notice"] = u.notice
     return out
@@ -322,7 +324,7 @@ def _dump_task(t: TaskSpec) -> dict[str, Any]:
         "split": t.split,
         "system": t.system,
         "constraints": list(t.constraints),
-        "records": copy.deepcopy(t.records),
+        "records": (t.records),
         "user": {"persona": t.user.persona, "reveals_when_asked": list(t.user.reveals_when_asked)},
         "turns": [
             {
@@ -335,9 +337,7 @@ def _dump_task(t: TaskSpec) -> dict[str, Any]:
         "reference_solution": [
             {
                 "turn": s.turn,
-                "calls": [
-                    {"tool": c.tool, "arguments": copy.deepcopy(c.arguments)} for c in s.calls
-                ],
+                "calls": [{"tool": c.tool, "arguments": (c.arguments)} for c in s.calls],
                 "reply": s.reply,
             }
             for s in t.reference_solution
@@ -349,7 +349,7 @@ def _dump_task(t: TaskSpec) -> dict[str, Any]:
                 "category": g.category,
                 "weight": g.weight,
                 "at_turn": g.at_turn,
-                "check": copy.deepcopy(g.check),
+                "check": (g.check),
             }
             for g in t.graders
         ],
@@ -364,7 +364,7 @@ def _dump_task(t: TaskSpec) -> dict[str, Any]:
             )
             if v is not None
         }
-    out["metadata"] = copy.deepcopy(t.metadata)
+    out["metadata"] = t.metadata
     return out
 
 

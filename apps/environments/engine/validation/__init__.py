@@ -54,6 +54,13 @@ class ValidationReport:
         }
 
 
+def _raw_hash(doc: Any) -> str | None:
+    try:
+        return spec_hash(doc)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
 def _crash(where: str, exc: BaseException) -> Problem:
     return error(
         "simulation_crashed",
@@ -77,15 +84,13 @@ def validate_spec(
             on_progress(done, total, label)
 
     try:
-        report.spec_hash = spec_hash(doc)
-    except (TypeError, ValueError, RecursionError):
-        report.spec_hash = None
-    try:
         report.problems.extend(schema_problems(doc))
         if report.problems:
+            report.spec_hash = _raw_hash(doc)
             progress(1, 1, "schema")
             return report
         spec: EnvironmentSpec = _build(doc)
+        report.spec_hash = spec_hash(spec)
         report.problems.extend(static_problems(doc, spec))
     except RecursionError as exc:
         report.problems.append(
