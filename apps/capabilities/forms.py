@@ -1,0 +1,44 @@
+from django import forms
+
+from apps.capabilities.models import Capability
+
+
+class CapabilityForm(forms.Form):
+    name = forms.CharField(max_length=120)
+    slug = forms.SlugField(
+        max_length=80,
+        required=False,
+        help_text="How specs name it (tasks[].capabilities). Leave blank to derive from the name.",
+    )
+    group = forms.CharField(
+        max_length=60,
+        required=False,
+        help_text="Capabilities are listed by group, e.g. “Coordination” or “Policy and safety”.",
+    )
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    guidance = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 5}),
+        required=False,
+        help_text=Capability._meta.get_field("guidance").help_text
+        + " Traps to seed, graders that catch a failure.",
+    )
+    examples = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}),
+        required=False,
+        help_text="Example user requests, one per line.",
+    )
+
+    @classmethod
+    def for_capability(cls, capability: Capability, data=None) -> "CapabilityForm":
+        initial = {
+            "name": capability.name,
+            "slug": capability.slug,
+            "group": capability.group,
+            "description": capability.description,
+            "guidance": capability.guidance,
+            "examples": "\n".join(capability.examples),
+        }
+        return cls(data, initial=initial)
+
+    def clean_examples(self) -> list[str]:
+        return [line.strip() for line in self.cleaned_data["examples"].splitlines() if line.strip()]
