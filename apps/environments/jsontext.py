@@ -1,0 +1,106 @@
+"""JSON typed by a person: syntax errors with line and column, and where each value starts.
+
+``parse_json_text`` raises ``JSONTextError`` (line, column, the offending line) instead of
+``json.JSONDecodeError``; ``value_lines`` maps every JSON pointer of a document to the line
+its value starts on, so problems can be shown beside their location. Pure functions.
+"""
+
+import json
+from dataclasses import dataclass
+
+from apps.environments.engine.problems import pointer as make_pointer
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = " \t\n\r"
+
+
+@dataclass
+class JSONTextError(ValueError):
+    message: str
+    line: int
+    column: int
+    line_text: str
+
+    def __str__(self) -> str:
+        return f"Line {self.line}, column {self.column}: {self.message}"
+
+
+def parse_json_text(text: str):
+    """Parse ``text`` as one JSON value; raise JSONTextError pointing at the problem."""
+    if not text.strip():
+        raise JSONTextError("Empty input: expected a JSON value.", 1, 1, "")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        lines = text.splitlines() or [""]
+        line_text = lines[exc.lineno - 1] if exc.lineno - 1 < len(lines) else ""
+        raise JSONTextError(exc.msg + ".", exc.lineno, exc.colno, line_text) from None
+    except RecursionError:
+        raise JSONTextError("The document nests too deeply.", 1, 1, "") from None
+
+
+def value_lines(text: str) -> dict[str, int]:
+    """Pointer -> 1-based line where that value starts, for a text that parses as JSON."""
+    positions: dict[str, int] = {}
+    line_starts = [0]
+    line_starts.extend(i + 1 for i, ch in enumerate(text) if ch == "\n")
+
+    def line_of(index: int) -> int:
+        low, high = 0, len(line_starts) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if line_starts[middle] <= index:
+                low = middle
+            else:
+                high = middle - 1
+        return low + 1
+
+    def skip(index: int) -> int:
+        while index < len(text) and text[index] in _WHITESPACE:
+            index += 1
+        return index
+
+    def walk(index: int, parts: tuple) -> int:
+        index = skip(index)
+        positions[make_pointer(*parts)] = line_of(index)
+        char = text[index]
+        if char == "{":
+            index = skip(index + 1)
+            if text[index] == "}":
+                return index + 1
+            while True:
+                key, index = json.decoder.scanstring(text, skip(index) + 1)
+                index = skip(index) + 1  # the colon
+                index = skip(walk(index, (*parts, key)))
+                if text[index] == "}":
+                    return index + 1
+                index += 1  # the comma
+        if char == "[":
+            index = skip(index + 1)
+            if text[index] == "]":
+                return index + 1
+            position = 0
+            while True:
+                index = skip(walk(index, (*parts, position)))
+                position += 1
+                if text[index] == "]":
+                    return index + 1
+                index += 1
+        _, end = _DECODER.raw_decode(text, index)
+        return end
+
+    try:
+        walk(0, ())
+    except (IndexError, ValueError, RecursionError):
+        return positions
+    return positions
+
+
+def nearest_line(lines: dict[str, int], pointer: str) -> int | None:
+    """The line of ``pointer``, or of its closest ancestor present in ``lines``."""
+    while True:
+        if pointer in lines:
+            return lines[pointer]
+        if not pointer:
+            return None
+        pointer = pointer.rsplit("/", 1)[0]
