@@ -133,9 +133,7 @@ def test_validate_sets_status_and_report(environment):
     assert report.valid is True
     assert environment.status == EnvironmentStatus.VALID
     assert environment.latest_validation == report
-    assert {t["key"] for t in report.tasks} == set(
-        environment.tasks.values_list("key", flat=True)
-    )
+    assert {t["key"] for t in report.tasks} == set(environment.tasks.values_list("key", flat=True))
     assert all(t["sensitivity"] == 1.0 for t in report.tasks)
 
 
