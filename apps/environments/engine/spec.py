@@ -87,6 +87,9 @@ def schema_problems(doc: Any) -> list[Problem]:
                 'Send one JSON object with "schema": "coworkenv.environment/v1".',
             )
         ]
+    not_json = _not_json(doc)
+    if not_json:
+        return not_json
     errors = sorted(
         _schema_validator().iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path]
     )
@@ -109,6 +112,59 @@ def schema_problems(doc: Any) -> list[Problem]:
             )
         )
     return problems
+
+
+def _not_json(doc: Any) -> list[Problem]:
+    """NaN/Infinity (which Python's json accepts) and non-JSON Python values, by pointer."""
+    try:
+        json.dumps(doc, allow_nan=False)
+        return []
+    except RecursionError:
+        return [error("schema_invalid", "", "The document nests too deeply.", "Flatten it.")]
+    except (TypeError, ValueError):
+        pass
+    found: list[Problem] = []
+
+    def walk(value: Any, path: tuple) -> None:
+        if len(found) >= MAX_SCHEMA_PROBLEMS:
+            return
+        if isinstance(value, float) and not math.isfinite(value):
+            found.append(
+                error(
+                    "schema_invalid",
+                    pointer(*path),
+                    f"{value} is not a JSON number.",
+                    "Use a finite number (NaN and Infinity are not JSON).",
+                )
+            )
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    found.append(
+                        error(
+                            "schema_invalid",
+                            pointer(*path),
+                            f"Key {k!r} is not a string.",
+                            "JSON object keys are strings.",
+                        )
+                    )
+                else:
+                    walk(v, (*path, k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, (*path, i))
+        elif value is not None and not isinstance(value, (str, int, float, bool)):
+            found.append(
+                error(
+                    "schema_invalid",
+                    pointer(*path),
+                    f"A {type(value).__name__} is not a JSON value.",
+                    "Use JSON values only.",
+                )
+            )
+
+    walk(doc, ())
+    return found
 
 
 def _hint(err: Any) -> str:

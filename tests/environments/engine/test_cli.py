@@ -36,14 +36,11 @@ def test_validate_json_report(mini_file):
     assert report["tasks"][0]["key"] == "book" and report["tasks"][0]["sensitivity"] == 1.0
 
 
-def test_validate_invalid_file_exits_1():
+def test_validate_invalid_file_exits_1(tmp_path):
     path = next(p for p in BROKEN if p.stem == "update-target-missing")
-    spec_file = path.parent / "_tmp_spec.json"
-    try:
-        spec_file.write_text(json.dumps(json.loads(path.read_text())["spec"]))
-        code, out = _run("validate", str(spec_file), "--json")
-    finally:
-        spec_file.unlink()
+    spec_file = tmp_path / "broken.json"
+    spec_file.write_text(json.dumps(json.loads(path.read_text())["spec"]))
+    code, out = _run("validate", str(spec_file), "--json")
     assert code == 1
     assert json.loads(out)["problems"][0]["pointer"] == "/tasks/0/turns/1/updates/0/id"
 

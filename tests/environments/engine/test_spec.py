@@ -140,3 +140,13 @@ def test_mini_doc_is_not_shared_between_calls():
     a, b = mini_doc(), mini_doc()
     a["name"] = "x"
     assert b["name"] == "Mini"
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), {1, 2}, object()])
+def test_non_json_values_are_schema_problems_with_pointers(doc, bad):
+    doc["tools"][0]["binding"]["where"] = {"title": bad}
+    with pytest.raises(SpecError) as exc:
+        S.load_spec(doc)
+    assert [(p.code, p.pointer) for p in exc.value.problems] == [
+        ("schema_invalid", "/tools/0/binding/where/title")
+    ]

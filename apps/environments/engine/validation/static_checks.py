@@ -104,9 +104,10 @@ def check_problems(
                         f"Use one of: {names}.",
                     )
                 )
-        declared = set((tool.parameters.get("properties") or {}) if tool else ())
+        props = tool.parameters.get("properties") if tool else None
+        declared = set(props) if isinstance(props, dict) else set()
         for arg, matcher in (check.get("arguments") or {}).items():
-            if tool is not None and arg not in declared:
+            if tool is not None and isinstance(props, dict) and arg not in declared:
                 out.append(
                     error(
                         "unknown_argument",
