@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class LlmConfig(AppConfig):
+    name = "apps.llm"
+    label = "llm"
+    verbose_name = "Model endpoints and LLM calls"

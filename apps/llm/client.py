@@ -1,0 +1,609 @@
+"""The one way CoworkEnv talks to a language model.
+
+``llm_chat`` sends one chat completion request to a ``ModelEndpoint`` through the official
+``openai`` client and returns an ``LLMResult``; ``llm_json`` does the same and parses one
+JSON object from the answer. Every attempt holds one of the endpoint's concurrency slots
+(shared by all workers, see ``concurrency.py``) and leaves one ``LLMCall`` row, written in a
+short transaction of its own so the log survives whatever happens to the caller.
+
+Retries: connection errors, timeouts, 429 and 5xx are retried with exponential backoff and
+full jitter (a ``Retry-After`` / ``retry-after-ms`` header sets the wait instead, capped);
+any other 4xx is raised at once as ``LLMRequestError``. When the attempts or the total wait
+run out, ``LLMUnavailable`` is raised.
+"""
+
+import json
+import logging
+import os
+import random
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import openai
+from django.conf import settings
+from django.db import transaction
+
+from apps.llm.concurrency import SlotTimeout, endpoint_slot, ensure_outside_transaction
+from apps.llm.exceptions import (
+    LLMConfigurationError,
+    LLMOutputError,
+    LLMRequestError,
+    LLMUnavailable,
+)
+from apps.llm.jsontext import JSONExtractionError, extract_json_object
+from apps.llm.models import LLMCall, LLMCallStatus, ModelEndpoint
+
+logger = logging.getLogger(__name__)
+
+ERROR_TEXT_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try. Defaults come from settings (``LLM_*``); override per call."""
+
+    max_attempts: int = 4
+    max_total_wait_s: float = 180.0
+    base_delay_s: float = 1.0
+    max_delay_s: float = 30.0
+    retry_after_cap_s: float = 60.0
+    slot_wait_s: float = 900.0
+
+    @classmethod
+    def from_settings(cls, **overrides) -> "RetryPolicy":
+        values = {
+            "max_attempts": getattr(settings, "LLM_MAX_ATTEMPTS", cls.max_attempts),
+            "max_total_wait_s": getattr(settings, "LLM_MAX_TOTAL_WAIT_S", cls.max_total_wait_s),
+            "base_delay_s": getattr(settings, "LLM_BACKOFF_BASE_S", cls.base_delay_s),
+            "max_delay_s": getattr(settings, "LLM_BACKOFF_MAX_S", cls.max_delay_s),
+            "retry_after_cap_s": getattr(settings, "LLM_RETRY_AFTER_CAP_S", cls.retry_after_cap_s),
+            "slot_wait_s": getattr(settings, "LLM_SLOT_WAIT_S", cls.slot_wait_s),
+        }
+        values.update(overrides)
+        return cls(**values)
+
+    def backoff(self, attempt: int) -> float:
+        """Full jitter: uniform in [0, min(max, base · 2^(attempt-1))]."""
+        ceiling = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
+        return random.uniform(0, ceiling)
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    content: str | None
+    tool_calls: list[dict]  # [{"id", "name", "arguments" (a JSON string, as the model wrote it)}]
+    finish_reason: str | None
+    tokens_in: int
+    tokens_out: int
+    latency_ms: int
+    cost: Decimal
+    call_id: int
+    model: str
+    attempts: int = 1
+
+    def as_message(self) -> dict:
+        """The answer as an assistant message in OpenAI chat format (for transcripts)."""
+        message: dict = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": call["arguments"]},
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+
+@dataclass(frozen=True)
+class LLMJSONResult:
+    data: dict
+    result: LLMResult  # the answer that parsed
+    results: list[LLMResult] = field(default_factory=list)  # every answer, re-asks included
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(r.tokens_in for r in self.results)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(r.tokens_out for r in self.results)
+
+    @property
+    def cost(self) -> Decimal:
+        return sum((r.cost for r in self.results), Decimal("0"))
+
+    @property
+    def latency_ms(self) -> int:
+        return sum(r.latency_ms for r in self.results)
+
+
+@dataclass
+class _Failure:
+    detail: str
+    retryable: bool
+    status: int | None = None
+    retry_after: float | None = None
+    body: object = None
+
+
+# --- public API -------------------------------------------------------------------------
+
+
+def llm_chat(
+    *,
+    endpoint: ModelEndpoint,
+    messages: list[dict],
+    purpose: str,
+    job=None,
+    tools: list[dict] | None = None,
+    tool_choice: str | dict | None = None,
+    response_schema: dict | None = None,
+    schema_name: str = "result",
+    describe_schema: bool = True,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    extra_body: dict | None = None,
+    retry: RetryPolicy | None = None,
+) -> LLMResult:
+    """Send one chat completion request (retrying transient failures) and log every attempt.
+
+    ``response_schema``: a JSON Schema the answer must follow. Sent as ``response_format``
+    when the endpoint supports it; otherwise an instruction to answer with JSON only (and,
+    with ``describe_schema``, the schema itself) is added to the system message.
+
+    Must not be called inside a database transaction: the call log and the concurrency
+    slots are committed as they happen, so that other workers and a later reader see them.
+    """
+    ensure_outside_transaction("llm_chat()")
+    policy = retry or RetryPolicy.from_settings()
+    messages = _plain_json(list(messages))
+    kwargs: dict = {
+        "model": endpoint.model,
+        "temperature": endpoint.temperature if temperature is None else temperature,
+        "max_tokens": endpoint.max_tokens if max_tokens is None else max_tokens,
+    }
+    summary = {
+        "model": endpoint.model,
+        "temperature": kwargs["temperature"],
+        "max_tokens": kwargs["max_tokens"],
+        "timeout_s": endpoint.request_timeout_s,
+        "tools": [_tool_name(tool) for tool in tools or []],
+        "tool_choice": tool_choice,
+        "response_format": None,
+    }
+    if tools:
+        kwargs["tools"] = tools
+    if tool_choice is not None:
+        kwargs["tool_choice"] = tool_choice
+    if response_schema is not None:
+        if endpoint.supports_json_schema:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": _schema_name(schema_name),
+                    "schema": response_schema,
+                    "strict": False,
+                },
+            }
+            summary["response_format"] = "json_schema"
+        else:
+            messages = _with_json_instruction(
+                messages, response_schema if describe_schema else None
+            )
+            summary["response_format"] = "prompt"
+    if extra_body:
+        kwargs["extra_body"] = extra_body
+    kwargs["messages"] = messages
+
+    log = _CallLog(endpoint=endpoint, job=job, purpose=purpose, messages=messages, params=summary)
+    api_key = _api_key(endpoint, log)
+
+    waited = 0.0
+    attempt = 0
+    with openai.OpenAI(
+        base_url=endpoint.base_url,
+        api_key=api_key or "not-needed",
+        timeout=float(endpoint.request_timeout_s),
+        max_retries=0,
+    ) as client:
+        while True:
+            attempt += 1
+            try:
+                with endpoint_slot(endpoint, timeout=policy.slot_wait_s):
+                    started = time.monotonic()
+                    try:
+                        completion = client.chat.completions.create(**kwargs)
+                        failure = None
+                    except openai.OpenAIError as exc:
+                        completion = None
+                        failure = _classify(exc, endpoint)
+                    latency_ms = round((time.monotonic() - started) * 1000)
+            except SlotTimeout as exc:
+                call = log.write(attempt=attempt, status=LLMCallStatus.ERROR, error=str(exc))
+                raise LLMUnavailable(
+                    f"Endpoint “{endpoint.name}” is unavailable: {exc}",
+                    detail=str(exc),
+                    endpoint=endpoint.name,
+                    attempts=attempt,
+                    call_id=call.pk,
+                ) from None
+
+            if failure is None:
+                result, failure = _read_completion(completion, endpoint, latency_ms)
+                if failure is None:
+                    call = log.write(
+                        attempt=attempt,
+                        status=LLMCallStatus.OK,
+                        response=result["response"],
+                        tokens_in=result["tokens_in"],
+                        tokens_out=result["tokens_out"],
+                        latency_ms=latency_ms,
+                        cost=result["cost"],
+                    )
+                    return LLMResult(
+                        content=result["response"]["content"],
+                        tool_calls=result["response"]["tool_calls"],
+                        finish_reason=result["response"]["finish_reason"],
+                        tokens_in=result["tokens_in"],
+                        tokens_out=result["tokens_out"],
+                        latency_ms=latency_ms,
+                        cost=result["cost"],
+                        call_id=call.pk,
+                        model=result["response"]["model"] or endpoint.model,
+                        attempts=attempt,
+                    )
+
+            delay = _next_delay(failure, policy, attempt, waited)
+            call = log.write(
+                attempt=attempt,
+                status=LLMCallStatus.RETRYING if delay is not None else LLMCallStatus.ERROR,
+                error=failure.detail,
+                http_status=failure.status,
+                latency_ms=latency_ms,
+                response={"error_body": _excerpt_body(failure.body)} if failure.body else {},
+            )
+            if delay is None:
+                error_class = LLMUnavailable if failure.retryable else LLMRequestError
+                if failure.retryable:
+                    message = (
+                        f"Endpoint “{endpoint.name}” is unavailable after {attempt} "
+                        f"attempt{'s' if attempt != 1 else ''}: {failure.detail}"
+                    )
+                else:
+                    message = f"Endpoint “{endpoint.name}” refused the request: {failure.detail}"
+                raise error_class(
+                    message,
+                    detail=failure.detail,
+                    endpoint=endpoint.name,
+                    status=failure.status,
+                    attempts=attempt,
+                    call_id=call.pk,
+                )
+            logger.info(
+                "LLM %s attempt %s to %s failed (%s); retrying in %.2fs",
+                purpose,
+                attempt,
+                endpoint.name,
+                failure.detail,
+                delay,
+            )
+            time.sleep(delay)
+            waited += delay
+
+
+def llm_json(
+    *,
+    endpoint: ModelEndpoint,
+    messages: list[dict],
+    purpose: str,
+    schema: dict | None = None,
+    schema_name: str = "result",
+    describe_schema: bool = True,
+    job=None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    retry: RetryPolicy | None = None,
+    reask: int = 0,
+) -> LLMJSONResult:
+    """Ask for one JSON object and return it parsed (tolerantly: fences and prose are fine).
+
+    With ``reask`` > 0, an unusable answer is sent back with the reason and the model is
+    asked again, up to ``reask`` times. Raises ``LLMOutputError`` (with an excerpt of the
+    answer and the ``LLMResult`` as ``.result``) when no complete object can be read.
+    """
+    conversation = list(messages)
+    results: list[LLMResult] = []
+    while True:
+        result = llm_chat(
+            endpoint=endpoint,
+            messages=conversation,
+            purpose=purpose,
+            job=job,
+            response_schema=schema if schema is not None else {"type": "object"},
+            schema_name=schema_name,
+            describe_schema=describe_schema and schema is not None,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            retry=retry,
+        )
+        results.append(result)
+        try:
+            data = parse_json_answer(result)
+        except LLMOutputError as exc:
+            if len(results) > reask:
+                raise
+            conversation = [
+                *messages,
+                {"role": "assistant", "content": result.content or ""},
+                {
+                    "role": "user",
+                    "content": f"{exc.detail} Reply again with the complete JSON object only: "
+                    "no prose, no code fences.",
+                },
+            ]
+            continue
+        return LLMJSONResult(data=data, result=result, results=results)
+
+
+def parse_json_answer(result: LLMResult) -> dict:
+    """The JSON object in an answer's text, or ``LLMOutputError`` saying why there is none."""
+    try:
+        return extract_json_object(result.content)
+    except JSONExtractionError as exc:
+        detail = exc.message
+        truncated = exc.truncated
+        if result.finish_reason == "length":
+            truncated = True
+            detail = (
+                f"The answer was cut off at the token limit (finish_reason=length). {exc.message}"
+            )
+        label = "It ends" if truncated else "It reads"
+        raise LLMOutputError(
+            f"Unusable answer (LLM call #{result.call_id}): {detail}"
+            + (f" {label}: “{exc.excerpt}”" if exc.excerpt else ""),
+            detail=detail,
+            excerpt=exc.excerpt,
+            truncated=truncated,
+            result=result,
+            call_id=result.call_id,
+            attempts=result.attempts,
+        ) from None
+
+
+# --- internals ----------------------------------------------------------------------------
+
+
+class _CallLog:
+    """Writes one LLMCall row per attempt, each in its own short transaction."""
+
+    def __init__(self, *, endpoint, job, purpose, messages, params):
+        self.endpoint = endpoint
+        self.job = job
+        self.purpose = purpose
+        self.messages = messages
+        self.params = params
+        self.group = uuid.uuid4()
+
+    def write(self, *, attempt: int, status: str, **fields) -> LLMCall:
+        if "error" in fields:
+            fields["error"] = fields["error"][:ERROR_TEXT_LIMIT]
+        with transaction.atomic(durable=True):
+            return LLMCall.objects.create(
+                project_id=self.endpoint.project_id,
+                endpoint=self.endpoint,
+                endpoint_name=self.endpoint.name,
+                model=self.endpoint.model,
+                job=self.job,
+                purpose=self.purpose,
+                group=self.group,
+                attempt=attempt,
+                status=status,
+                request_messages=self.messages,
+                request_params=self.params,
+                **fields,
+            )
+
+
+def _api_key(endpoint: ModelEndpoint, log: _CallLog) -> str:
+    if not endpoint.api_key_env:
+        return ""
+    value = os.environ.get(endpoint.api_key_env, "")
+    if value:
+        return value
+    detail = f"Environment variable {endpoint.api_key_env} is not set on the server."
+    call = log.write(attempt=1, status=LLMCallStatus.ERROR, error=detail)
+    raise LLMConfigurationError(
+        f"Endpoint “{endpoint.name}” cannot be used: {detail}",
+        detail=detail,
+        endpoint=endpoint.name,
+        attempts=1,
+        call_id=call.pk,
+    )
+
+
+def _classify(exc: openai.OpenAIError, endpoint: ModelEndpoint) -> _Failure:
+    if isinstance(exc, openai.APITimeoutError):
+        return _Failure(
+            f"No answer within {endpoint.request_timeout_s:g} s (the endpoint's request timeout).",
+            retryable=True,
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        reason = f" ({type(cause).__name__}: {cause})" if cause else ""
+        return _Failure(f"Could not connect to {endpoint.base_url}{reason}.", retryable=True)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        return _Failure(
+            f"HTTP {status}: {_error_text(exc.body, exc.response)}",
+            retryable=status == 429 or status >= 500,
+            status=status,
+            retry_after=_retry_after(exc.response.headers),
+            body=exc.body,
+        )
+    if isinstance(exc, openai.APIResponseValidationError):
+        return _Failure(
+            "The endpoint answered with something that is not a chat completion.",
+            retryable=True,
+            status=exc.status_code,
+            body=exc.body,
+        )
+    return _Failure(f"{type(exc).__name__}: {exc}", retryable=False)
+
+
+def _read_completion(completion, endpoint: ModelEndpoint, latency_ms: int):
+    """(fields, None) for a usable completion, (None, failure) for a malformed one."""
+    if isinstance(completion, str | bytes | dict):
+        # The SDK hands back the raw body when it is not JSON (e.g. a proxy's HTML page).
+        return None, _Failure(
+            "The endpoint answered HTTP 200 with a body that is not a chat completion.",
+            retryable=True,
+            status=200,
+            body=completion,
+        )
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        return None, _Failure(
+            "The endpoint answered without any choices.", retryable=True, status=200
+        )
+    choice = choices[0]
+    message = choice.message
+    tool_calls = []
+    for call in message.tool_calls or []:
+        function = getattr(call, "function", None)
+        if function is not None:
+            tool_calls.append(
+                {"id": call.id, "name": function.name, "arguments": function.arguments or ""}
+            )
+        else:  # a custom (non-function) tool call
+            custom = getattr(call, "custom", None)
+            tool_calls.append(
+                {
+                    "id": call.id,
+                    "name": getattr(custom, "name", ""),
+                    "arguments": getattr(custom, "input", ""),
+                }
+            )
+    usage = completion.usage
+    tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+    tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+    response = {
+        "id": completion.id,
+        "model": completion.model,
+        "content": message.content,
+        "tool_calls": tool_calls,
+        "finish_reason": choice.finish_reason,
+    }
+    return {
+        "response": response,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "cost": endpoint.cost_of(tokens_in, tokens_out),
+    }, None
+
+
+def _next_delay(failure: _Failure, policy: RetryPolicy, attempt: int, waited: float):
+    """Seconds to sleep before the next attempt, or None to give up."""
+    if not failure.retryable or attempt >= policy.max_attempts:
+        return None
+    remaining = policy.max_total_wait_s - waited
+    if failure.retry_after is not None:
+        delay = min(max(failure.retry_after, 0.0), policy.retry_after_cap_s)
+        return delay if delay <= remaining else None
+    if remaining <= 0:
+        return None
+    return min(policy.backoff(attempt), remaining)
+
+
+def _retry_after(headers) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms`` first, then ``Retry-After``
+    (seconds or an HTTP date)."""
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return float(value) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_text(body, response) -> str:
+    """The error message the server gave: ``{"error": {"message"}}``, ``{"message"}``,
+    ``{"detail"}`` or its text, shortened."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            for key in ("message", "detail", "error"):
+                if isinstance(error.get(key), str) and error[key]:
+                    return error[key][:500]
+        elif isinstance(error, str) and error:
+            return error[:500]
+        return json.dumps(body)[:500]
+    if isinstance(body, str) and body.strip():
+        return " ".join(body.split())[:500]
+    return response.reason_phrase or "no message"
+
+
+def _excerpt_body(body) -> object:
+    if isinstance(body, dict | list):
+        text = json.dumps(body)
+        return body if len(text) <= ERROR_TEXT_LIMIT else text[:ERROR_TEXT_LIMIT]
+    return str(body)[:ERROR_TEXT_LIMIT]
+
+
+def _tool_name(tool: dict) -> str:
+    if isinstance(tool, dict):
+        function = tool.get("function")
+        if isinstance(function, dict):
+            return str(function.get("name", ""))
+        return str(tool.get("name", ""))
+    return str(tool)
+
+
+def _schema_name(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name or "result")[:64]
+    return cleaned or "result"
+
+
+def _with_json_instruction(messages: list[dict], schema: dict | None) -> list[dict]:
+    instruction = (
+        "Answer with one JSON object only: no prose before or after it and no code fences."
+    )
+    if schema is not None:
+        instruction += " It must validate against this JSON Schema:\n" + json.dumps(schema)
+    if (
+        messages
+        and messages[0].get("role") == "system"
+        and isinstance(messages[0].get("content"), str)
+    ):
+        first = {**messages[0], "content": messages[0]["content"].rstrip() + "\n\n" + instruction}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": instruction}, *messages]
+
+
+def _plain_json(value):
+    """A JSON-safe copy (messages may carry objects from the openai SDK)."""
+    return json.loads(json.dumps(value, default=_json_default))
+
+
+def _json_default(value):
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True)
+    return str(value)

@@ -1,0 +1,209 @@
+"""Model endpoints (OpenAI-compatible servers), their concurrency slots, and the call log."""
+
+import re
+import uuid
+from decimal import Decimal
+from urllib.parse import urlparse
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_CONCURRENCY_LIMIT = 256
+
+
+def validate_base_url(value: str) -> None:
+    """An http(s) URL with a host. Hosts without a dot (``vllm``, ``localhost``) are fine."""
+    parsed = urlparse(value)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValidationError(
+            "Enter an http:// or https:// address with a host, e.g. https://api.openai.com/v1."
+        )
+    if any(ch.isspace() for ch in value):
+        raise ValidationError("The address must not contain spaces.")
+
+
+def validate_env_var_name(value: str) -> None:
+    if value and not ENV_VAR_NAME.match(value):
+        raise ValidationError(
+            "Enter the NAME of an environment variable (letters, digits and underscores, "
+            "e.g. OPENAI_API_KEY), never the key itself."
+        )
+
+
+class ModelEndpoint(models.Model):
+    """A named OpenAI-compatible endpoint: where to send chat requests and what they cost.
+
+    The API key is never stored: ``api_key_env`` names the environment variable of the web
+    and worker processes that holds it (blank for keyless local servers).
+    """
+
+    project = models.ForeignKey(
+        "accounts.Project", on_delete=models.CASCADE, related_name="model_endpoints"
+    )
+    name = models.CharField(max_length=80)
+    base_url = models.CharField(
+        max_length=500,
+        validators=[validate_base_url],
+        help_text="The OpenAI-compatible base URL, usually ending in /v1.",
+    )
+    model = models.CharField(max_length=200, help_text="The model name sent with each request.")
+    api_key_env = models.CharField(
+        "API key environment variable",
+        max_length=100,
+        blank=True,
+        validators=[validate_env_var_name],
+        help_text="The NAME of the server's environment variable holding the key, e.g. "
+        "OPENAI_API_KEY. Leave blank for a local server that needs no key.",
+    )
+    temperature = models.FloatField(
+        default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
+    )
+    max_tokens = models.PositiveIntegerField(
+        default=4096, validators=[MinValueValidator(1), MaxValueValidator(1_000_000)]
+    )
+    request_timeout_s = models.FloatField(
+        "request timeout (seconds)",
+        default=120.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(3600.0)],
+    )
+    max_concurrency = models.PositiveIntegerField(
+        "max concurrent requests",
+        default=4,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY_LIMIT)],
+        help_text="Shared by every worker on every machine.",
+    )
+    price_input_per_million = models.DecimalField(
+        "price per million input tokens",
+        max_digits=12,
+        decimal_places=4,
+        default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0"))],
+    )
+    price_output_per_million = models.DecimalField(
+        "price per million output tokens",
+        max_digits=12,
+        decimal_places=4,
+        default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0"))],
+    )
+    supports_json_schema = models.BooleanField(
+        "supports JSON Schema output",
+        default=False,
+        help_text='Send response_format={"type": "json_schema", …} for structured output. '
+        "Otherwise JSON is requested in the prompt and extracted from the text.",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="model_endpoint_unique_name"),
+            models.CheckConstraint(
+                condition=Q(max_concurrency__gte=1), name="model_endpoint_concurrency_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(request_timeout_s__gt=0), name="model_endpoint_timeout_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(price_input_per_million__gte=0, price_output_per_million__gte=0),
+                name="model_endpoint_prices_non_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def cost_of(self, tokens_in: int, tokens_out: int) -> Decimal:
+        """The price of one request, from this endpoint's prices per million tokens."""
+        cost = (
+            Decimal(tokens_in) * self.price_input_per_million
+            + Decimal(tokens_out) * self.price_output_per_million
+        ) / Decimal(1_000_000)
+        return cost.quantize(Decimal("0.000001"))
+
+
+class EndpointSlot(models.Model):
+    """One of an endpoint's ``max_concurrency`` request slots, leased by one request at a time.
+
+    Held while a request is in flight; a lease that outlives its request (a killed worker)
+    expires and the slot can be claimed again.
+    """
+
+    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.CASCADE, related_name="slots")
+    index = models.PositiveIntegerField()
+    holder = models.CharField(max_length=64, blank=True, db_index=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    acquired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["endpoint_id", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["endpoint", "index"], name="endpoint_slot_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint_id}#{self.index} ({self.holder or 'free'})"
+
+
+class LLMCallStatus(models.TextChoices):
+    OK = "ok", "OK"
+    RETRYING = "retrying", "Failed, retried"
+    ERROR = "error", "Error"
+
+
+class LLMCall(models.Model):
+    """One request attempt to a model endpoint, written whether it succeeded or not."""
+
+    project = models.ForeignKey("accounts.Project", on_delete=models.CASCADE, related_name="+")
+    endpoint = models.ForeignKey(
+        ModelEndpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
+    )
+    endpoint_name = models.CharField(max_length=80, help_text="Kept if the endpoint is deleted.")
+    model = models.CharField(max_length=200)
+    job = models.ForeignKey(
+        "core.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls"
+    )
+    purpose = models.CharField(max_length=64, db_index=True)
+    group = models.UUIDField(default=uuid.uuid4, help_text="Shared by the attempts of one request.")
+    attempt = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=LLMCallStatus.choices)
+    request_messages = models.JSONField(default=list)
+    request_params = models.JSONField(default=dict)
+    response = models.JSONField(default=dict, blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal("0"))
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "LLM call"
+        indexes = [
+            models.Index(fields=["job", "created_at"], name="llm_call_job"),
+            models.Index(fields=["endpoint", "-created_at"], name="llm_call_endpoint"),
+            models.Index(fields=["project", "-created_at"], name="llm_call_project"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=[choice.value for choice in LLMCallStatus]),
+                name="llm_call_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} #{self.attempt} ({self.status})"
+
+    @property
+    def tokens_total(self) -> int:
+        return self.tokens_in + self.tokens_out

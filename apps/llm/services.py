@@ -1,0 +1,132 @@
+"""Writes for model endpoints: create, update, delete, and the "Test connection" request."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import ProtectedError, RestrictedError
+
+from apps.core.exceptions import ApplicationError
+from apps.llm.client import RetryPolicy, llm_chat
+from apps.llm.concurrency import slots_sync
+from apps.llm.exceptions import LLMError
+from apps.llm.models import ModelEndpoint
+
+EDITABLE_FIELDS = (
+    "name",
+    "base_url",
+    "model",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "request_timeout_s",
+    "max_concurrency",
+    "price_input_per_million",
+    "price_output_per_million",
+    "supports_json_schema",
+)
+
+TEST_PROMPT = "This is a connection test. Reply with the single word: pong"
+TEST_SLOT_WAIT_S = 15.0
+
+
+def _check_fields(fields: dict) -> None:
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise TypeError(f"Not editable endpoint fields: {', '.join(sorted(unknown))}")
+
+
+def _save(endpoint: ModelEndpoint) -> None:
+    duplicate = ModelEndpoint.objects.filter(project_id=endpoint.project_id, name=endpoint.name)
+    if endpoint.pk:
+        duplicate = duplicate.exclude(pk=endpoint.pk)
+    if duplicate.exists():
+        raise ApplicationError(
+            f"An endpoint called “{endpoint.name}” already exists in this project.",
+            {"fields": {"name": ["An endpoint with this name already exists in this project."]}},
+        )
+    try:
+        endpoint.full_clean()
+    except ValidationError as exc:
+        raise ApplicationError(
+            "The endpoint settings are not valid.", {"fields": exc.message_dict}
+        ) from None
+    endpoint.save()
+    slots_sync(endpoint=endpoint)
+
+
+@transaction.atomic
+def endpoint_create(*, project, created_by=None, **fields) -> ModelEndpoint:
+    """A new endpoint with its concurrency slots. ``fields``: any of ``EDITABLE_FIELDS``
+    (``name``, ``base_url`` and ``model`` are required)."""
+    _check_fields(fields)
+    endpoint = ModelEndpoint(project=project, created_by=created_by, **fields)
+    _save(endpoint)
+    return endpoint
+
+
+@transaction.atomic
+def endpoint_update(*, endpoint: ModelEndpoint, **fields) -> ModelEndpoint:
+    """Change some settings; changing ``max_concurrency`` adds or drops slots (a slot held
+    above a lowered limit is dropped once its request ends)."""
+    _check_fields(fields)
+    endpoint = ModelEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+    for name, value in fields.items():
+        setattr(endpoint, name, value)
+    _save(endpoint)
+    return endpoint
+
+
+@transaction.atomic
+def endpoint_delete(*, endpoint: ModelEndpoint) -> None:
+    """Delete an endpoint. Its call log is kept (calls remember the endpoint's name)."""
+    try:
+        endpoint.delete()
+        return
+    except ProtectedError as exc:
+        blockers = exc.protected_objects
+    except RestrictedError as exc:
+        blockers = exc.restricted_objects
+    kinds = ", ".join(sorted({str(obj._meta.verbose_name_plural) for obj in blockers}))
+    raise ApplicationError(f"“{endpoint.name}” is still used by {kinds}; it cannot be deleted.")
+
+
+@dataclass(frozen=True)
+class EndpointTestResult:
+    ok: bool
+    content: str | None = None
+    model: str = ""
+    latency_ms: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: Decimal = Decimal("0")
+    error: str = ""
+    status_code: int | None = None
+    call_id: int | None = None
+
+
+def endpoint_test(*, endpoint: ModelEndpoint) -> EndpointTestResult:
+    """One tiny request, not retried, so the answer or the exact error shows at once."""
+    try:
+        result = llm_chat(
+            endpoint=endpoint,
+            messages=[{"role": "user", "content": TEST_PROMPT}],
+            purpose="endpoint.test",
+            max_tokens=min(endpoint.max_tokens, 16),
+            retry=RetryPolicy.from_settings(max_attempts=1, slot_wait_s=TEST_SLOT_WAIT_S),
+        )
+    except LLMError as exc:
+        return EndpointTestResult(
+            ok=False, error=exc.detail, status_code=exc.status, call_id=exc.call_id
+        )
+    return EndpointTestResult(
+        ok=True,
+        content=result.content,
+        model=result.model,
+        latency_ms=result.latency_ms,
+        tokens_in=result.tokens_in,
+        tokens_out=result.tokens_out,
+        cost=result.cost,
+        call_id=result.call_id,
+    )

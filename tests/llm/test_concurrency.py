@@ -1,0 +1,226 @@
+"""The per-endpoint concurrency limit: slots in the database, shared by threads and processes."""
+
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.llm.client import llm_chat
+from apps.llm.concurrency import (
+    SlotTimeout,
+    endpoint_slot,
+    slot_acquire,
+    slot_release,
+    slot_try_acquire,
+)
+from apps.llm.models import EndpointSlot, LLMCall, LLMCallStatus
+from apps.llm.services import endpoint_create, endpoint_update
+from tests.llm.conftest import TEST_KEY_ENV
+from tests.llm_server import Reply
+from tests.workers import ROOT, wait_for, worker_environment
+
+
+def _slots(endpoint):
+    return list(
+        EndpointSlot.objects.filter(endpoint=endpoint)
+        .order_by("index")
+        .values_list("index", "holder")
+    )
+
+
+@pytest.mark.django_db
+def test_slots_follow_max_concurrency(endpoint):
+    assert _slots(endpoint) == [(0, ""), (1, "")]
+    endpoint = endpoint_update(endpoint=endpoint, max_concurrency=4)
+    assert [i for i, _ in _slots(endpoint)] == [0, 1, 2, 3]
+    endpoint = endpoint_update(endpoint=endpoint, max_concurrency=1)
+    assert [i for i, _ in _slots(endpoint)] == [0]
+
+
+@pytest.mark.django_db
+def test_acquire_up_to_the_limit_then_none_and_release(endpoint):
+    first = slot_try_acquire(endpoint=endpoint)
+    second = slot_try_acquire(endpoint=endpoint)
+    assert {first.index, second.index} == {0, 1}
+    assert first.holder != second.holder
+    assert slot_try_acquire(endpoint=endpoint) is None
+    assert slot_release(lease=first) is True
+    assert slot_release(lease=first) is False  # already free
+    third = slot_try_acquire(endpoint=endpoint)
+    assert third.index == first.index
+
+
+@pytest.mark.django_db
+def test_slot_acquire_times_out(endpoint):
+    with (
+        endpoint_slot(endpoint),
+        endpoint_slot(endpoint),
+        pytest.raises(SlotTimeout, match="All 2 concurrent-request slots"),
+    ):
+        slot_acquire(endpoint=endpoint, timeout=0.1)
+    assert _slots(endpoint) == [(0, ""), (1, "")]
+
+
+@pytest.mark.django_db
+def test_expired_lease_is_reclaimed_and_the_old_holder_cannot_free_it(endpoint):
+    stale = slot_try_acquire(endpoint=endpoint)
+    other = slot_try_acquire(endpoint=endpoint)
+    # The first holder's worker died: its lease runs out.
+    EndpointSlot.objects.filter(holder=stale.holder).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    fresh = slot_try_acquire(endpoint=endpoint)
+    assert fresh is not None
+    assert fresh.index == stale.index
+    assert slot_release(lease=stale) is False  # a late release does not free the new lease
+    assert slot_try_acquire(endpoint=endpoint) is None
+    slot_release(lease=fresh)
+    slot_release(lease=other)
+
+
+@pytest.mark.django_db
+def test_lease_lasts_the_request_timeout_plus_a_margin(endpoint):
+    before = timezone.now()
+    lease = slot_try_acquire(endpoint=endpoint)
+    slot = EndpointSlot.objects.get(holder=lease.holder)
+    assert slot.lease_expires_at - before >= timedelta(seconds=30.5)
+    assert slot.lease_expires_at - before < timedelta(seconds=32)
+
+
+@pytest.mark.django_db
+def test_lowering_the_limit_while_held_never_hands_out_the_extra_slot(endpoint):
+    low = slot_try_acquire(endpoint=endpoint)
+    high = slot_try_acquire(endpoint=endpoint)
+    slot_release(lease=low)
+    endpoint = endpoint_update(endpoint=endpoint, max_concurrency=1)
+    # The held slot 1 stays until released; slot 0 is the only one handed out.
+    assert [i for i, _ in _slots(endpoint)] == [0, 1]
+    again = slot_try_acquire(endpoint=endpoint)
+    assert again.index == 0
+    assert slot_try_acquire(endpoint=endpoint) is None
+    slot_release(lease=high)
+    assert slot_try_acquire(endpoint=endpoint) is None
+
+
+@pytest.mark.django_db
+def test_missing_slot_rows_are_healed(endpoint):
+    EndpointSlot.objects.filter(endpoint=endpoint).delete()
+    with endpoint_slot(endpoint, timeout=1) as lease:
+        assert lease.index in (0, 1)
+    assert len(_slots(endpoint)) == 2
+
+
+@pytest.fixture
+def slow_endpoint(project, llm_server, api_key):
+    """Limit 2; a timeout long enough for requests the test holds open."""
+    return endpoint_create(
+        project=project,
+        name="gated",
+        base_url=llm_server.base_url,
+        model="m",
+        api_key_env=TEST_KEY_ENV,
+        request_timeout_s=20,
+        max_concurrency=2,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_threads_never_exceed_the_limit(slow_endpoint, llm_server):
+    gate = threading.Event()
+
+    def held_answer(request):
+        gate.wait(15)  # keep the request in flight until the test lets go
+        return Reply.text("done")
+
+    llm_server.responder = held_answer
+    results, errors = [], []
+
+    def worker():
+        try:
+            results.append(
+                llm_chat(
+                    endpoint=slow_endpoint,
+                    messages=[{"role": "user", "content": "hi"}],
+                    purpose="test.concurrency",
+                )
+            )
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    try:
+        # Two requests get in (the limit is reachable) ...
+        wait_for(lambda: llm_server.in_flight == 2, timeout=15, message="2 requests in flight")
+        # ... and while they are held, the other three wait for a slot.
+        time.sleep(0.5)
+        assert llm_server.in_flight == 2
+        assert len(llm_server.chat_requests()) == 2
+    finally:
+        gate.set()
+        for thread in threads:
+            thread.join(30)
+    assert errors == []
+    assert len(results) == 5
+    assert llm_server.max_in_flight == 2
+    assert LLMCall.objects.filter(status=LLMCallStatus.OK).count() == 5
+    assert _slots(slow_endpoint) == [(0, ""), (1, "")]
+
+
+CHILD = """
+import sys, django
+django.setup()
+from apps.llm.client import llm_chat
+from apps.llm.models import ModelEndpoint
+endpoint = ModelEndpoint.objects.get(pk=int(sys.argv[1]))
+print("ready", flush=True)
+sys.stdin.readline()
+for n in range(3):
+    llm_chat(endpoint=endpoint, messages=[{"role": "user", "content": str(n)}], purpose="test.p")
+print("done", flush=True)
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_processes_share_the_limit(slow_endpoint, llm_server):
+    endpoint = endpoint_update(endpoint=slow_endpoint, max_concurrency=1)
+    llm_server.latency = 0.2
+    llm_server.responder = lambda request: Reply.text("ok")
+    env = worker_environment()
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(endpoint.pk)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        for child in children:
+            assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        for child in children:  # both start contending at once
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        for child in children:
+            out, err = child.communicate(timeout=60)
+            assert child.returncode == 0, err
+            assert out.strip() == "done"
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+    assert len(llm_server.chat_requests()) == 6
+    assert llm_server.max_in_flight == 1
+    assert LLMCall.objects.filter(purpose="test.p", status=LLMCallStatus.OK).count() == 6

@@ -1,0 +1,414 @@
+"""A scripted OpenAI-compatible server on loopback, for tests and benchmarks.
+
+It speaks enough of the OpenAI API for the real ``openai`` client: ``POST
+/v1/chat/completions`` (non-streaming) and ``GET /v1/models``. What it answers is scripted:
+
+    with LoopbackLLMServer() as server:
+        server.script(
+            Reply.error(429, "slow down", headers={"Retry-After": "1"}),
+            Reply.text("hello", usage=(12, 3)),
+        )
+        ... point a ModelEndpoint at server.base_url ...
+        assert len(server.requests) == 2
+
+Replies are taken from the script queue in order; when it is empty, ``responder`` (a
+callable ``RecordedRequest -> Reply``) answers if set, else a 500 saying the script ran out
+(counted in ``unexpected``). Every request is recorded (headers, parsed body, arrival time)
+and the number of requests in flight is tracked (``max_in_flight``). ``latency`` adds a
+fixed delay to every answer; ``capacity`` caps concurrent requests, either queueing the
+extra ones (``over_capacity="queue"``, like vLLM) or refusing them with 429
+(``"reject"``, like a hosted API).
+
+No Django here: benches and other test folders import it freely.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted answer."""
+
+    content: str | None = None
+    tool_calls: list[dict] | None = None  # [{"name", "arguments": dict | str, "id"?}]
+    finish_reason: str | None = None  # default: "tool_calls" with tool calls, else "stop"
+    usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); default estimated
+    model: str | None = None  # default: the model the request named
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | str | dict | list | None = None  # sent as is instead of a chat completion
+    delay: float = 0.0  # seconds to wait before answering
+    hang: bool = False  # never answer; the connection is closed when the server stops
+    no_usage: bool = False  # omit "usage" from the completion
+
+    # --- builders --------------------------------------------------------------------
+
+    @classmethod
+    def text(cls, content: str, **kwargs) -> Reply:
+        return cls(content=content, **kwargs)
+
+    @classmethod
+    def json(cls, value: Any, **kwargs) -> Reply:
+        return cls(content=json.dumps(value), **kwargs)
+
+    @classmethod
+    def tool_call(cls, name: str, arguments: dict | str | None = None, **kwargs) -> Reply:
+        return cls(tool_calls=[{"name": name, "arguments": arguments or {}}], **kwargs)
+
+    @classmethod
+    def tools(cls, *calls: tuple[str, dict | str], content: str | None = None, **kwargs) -> Reply:
+        return cls(
+            content=content,
+            tool_calls=[{"name": name, "arguments": args} for name, args in calls],
+            **kwargs,
+        )
+
+    @classmethod
+    def error(
+        cls, status: int, message: str = "error", *, headers: dict | None = None, **kwargs
+    ) -> Reply:
+        """An OpenAI-style error body: {"error": {"message", "type", "code"}}."""
+        body = {"error": {"message": message, "type": "loopback_error", "code": status}}
+        return cls(status=status, body=body, headers=headers or {}, **kwargs)
+
+    @classmethod
+    def rate_limited(cls, retry_after: float | None = 1, *, ms: bool = False, **kwargs) -> Reply:
+        headers = {}
+        if retry_after is not None:
+            if ms:
+                headers["retry-after-ms"] = str(round(retry_after * 1000))
+            else:
+                headers["Retry-After"] = f"{retry_after:g}"
+        return cls.error(429, "Rate limit reached.", headers=headers, **kwargs)
+
+    @classmethod
+    def truncated_json(cls, value: Any, keep: float = 0.6, **kwargs) -> Reply:
+        """The first part of a JSON document, as when a model hits max_tokens."""
+        text = json.dumps(value)
+        kwargs.setdefault("finish_reason", "length")
+        return cls(content=text[: max(1, int(len(text) * keep))], **kwargs)
+
+    @classmethod
+    def garbage(cls, **kwargs) -> Reply:
+        """A 200 whose body is not JSON at all (a misbehaving proxy)."""
+        return cls(body=b"<html><body>502 Bad Gateway</body></html>", **kwargs)
+
+    @classmethod
+    def hanging(cls) -> Reply:
+        return cls(hang=True)
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: Any  # parsed JSON, or None
+    raw: bytes
+    received_at: float  # time.monotonic()
+
+    @property
+    def messages(self) -> list[dict]:
+        return (self.body or {}).get("messages", []) if isinstance(self.body, dict) else []
+
+
+class LoopbackLLMServer:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency: float = 0.0,
+        capacity: int | None = None,
+        over_capacity: str = "queue",
+        responder: Callable[[RecordedRequest], Reply] | None = None,
+        api_key: str | None = None,
+        models: tuple[str, ...] = ("loopback-model",),
+        hang_limit: float = 60.0,
+    ):
+        if over_capacity not in ("queue", "reject"):
+            raise ValueError("over_capacity is 'queue' or 'reject'")
+        self.host = host
+        self.port = port
+        self.latency = latency
+        self.capacity = capacity
+        self.over_capacity = over_capacity
+        self.responder = responder
+        self.api_key = api_key  # when set, other bearer tokens get 401
+        self.models = models
+        self.hang_limit = hang_limit
+        self.requests: list[RecordedRequest] = []
+        self.unexpected = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.rejected = 0
+        self._queue: collections.deque[Reply] = collections.deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._capacity = threading.Semaphore(capacity) if capacity else None
+        self._ids = itertools.count(1)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- life cycle --------------------------------------------------------------------
+
+    def start(self) -> LoopbackLLMServer:
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        self._httpd = ThreadingHTTPServer((self.host, self.port), Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> LoopbackLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    # --- scripting -----------------------------------------------------------------------
+
+    def script(self, *replies: Reply) -> LoopbackLLMServer:
+        with self._lock:
+            self._queue.extend(replies)
+        return self
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not yet used."""
+        with self._lock:
+            return len(self._queue)
+
+    def chat_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def reset(self) -> None:
+        with self._lock:
+            self._queue.clear()
+            self.requests.clear()
+            self.unexpected = self.max_in_flight = self.rejected = 0
+
+    # --- serving (called from handler threads) ------------------------------------------
+
+    def _next_reply(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+        if self.responder is not None:
+            return self.responder(request)
+        with self._lock:
+            self.unexpected += 1
+        return Reply.error(500, "The loopback server's script ran out of replies.")
+
+    def _completion(self, request: RecordedRequest, reply: Reply) -> dict:
+        body = request.body if isinstance(request.body, dict) else {}
+        tool_calls = []
+        for n, call in enumerate(reply.tool_calls or []):
+            arguments = call.get("arguments", {})
+            tool_calls.append(
+                {
+                    "id": call.get("id") or f"call_{next(self._ids)}_{n}",
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else json.dumps(arguments),
+                    },
+                }
+            )
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        finish = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
+        if reply.usage is not None:
+            prompt_tokens, completion_tokens = reply.usage
+        else:
+            prompt_tokens = 1 + len(json.dumps(body.get("messages", []))) // 4
+            completion_tokens = 1 + len(json.dumps(message)) // 4
+        completion = {
+            "id": f"chatcmpl-loopback-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": reply.model or body.get("model") or self.models[0],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        }
+        if not reply.no_usage:
+            completion["usage"] = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            }
+        return completion
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: LoopbackLLMServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format, *args):
+        pass
+
+    def _record(self) -> RecordedRequest:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        request = RecordedRequest(
+            method=self.command,
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            raw=raw,
+            received_at=time.monotonic(),
+        )
+        with self.owner._lock:
+            self.owner.requests.append(request)
+        return request
+
+    def _send(self, status: int, body, headers: dict | None = None) -> None:
+        if isinstance(body, dict | list):
+            payload = json.dumps(body).encode()
+            content_type = "application/json"
+        elif isinstance(body, str):
+            payload = body.encode()
+            content_type = "text/plain; charset=utf-8"
+        else:
+            payload = body or b""
+            content_type = "text/html; charset=utf-8"
+        self.send_response(status)
+        names = {name.lower() for name in (headers or {})}
+        if "content-type" not in names:
+            self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _authorized(self, request: RecordedRequest) -> bool:
+        if self.owner.api_key is None:
+            return True
+        if request.headers.get("authorization") == f"Bearer {self.owner.api_key}":
+            return True
+        self._send(
+            401,
+            {
+                "error": {
+                    "message": "Incorrect API key provided.",
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            },
+        )
+        return False
+
+    def do_GET(self):
+        request = self._record()
+        if not self._authorized(request):
+            return
+        if request.path.rstrip("/").endswith("/models"):
+            data = [
+                {"id": name, "object": "model", "created": 0, "owned_by": "loopback"}
+                for name in self.owner.models
+            ]
+            self._send(200, {"object": "list", "data": data})
+        else:
+            self._send(404, {"error": {"message": f"No route {request.path}"}})
+
+    def do_POST(self):
+        owner = self.owner
+        request = self._record()
+        if not request.path.rstrip("/").endswith("/chat/completions"):
+            self._send(404, {"error": {"message": f"No route {request.path}"}})
+            return
+        with owner._lock:
+            owner.in_flight += 1
+            owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
+        self._acquired = False
+        self._finished = False
+        try:
+            if owner._capacity is not None:
+                if owner.over_capacity == "reject":
+                    self._acquired = owner._capacity.acquire(blocking=False)
+                    if not self._acquired:
+                        with owner._lock:
+                            owner.rejected += 1
+                        self._finish()
+                        self._send(
+                            429,
+                            {"error": {"message": "Over capacity.", "type": "rate_limit"}},
+                            {"Retry-After": "0"},
+                        )
+                        return
+                else:
+                    self._acquired = owner._capacity.acquire()
+            if owner.api_key is not None and not self._key_ok(request):
+                self._finish()
+                self._authorized(request)
+                return
+            reply = owner._next_reply(request)
+            if reply.hang:
+                owner._stopping.wait(owner.hang_limit)
+                self.close_connection = True
+                return
+            wait = owner.latency + reply.delay
+            if wait and owner._stopping.wait(wait):
+                self.close_connection = True
+                return
+            if reply.body is not None or reply.status != 200:
+                status, payload = reply.status, reply.body
+            else:
+                status, payload = 200, owner._completion(request, reply)
+            # Leave the in-flight count before answering: once the client has the answer it
+            # may start its next request, which must not be counted alongside this one.
+            self._finish()
+            self._send(status, payload, reply.headers)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            self._finish()
+
+    def _key_ok(self, request: RecordedRequest) -> bool:
+        return request.headers.get("authorization") == f"Bearer {self.owner.api_key}"
+
+    def _finish(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if self._acquired:
+            self.owner._capacity.release()
+        with self.owner._lock:
+            self.owner.in_flight -= 1
