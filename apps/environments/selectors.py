@@ -2,8 +2,9 @@
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet
 
+from apps.environments.engine.validation import validate_spec
 from apps.environments.models import (
     Environment,
     EnvironmentSource,
@@ -13,7 +14,9 @@ from apps.environments.models import (
     Split,
     Task,
     TaskCapability,
+    ToolSchema,
 )
+from apps.environments.specs import environment_spec
 
 SORTS = {
     "updated": "-updated_at",
@@ -53,11 +56,18 @@ class EnvironmentFilters:
 
 
 def environment_list(*, project, filters: EnvironmentFilters | None = None) -> QuerySet:
+    return _environment_list(Environment.objects.filter(project=project), filters)
+
+
+def environment_list_for_user(*, user, filters: EnvironmentFilters | None = None) -> QuerySet:
+    """Like ``environment_list``, over every project the user is a member of."""
+    return _environment_list(Environment.objects.filter(project__memberships__user=user), filters)
+
+
+def _environment_list(environments: QuerySet, filters: EnvironmentFilters | None) -> QuerySet:
     filters = filters or EnvironmentFilters()
-    environments = (
-        Environment.objects.filter(project=project)
-        .select_related("latest_validation", "created_by")
-        .annotate(task_count=Count("tasks", distinct=True))
+    environments = environments.select_related("latest_validation", "created_by").annotate(
+        task_count=Count("tasks", distinct=True)
     )
     if filters.status:
         environments = environments.filter(status=filters.status)
@@ -148,4 +158,83 @@ def project_environment_counts(*, project) -> dict[str, int]:
             status__in=[EnvironmentStatus.VALID, EnvironmentStatus.APPROVED]
         ).count(),
         "tasks": Task.objects.filter(environment__in=active).count(),
+    }
+
+
+# --- parts of one environment, as the REST API lists them ----------------------------------
+
+
+def environment_task_list(
+    *, environment: Environment, split: str = "", capability: str = ""
+) -> QuerySet:
+    tasks = environment_tasks(environment=environment)
+    if split:
+        tasks = tasks.filter(split=split)
+    if capability:
+        tasks = tasks.filter(
+            Exists(TaskCapability.objects.filter(task=OuterRef("pk"), capability__slug=capability))
+        )
+    return tasks
+
+
+def environment_task_get(*, environment: Environment, pk) -> Task | None:
+    """One task of this environment with its graders and capabilities, or None."""
+    if not str(pk).isdigit():
+        return None
+    return environment_tasks(environment=environment).filter(pk=pk).first()
+
+
+def task_grader_list(*, task: Task, category: str = "") -> QuerySet:
+    graders = Grader.objects.filter(task=task).order_by("position", "id")
+    if category:
+        graders = graders.filter(category=category)
+    return graders
+
+
+def environment_tool_list(*, environment: Environment) -> QuerySet:
+    return ToolSchema.objects.filter(environment=environment).order_by("position", "id")
+
+
+def environment_record_list(
+    *,
+    environment: Environment,
+    service: str = "",
+    collection: str = "",
+    task_id: int | None = None,
+    environment_level_only: bool = False,
+) -> QuerySet:
+    """Records of an environment; ``task_id`` keeps one task's own records,
+    ``environment_level_only`` those shared by every task."""
+    records = ServiceRecord.objects.filter(environment=environment).select_related("task")
+    if service:
+        records = records.filter(service=service)
+    if collection:
+        records = records.filter(collection=collection)
+    if task_id is not None:
+        records = records.filter(task_id=task_id)
+    elif environment_level_only:
+        records = records.filter(task__isnull=True)
+    return records.order_by(
+        "service", "collection", F("task_id").asc(nulls_first=True), "position", "id"
+    )
+
+
+def environment_static_problems(*, environment: Environment) -> list[dict]:
+    """What the engine's static validation (no simulation) finds in the current spec."""
+    result = validate_spec(environment_spec(environment), dynamic=False)
+    return [problem.to_dict() for problem in result.problems]
+
+
+# --- editing: the detail page's reads -------------------------------------------------------
+
+
+def environment_part_counts(*, environment: Environment) -> dict[str, int]:
+    """The overview's figures; a handful of indexed COUNTs whatever the environment's size."""
+    return {
+        "services": len(environment.collections),
+        "collections": sum(len(c) for c in environment.collections.values()),
+        "records": ServiceRecord.objects.filter(environment=environment).count(),
+        "tools": ToolSchema.objects.filter(environment=environment).count(),
+        "tasks": Task.objects.filter(environment=environment).count(),
+        "graders": Grader.objects.filter(task__environment=environment).count(),
     }

@@ -22,6 +22,7 @@ from apps.environments.services.imports import (
     environments_export_zip,
     spec_parse,
 )
+from apps.environments.services.nested import task_create_with_graders
 from apps.environments.services.parts import (
     grader_create,
     grader_delete,
@@ -73,6 +74,7 @@ __all__ = [
     "spec_canonical",
     "spec_parse",
     "task_create",
+    "task_create_with_graders",
     "task_delete",
     "task_update",
     "tool_create",
