@@ -29,7 +29,10 @@ class CapabilityForm(forms.Form):
     )
 
     @classmethod
-    def for_capability(cls, capability: Capability, data=None) -> "CapabilityForm":
+    def for_capability(
+        cls, capability: Capability, data=None, *, tasks_using: int = 0
+    ) -> "CapabilityForm":
+        """An edit form; the slug is locked while tasks use it (it is part of their specs)."""
         initial = {
             "name": capability.name,
             "slug": capability.slug,
@@ -38,7 +41,14 @@ class CapabilityForm(forms.Form):
             "guidance": capability.guidance,
             "examples": "\n".join(capability.examples),
         }
-        return cls(data, initial=initial)
+        form = cls(data, initial=initial)
+        if tasks_using:
+            form.fields["slug"].disabled = True
+            form.fields["slug"].help_text = (
+                f"Locked: {tasks_using} task(s) use this capability and their specs name it "
+                "by this slug."
+            )
+        return form
 
     def clean_examples(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["examples"].splitlines() if line.strip()]

@@ -122,7 +122,9 @@ def capability_create_view(request, slug):
 def capability_edit(request, pk):
     capability = capability_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     project = capability.project
-    form = CapabilityForm.for_capability(capability, request.POST or None)
+    form = CapabilityForm.for_capability(
+        capability, request.POST or None, tasks_using=capability.task_links.count()
+    )
     if request.method == "POST" and form.is_valid():
         changes = dict(form.cleaned_data)
         changes["slug"] = changes["slug"] or capability.slug
