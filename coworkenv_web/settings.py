@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.capabilities",
     "apps.environments",
+    "apps.llm",
 ]
 
 MIDDLEWARE = [
@@ -111,7 +112,12 @@ def _database_from_url(url: str) -> dict:
             "OPTIONS": options,
         }
     if parsed.scheme == "sqlite":
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parsed.path) or ":memory:"}
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": unquote(parsed.path) or ":memory:",
+            # As in the default local mode: processes sharing the file wait for the write lock.
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
     raise ImproperlyConfigured(
         f"DATABASE_URL must start with postgres:// or sqlite://, not {parsed.scheme!r}://."
     )
@@ -210,11 +216,6 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
-    # Several models have a "status"; name each choice set after its model.
-    "ENUM_NAME_OVERRIDES": {
-        "JobStatusEnum": "apps.core.models.JobStatus",
-        "EnvironmentStatusEnum": "apps.environments.models.EnvironmentStatus",
-    },
 }
 
 # Celery: job state lives in database rows, never in a result backend.
@@ -244,3 +245,9 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# LLM client: retries of transient failures (connection, timeout, 429, 5xx) per request.
+LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 4)
+LLM_MAX_TOTAL_WAIT_S = env_int("LLM_MAX_TOTAL_WAIT_S", 180)  # sleeping between attempts
+LLM_RETRY_AFTER_CAP_S = env_int("LLM_RETRY_AFTER_CAP_S", 60)  # longest Retry-After honoured
+LLM_SLOT_WAIT_S = env_int("LLM_SLOT_WAIT_S", 900)  # longest wait for a free concurrency slot
