@@ -262,6 +262,8 @@ def test_detail_shows_everything(client_for, viewer, policy, tagged_environment)
         (CLARIFY, "eval", "valid"),
     ]
     assert reverse("environments:detail", args=[tagged_environment.pk]) in html
+    environments_url = reverse("environments:list", args=[policy.project.slug])
+    assert f"{environments_url}?capability=follow-policy" in html
     assert "Edit" not in html.split("<main")[1].split("Description")[0]
 
 
