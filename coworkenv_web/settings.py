@@ -216,6 +216,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # Several models have a "status"; name each choice set after its model.
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatusEnum": "apps.core.models.JobStatus",
+        "EnvironmentStatusEnum": "apps.environments.models.EnvironmentStatus",
+    },
 }
 
 # Celery: job state lives in database rows, never in a result backend.
