@@ -161,6 +161,37 @@ def project_environment_counts(*, project) -> dict[str, int]:
     }
 
 
+def environment_status_counts(*, project) -> dict[str, int]:
+    """How many environments of the project have each status (every status present, 0s too)."""
+    counts = dict.fromkeys(EnvironmentStatus.values, 0)
+    counts.update(
+        Environment.objects.filter(project=project)
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("id"))
+    )
+    return counts
+
+
+def environment_capability_choices(*, project) -> list[tuple[str, str]]:
+    """(slug, name) of the project's capabilities in use or not archived, for the filter."""
+    from apps.capabilities.models import Capability
+
+    return list(
+        Capability.objects.filter(project=project)
+        .filter(Q(archived_at__isnull=True) | Q(task_links__isnull=False))
+        .distinct()
+        .order_by("name")
+        .values_list("slug", "name")
+    )
+
+
+def environments_by_ids(*, project, ids) -> QuerySet:
+    """The project's environments among ``ids`` (others' and unknown ids are dropped)."""
+    clean = [int(i) for i in ids if str(i).isdigit()]
+    return Environment.objects.filter(project=project, pk__in=clean).order_by("name", "id")
+
+
 # --- parts of one environment, as the REST API lists them ----------------------------------
 
 

@@ -1,6 +1,7 @@
 """Validation as a job: the engine's verdict on an environment's current revision."""
 
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
@@ -43,23 +44,60 @@ def environment_validation_start(*, project, environments, started_by) -> Job:
 
 
 def environment_validation_run(context: JobContext) -> str:
-    """Validate each environment of the job once; a redelivered job skips finished ones."""
+    """Validate each environment of the job once; a redelivered job skips finished ones.
+
+    The job's ``result`` lists the verdicts with a link to each environment, so its page
+    leads back to what was validated (``links`` is rendered by the generic job page).
+    """
     job = context.job
     ids = job.params["environment_ids"]
-    done = set(ValidationReport.objects.filter(job=job).values_list("environment_id", flat=True))
-    valid = invalid = 0
+    outcomes = {
+        report.environment_id: _outcome(report.environment, report)
+        for report in ValidationReport.objects.filter(job=job).select_related("environment")
+    }
     for index, environment_id in enumerate(ids):
-        if environment_id in done:
+        if environment_id in outcomes:
             continue
         environment = Environment.objects.filter(pk=environment_id, project=job.project).first()
         if environment is None:
             continue
         context.progress(index, len(ids), f"Validating {environment.name}")
         report = environment_validate(environment=environment, job=job)
-        valid += report.valid
-        invalid += not report.valid
+        outcomes[environment_id] = _outcome(environment, report)
+        _record_outcomes(job, ids, outcomes)
+    _record_outcomes(job, ids, outcomes)
     context.progress(len(ids), len(ids))
-    return f"{valid} valid, {invalid} invalid."
+    valid = sum(1 for outcome in outcomes.values() if outcome["valid"])
+    missing = len(ids) - len(outcomes)
+    return f"{valid} valid, {len(outcomes) - valid} invalid." + (
+        f" {missing} no longer exist{'s' if missing == 1 else ''}." if missing else ""
+    )
+
+
+def _outcome(environment: Environment, report: ValidationReport) -> dict:
+    errors, warnings = report.error_count, report.warning_count
+    verdict = "valid" if report.valid else "invalid"
+    details = [f"{errors} error{'s' if errors != 1 else ''}"] if errors else []
+    if warnings:
+        details.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+    return {
+        "environment_id": environment.pk,
+        "valid": report.valid,
+        "label": environment.name,
+        "url": reverse("environments:detail", args=[environment.pk]),
+        "note": f"{verdict} (r{report.revision})" + (f": {', '.join(details)}" if details else ""),
+    }
+
+
+def _record_outcomes(job: Job, ids: list[int], outcomes: dict[int, dict]) -> None:
+    ordered = [outcomes[pk] for pk in ids if pk in outcomes]
+    job.result = {
+        "environment_ids": ids,
+        "valid": sum(1 for outcome in ordered if outcome["valid"]),
+        "invalid": sum(1 for outcome in ordered if not outcome["valid"]),
+        "links": [{"label": o["label"], "url": o["url"], "note": o["note"]} for o in ordered],
+    }
+    Job.objects.filter(pk=job.pk).update(result=job.result)
 
 
 def environment_validate(*, environment: Environment, job: Job | None = None) -> ValidationReport:
