@@ -269,3 +269,32 @@ def environment_part_counts(*, environment: Environment) -> dict[str, int]:
         "tasks": Task.objects.filter(environment=environment).count(),
         "graders": Grader.objects.filter(task__environment=environment).count(),
     }
+
+
+def environment_task_records(*, environment: Environment) -> QuerySet:
+    """Every task-level record of the environment, grouped by task, then collection."""
+    return (
+        ServiceRecord.objects.filter(environment=environment, task__isnull=False)
+        .select_related("task")
+        .order_by("task__position", "task_id", "service", "collection", "position", "id")
+    )
+
+
+def environment_validation_reports(*, environment: Environment) -> QuerySet:
+    """The environment's reports, newest first, without their (large) problem lists."""
+    return environment.validation_reports.defer("problems", "tasks").order_by("-created_at", "-id")
+
+
+def environment_active_validation_job(*, environment: Environment):
+    """The newest pending or running validation job that covers this environment, if any."""
+    from apps.core.models import ACTIVE_JOB_STATUSES, Job
+    from apps.environments.services import VALIDATION_JOB_KIND
+
+    jobs = Job.objects.filter(
+        project_id=environment.project_id,
+        kind=VALIDATION_JOB_KIND,
+        status__in=ACTIVE_JOB_STATUSES,
+    ).order_by("-created_at", "-id")[:50]
+    return next(
+        (job for job in jobs if environment.pk in job.params.get("environment_ids", [])), None
+    )

@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from apps.environments.views import browse
+from apps.environments.views import browse, editing
 
 app_name = "environments"
 
@@ -22,4 +22,39 @@ urlpatterns = [
     path("environments/<int:pk>/delete/", browse.environment_delete_view, name="delete"),
     path("environments/<int:pk>/approve/", browse.environment_approve_view, name="approve"),
     # --- editing: detail tabs, edit forms, whole-spec editor (views/editing.py) ---
+    path("environments/<int:pk>/", editing.environment_detail, name="detail"),
+    re_path(
+        r"^environments/(?P<pk>[0-9]+)/(?P<tab>overview|services|tools|tasks|validation|spec)/$",
+        editing.environment_detail,
+        name="tab",
+    ),
+    path(
+        "environments/<int:pk>/validation/live/",
+        editing.validation_status,
+        name="validation_status",
+    ),
+    path(
+        "environments/<int:pk>/services/<str:service>/<str:collection>.json/",
+        editing.collection_json,
+        name="collection_json",
+    ),
+    path("environments/<int:pk>/edit/", editing.environment_edit, name="edit"),
+    path("environments/<int:pk>/spec/edit/", editing.spec_edit, name="edit_spec"),
+    path("environments/<int:pk>/tasks/new/", editing.task_create_view, name="task_create"),
+    path("environments/tasks/<int:pk>/edit/", editing.task_edit_view, name="task_edit"),
+    path("environments/tasks/<int:pk>/delete/", editing.task_delete_view, name="task_delete"),
+    path(
+        "environments/tasks/<int:pk>/graders/new/",
+        editing.grader_create_view,
+        name="grader_create",
+    ),
+    path("environments/graders/<int:pk>/edit/", editing.grader_edit_view, name="grader_edit"),
+    path("environments/graders/<int:pk>/delete/", editing.grader_delete_view, name="grader_delete"),
+    path("environments/<int:pk>/tools/new/", editing.tool_create_view, name="tool_create"),
+    path("environments/tools/<int:pk>/edit/", editing.tool_edit_view, name="tool_edit"),
+    path("environments/tools/<int:pk>/delete/", editing.tool_delete_view, name="tool_delete"),
+    path("environments/<int:pk>/records/new/", editing.record_create_view, name="record_create"),
+    path("environments/records/<int:pk>/", editing.record_detail, name="record_detail"),
+    path("environments/records/<int:pk>/edit/", editing.record_edit_view, name="record_edit"),
+    path("environments/records/<int:pk>/delete/", editing.record_delete_view, name="record_delete"),
 ]
