@@ -1,0 +1,21 @@
+from django.http import Http404
+
+from apps.accounts.access import check_project_role
+from apps.accounts.models import Role
+from apps.llm.models import ModelEndpoint
+
+
+def endpoint_get_for_user(user, pk, min_role: str = Role.VIEWER) -> ModelEndpoint:
+    """The endpoint, if the user's role in its project is at least ``min_role``.
+
+    Another project's endpoint is indistinguishable from a missing one (404).
+    """
+    endpoint = (
+        ModelEndpoint.objects.select_related("project", "created_by").filter(pk=pk).first()
+        if str(pk).isdigit()
+        else None
+    )
+    if endpoint is None:
+        raise Http404("No such model endpoint.")
+    check_project_role(user, endpoint.project, min_role)
+    return endpoint

@@ -1,0 +1,216 @@
+from django.urls import path
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.accounts.access import project_get_for_user_by_pk
+from apps.accounts.models import Role
+from apps.core.access import job_get_for_user
+from apps.core.api import StandardPagination
+from apps.llm.access import endpoint_get_for_user
+from apps.llm.models import (
+    MAX_CONCURRENCY_LIMIT,
+    LLMCallStatus,
+    validate_base_url,
+    validate_env_var_name,
+)
+from apps.llm.selectors import endpoint_list, llm_call_list
+from apps.llm.services import endpoint_create, endpoint_delete, endpoint_test, endpoint_update
+
+
+class EndpointOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    project = serializers.IntegerField(source="project_id")
+    name = serializers.CharField()
+    base_url = serializers.CharField()
+    model = serializers.CharField()
+    api_key_env = serializers.CharField(
+        help_text="The name of the server's environment variable holding the key (never the key)."
+    )
+    temperature = serializers.FloatField()
+    max_tokens = serializers.IntegerField()
+    request_timeout_s = serializers.FloatField()
+    max_concurrency = serializers.IntegerField()
+    price_input_per_million = serializers.DecimalField(max_digits=12, decimal_places=4)
+    price_output_per_million = serializers.DecimalField(max_digits=12, decimal_places=4)
+    supports_json_schema = serializers.BooleanField()
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class EndpointInput(serializers.Serializer):
+    name = serializers.CharField(max_length=80)
+    base_url = serializers.CharField(max_length=500, validators=[validate_base_url])
+    model = serializers.CharField(max_length=200)
+    api_key_env = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        validators=[validate_env_var_name],
+        help_text="The NAME of the environment variable holding the key, e.g. OPENAI_API_KEY.",
+    )
+    temperature = serializers.FloatField(required=False, min_value=0.0, max_value=2.0)
+    max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=1_000_000)
+    request_timeout_s = serializers.FloatField(required=False, min_value=0.1, max_value=3600.0)
+    max_concurrency = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_CONCURRENCY_LIMIT
+    )
+    price_input_per_million = serializers.DecimalField(
+        max_digits=12, decimal_places=4, min_value=0, required=False
+    )
+    price_output_per_million = serializers.DecimalField(
+        max_digits=12, decimal_places=4, min_value=0, required=False
+    )
+    supports_json_schema = serializers.BooleanField(required=False)
+
+
+class EndpointTestOutput(serializers.Serializer):
+    ok = serializers.BooleanField()
+    content = serializers.CharField(allow_null=True)
+    model = serializers.CharField()
+    latency_ms = serializers.IntegerField()
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6)
+    error = serializers.CharField(help_text="The exact error, empty when ok.")
+    status_code = serializers.IntegerField(allow_null=True, help_text="HTTP status of a failure.")
+    call_id = serializers.IntegerField(allow_null=True)
+
+
+class LLMCallOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    project = serializers.IntegerField(source="project_id")
+    endpoint = serializers.IntegerField(source="endpoint_id", allow_null=True)
+    endpoint_name = serializers.CharField()
+    model = serializers.CharField()
+    job = serializers.IntegerField(source="job_id", allow_null=True)
+    purpose = serializers.CharField()
+    group = serializers.UUIDField(help_text="Shared by the attempts of one request.")
+    attempt = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=LLMCallStatus.choices)
+    request_messages = serializers.JSONField()
+    request_params = serializers.JSONField()
+    response = serializers.JSONField()
+    http_status = serializers.IntegerField(allow_null=True)
+    error = serializers.CharField()
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    latency_ms = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6)
+    created_at = serializers.DateTimeField()
+
+
+_STATUS_FILTER = OpenApiParameter(
+    "status", str, enum=LLMCallStatus.values, required=False, description="Only this outcome."
+)
+
+
+def _paginated(request, view, queryset, serializer_class):
+    paginator = StandardPagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True).data)
+
+
+class EndpointListApi(APIView):
+    @extend_schema(responses=EndpointOutput(many=True), operation_id="model_endpoints_list")
+    def get(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk)
+        return _paginated(request, self, endpoint_list(project=project), EndpointOutput)
+
+    @extend_schema(
+        request=EndpointInput,
+        responses={201: EndpointOutput},
+        operation_id="model_endpoints_create",
+    )
+    def post(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk, min_role=Role.AUTHOR)
+        data = EndpointInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        endpoint = endpoint_create(project=project, created_by=request.user, **data.validated_data)
+        return Response(EndpointOutput(endpoint).data, status=status.HTTP_201_CREATED)
+
+
+class EndpointDetailApi(APIView):
+    @extend_schema(responses=EndpointOutput, operation_id="model_endpoints_retrieve")
+    def get(self, request, pk):
+        return Response(EndpointOutput(endpoint_get_for_user(request.user, pk)).data)
+
+    def _update(self, request, pk, *, partial: bool):
+        endpoint = endpoint_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+        data = EndpointInput(data=request.data, partial=partial)
+        data.is_valid(raise_exception=True)
+        endpoint = endpoint_update(endpoint=endpoint, **data.validated_data)
+        return Response(EndpointOutput(endpoint).data)
+
+    @extend_schema(
+        request=EndpointInput, responses=EndpointOutput, operation_id="model_endpoints_update"
+    )
+    def put(self, request, pk):
+        return self._update(request, pk, partial=False)
+
+    @extend_schema(
+        request=EndpointInput,
+        responses=EndpointOutput,
+        operation_id="model_endpoints_partial_update",
+    )
+    def patch(self, request, pk):
+        return self._update(request, pk, partial=True)
+
+    @extend_schema(responses={204: None}, operation_id="model_endpoints_destroy")
+    def delete(self, request, pk):
+        endpoint_delete(endpoint=endpoint_get_for_user(request.user, pk, min_role=Role.ADMIN))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class EndpointTestApi(APIView):
+    @extend_schema(
+        request=None,
+        responses=EndpointTestOutput,
+        operation_id="model_endpoints_test",
+        description="Send one tiny chat request now (not retried) and report the answer or "
+        "the exact error. A failure of the endpoint is reported with ok=false and status 200.",
+    )
+    def post(self, request, pk):
+        endpoint = endpoint_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+        return Response(EndpointTestOutput(endpoint_test(endpoint=endpoint)).data)
+
+
+class EndpointCallListApi(APIView):
+    @extend_schema(
+        parameters=[_STATUS_FILTER],
+        responses=LLMCallOutput(many=True),
+        operation_id="model_endpoints_calls_list",
+    )
+    def get(self, request, pk):
+        endpoint = endpoint_get_for_user(request.user, pk)
+        calls = llm_call_list(endpoint=endpoint, status=request.query_params.get("status", ""))
+        return _paginated(request, self, calls, LLMCallOutput)
+
+
+class JobCallListApi(APIView):
+    @extend_schema(
+        parameters=[_STATUS_FILTER],
+        responses=LLMCallOutput(many=True),
+        operation_id="jobs_llm_calls_list",
+    )
+    def get(self, request, pk):
+        job = job_get_for_user(request.user, pk)
+        calls = llm_call_list(job=job, status=request.query_params.get("status", ""))
+        return _paginated(request, self, calls, LLMCallOutput)
+
+
+urlpatterns = [
+    path(
+        "projects/<int:pk>/model-endpoints/", EndpointListApi.as_view(), name="model_endpoint_list"
+    ),
+    path("model-endpoints/<int:pk>/", EndpointDetailApi.as_view(), name="model_endpoint_detail"),
+    path("model-endpoints/<int:pk>/test/", EndpointTestApi.as_view(), name="model_endpoint_test"),
+    path(
+        "model-endpoints/<int:pk>/calls/",
+        EndpointCallListApi.as_view(),
+        name="model_endpoint_calls",
+    ),
+    path("jobs/<int:pk>/llm-calls/", JobCallListApi.as_view(), name="job_llm_calls"),
+]

@@ -1,0 +1,170 @@
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from apps.accounts.access import check_project_role, project_get_for_user
+from apps.accounts.models import Role
+from apps.core.access import job_get_for_user
+from apps.core.exceptions import ApplicationError
+from apps.core.http import redirect_after_post, render_page
+from apps.llm.access import endpoint_get_for_user
+from apps.llm.forms import ModelEndpointForm
+from apps.llm.models import LLMCallStatus
+from apps.llm.selectors import endpoint_list, llm_call_list, llm_call_totals
+from apps.llm.services import (
+    endpoint_create,
+    endpoint_delete,
+    endpoint_test,
+    endpoint_update,
+)
+
+CALLS_PER_PAGE = 20
+
+
+def _apply_service_error(form, exc: ApplicationError) -> None:
+    fields = exc.extra.get("fields") or {}
+    for name, errors in fields.items():
+        for error in errors:
+            form.add_error(name if name in form.fields else None, error)
+    if not fields:
+        form.add_error(None, exc.message)
+
+
+@login_required
+@require_GET
+def endpoint_list_view(request, slug):
+    project = project_get_for_user(request.user, slug)
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "endpoints": endpoint_list(project=project),
+    }
+    return render_page(request, "llm/endpoint_list.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_create_view(request, slug):
+    project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
+    form = ModelEndpointForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            endpoint = endpoint_create(
+                project=project, created_by=request.user, **form.cleaned_data
+            )
+        except ApplicationError as exc:
+            _apply_service_error(form, exc)
+        else:
+            url = reverse("llm:endpoint_detail", args=[endpoint.pk])
+            return redirect_after_post(request, url, f"Added the endpoint “{endpoint.name}”.")
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "form": form,
+        "endpoint": None,
+    }
+    return render_page(request, "llm/endpoint_form.html", context, partial="form")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_edit_view(request, pk):
+    endpoint = endpoint_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    form = ModelEndpointForm(request.POST or None, instance=endpoint)
+    if request.method == "POST" and form.is_valid():
+        try:
+            endpoint = endpoint_update(endpoint=endpoint, **form.cleaned_data)
+        except ApplicationError as exc:
+            _apply_service_error(form, exc)
+        else:
+            url = reverse("llm:endpoint_detail", args=[endpoint.pk])
+            return redirect_after_post(request, url, f"Saved “{endpoint.name}”.")
+    context = {
+        "project": endpoint.project,
+        "membership": check_project_role(request.user, endpoint.project),
+        "form": form,
+        "endpoint": endpoint,
+    }
+    return render_page(request, "llm/endpoint_form.html", context, partial="form")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_delete_view(request, pk):
+    endpoint = endpoint_get_for_user(request.user, pk, min_role=Role.ADMIN)
+    project = endpoint.project
+    error = None
+    if request.method == "POST":
+        name = endpoint.name
+        try:
+            endpoint_delete(endpoint=endpoint)
+        except ApplicationError as exc:
+            error = exc.message
+        else:
+            url = reverse("llm:endpoint_list", args=[project.slug])
+            return redirect_after_post(request, url, f"Deleted “{name}”. Its call log is kept.")
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "endpoint": endpoint,
+        "totals": llm_call_totals(endpoint=endpoint),
+        "error": error,
+    }
+    return render_page(request, "llm/endpoint_delete.html", context)
+
+
+def _detail_context(request, endpoint, *, test=None):
+    status = request.GET.get("status", "")
+    calls = llm_call_list(endpoint=endpoint, status=status)
+    return {
+        "project": endpoint.project,
+        "membership": check_project_role(request.user, endpoint.project),
+        "endpoint": endpoint,
+        "totals": llm_call_totals(endpoint=endpoint),
+        "page": Paginator(calls, CALLS_PER_PAGE).get_page(request.GET.get("page")),
+        "status": status,
+        "statuses": LLMCallStatus.choices,
+        "calls_url": reverse("llm:endpoint_detail", args=[endpoint.pk]),
+        "test": test,
+    }
+
+
+@login_required
+@require_GET
+def endpoint_detail_view(request, pk):
+    endpoint = endpoint_get_for_user(request.user, pk)
+    return render_page(
+        request, "llm/endpoint_detail.html", _detail_context(request, endpoint), partial="calls"
+    )
+
+
+@login_required
+@require_POST
+def endpoint_test_view(request, pk):
+    """Make one tiny request now and show its answer or its exact error."""
+    endpoint = endpoint_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    test = endpoint_test(endpoint=endpoint)
+    context = _detail_context(request, endpoint, test=test)
+    response = render_page(request, "llm/endpoint_detail.html", context, partial="test_result")
+    response["HX-Trigger"] = "llm-calls-changed"  # the call log below reloads itself
+    return response
+
+
+@login_required
+@require_GET
+def job_calls_view(request, pk):
+    job = job_get_for_user(request.user, pk)
+    status = request.GET.get("status", "")
+    calls = llm_call_list(job=job, status=status)
+    context = {
+        "project": job.project,
+        "membership": check_project_role(request.user, job.project),
+        "job": job,
+        "totals": llm_call_totals(job=job),
+        "page": Paginator(calls, CALLS_PER_PAGE).get_page(request.GET.get("page")),
+        "status": status,
+        "statuses": LLMCallStatus.choices,
+        "calls_url": reverse("llm:job_calls", args=[job.pk]),
+    }
+    return render_page(request, "llm/job_calls.html", context, partial="calls")
