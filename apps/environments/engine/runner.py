@@ -3,14 +3,38 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .checks import Judge
 from .policies import Policy, PolicyAction, PolicyView, ToolCall
 from .scoring import Grading, ScoringConfig, grade_episode
-from .simulator import Episode, Limits, ToolResult
-from .spec import EnvironmentSpec, load_spec
+from .simulator import Episode, Limits, ToolResult, UserTurn
+from .spec import EnvironmentSpec, TaskSpec, load_spec
+
+
+@dataclass(frozen=True)
+class UserTurnView:
+    """What a user simulator sees before it speaks for turn ``turn`` (never the first)."""
+
+    turn: int
+    scripted: str  # the task's own message for this turn: what the user means to say
+    notices: tuple[str, ...]  # loud-update notices, shown to the agent before the message
+    messages: list[dict[str, Any]]  # the OpenAI-format conversation so far
+    task: TaskSpec
+
+    @property
+    def last_assistant_message(self) -> str:
+        for m in reversed(self.messages):
+            if m.get("role") == "assistant" and m.get("content"):
+                return m["content"]
+        return ""
+
+
+# A user simulator: returns the user's message for a turn after the first, in place of the
+# scripted one (the exogenous updates and their notices are the engine's, unchanged).
+UserSimulator = Callable[[UserTurnView], str]
 
 
 @dataclass
@@ -59,6 +83,21 @@ def _arguments_text(arguments: dict[str, Any] | str) -> str:
         return json.dumps(str(arguments))
 
 
+def _simulated(
+    turn: UserTurn,
+    simulator: UserSimulator | None,
+    transcript: list[dict[str, Any]],
+    task: TaskSpec,
+) -> UserTurn:
+    if simulator is None or turn.index == 0:
+        return turn
+    view = UserTurnView(turn.index, turn.message, turn.notices, list(transcript), task)
+    message = simulator(view)
+    if not isinstance(message, str):
+        raise TypeError(f"user simulator returned {type(message).__name__}, not str")
+    return replace(turn, message=message)
+
+
 def run_task(
     spec: EnvironmentSpec | dict[str, Any],
     task_key: str,
@@ -69,7 +108,13 @@ def run_task(
     judge: Judge | None = None,
     limits: Limits | None = None,
     scoring: ScoringConfig | None = None,
+    user_turn: UserSimulator | None = None,
 ) -> EpisodeResult:
+    """Run ``policy`` through every turn of ``task_key`` and grade the episode.
+
+    ``user_turn``, when given, writes the user's message of every turn after the first
+    (a simulated user answering the agent's questions); the first turn is always scripted.
+    """
     spec = spec if isinstance(spec, EnvironmentSpec) else load_spec(spec)
     limits = limits or Limits()
     episode = Episode(spec, task_key, seed, faults=faults, limits=limits)
@@ -80,12 +125,13 @@ def run_task(
     stop_reason = "completed"
     n_calls = 0
 
-    while stop_reason == "completed" and (user_turn := episode.advance_turn()) is not None:
-        transcript.append({"role": "user", "content": user_turn.text})
+    while stop_reason == "completed" and (turn := episode.advance_turn()) is not None:
+        current = _simulated(turn, user_turn, transcript, task)
+        transcript.append({"role": "user", "content": current.text})
         results: list[tuple[ToolCall, ToolResult]] = []
         for round_no in range(limits.max_rounds_per_turn):
             view = PolicyView(
-                list(transcript), tools, user_turn.index, round_no, task, spec, tuple(results)
+                list(transcript), tools, current.index, round_no, task, spec, tuple(results)
             )
             action = policy.act(view)
             if not isinstance(action, PolicyAction):
@@ -130,7 +176,7 @@ def run_task(
                 break
         else:
             stop_reason = "round_limit"
-        turn_states[user_turn.index] = episode.state
+        turn_states[current.index] = episode.state
 
     grading = grade_episode(
         task,

@@ -217,3 +217,31 @@ def test_policy_by_name():
     assert policy_by_name("mutant:2").index == 2
     with pytest.raises(ValueError):
         policy_by_name("gpt")
+
+
+def test_user_simulator_writes_the_turns_after_the_first(spec):
+    from apps.environments.engine.runner import UserTurnView
+
+    seen: list[UserTurnView] = []
+
+    def simulated_user(view: UserTurnView) -> str:
+        seen.append(view)
+        return f"(simulated) {view.scripted}"
+
+    result = run_task(spec, "book", OraclePolicy(), faults=False, user_turn=simulated_user)
+    users = [m["content"] for m in result.transcript if m["role"] == "user"]
+    assert users == [
+        spec.task("book").turns[0].message,
+        "(simulated) Anything clashing now?",
+    ]
+    (view,) = seen
+    assert (view.turn, view.scripted, view.notices) == (1, "Anything clashing now?", ())
+    assert view.last_assistant_message == "Booked for 16:00 and told Dana."
+    assert view.messages == result.transcript[: len(view.messages)]
+    assert view.task.key == "book"
+    assert result.grading.strict is True
+
+
+def test_user_simulator_must_return_text(spec):
+    with pytest.raises(TypeError, match="user simulator returned NoneType"):
+        run_task(spec, "book", OraclePolicy(), faults=False, user_turn=lambda view: None)
