@@ -1,0 +1,1 @@
+"""Synthesis: turn capabilities into validated environments (LLM drafts or templates)."""
