@@ -74,3 +74,15 @@ def api_client_for():
 
 
 HTMX_HEADERS = {"HTTP_HX_REQUEST": "true"}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove this run's own var folder (test database, broker queue) unless it was given."""
+    import shutil
+    from pathlib import Path
+
+    from django.conf import settings
+
+    var_dir = Path(settings.VAR_DIR)
+    if var_dir.name == f"run-{os.getpid()}":
+        shutil.rmtree(var_dir, ignore_errors=True)

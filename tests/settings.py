@@ -3,7 +3,10 @@
 import os
 from pathlib import Path
 
-_TEST_VAR = Path(__file__).resolve().parent.parent / "var" / "test"
+# Each test run gets its own folder for the SQLite test database and the filesystem broker,
+# so two runs at once (two terminals, two engineers) never share a database or a queue.
+# A worker process started by a test inherits the folder through COWORKENV_VAR_DIR.
+_TEST_VAR = Path(__file__).resolve().parent.parent / "var" / "test" / f"run-{os.getpid()}"
 os.environ.setdefault("COWORKENV_VAR_DIR", str(_TEST_VAR))
 
 from coworkenv_web.settings import *  # noqa: E402,F403
