@@ -2,7 +2,18 @@
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.functions import Coalesce
 
 from apps.environments.engine.validation import validate_spec
 from apps.environments.models import (
@@ -66,8 +77,18 @@ def environment_list_for_user(*, user, filters: EnvironmentFilters | None = None
 
 def _environment_list(environments: QuerySet, filters: EnvironmentFilters | None) -> QuerySet:
     filters = filters or EnvironmentFilters()
+    # A correlated COUNT, not Count("tasks"): a join + GROUP BY would aggregate every
+    # environment of the project before ORDER BY … LIMIT, and the paginator's COUNT would
+    # repeat it; this way only the rows of the page are counted (bench/pages.py).
+    task_counts = (
+        Task.objects.filter(environment=OuterRef("pk"))
+        .order_by()
+        .values("environment")
+        .annotate(n=Count("*"))
+        .values("n")
+    )
     environments = environments.select_related("latest_validation", "created_by").annotate(
-        task_count=Count("tasks", distinct=True)
+        task_count=Coalesce(Subquery(task_counts, output_field=IntegerField()), 0)
     )
     if filters.status:
         environments = environments.filter(status=filters.status)
