@@ -8,6 +8,7 @@ class ModelEndpointForm(forms.ModelForm):
     class Meta:
         model = ModelEndpoint
         fields = list(EDITABLE_FIELDS)
+        labels = {"base_url": "Base URL"}
         widgets = {
             "base_url": forms.URLInput(attrs={"placeholder": "https://api.openai.com/v1"}),
             "model": forms.TextInput(attrs={"placeholder": "gpt-4.1-mini"}),
