@@ -672,3 +672,19 @@ def test_spec_schema(api_client_for, outsider):
     assert response.status_code == 200
     assert response.json() == spec_json_schema()
     assert response.json()["title"] == "CoworkEnv environment (coworkenv.environment/v1)"
+
+
+def test_malformed_json_body_is_400_with_its_position(api_client_for, author, environment):
+    response = api_client_for(author).generic(
+        "PUT",
+        f"{API}/environments/{environment.pk}/spec",
+        '{"schema": "coworkenv.environment/v1",\n "name": }',
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "message": "JSON parse error - Expecting value: line 2 column 10 (char 48)",
+        "details": {},
+    }
+    environment.refresh_from_db()
+    assert environment.revision == 1
