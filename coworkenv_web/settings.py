@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "apps.capabilities",
     "apps.environments",
     "apps.llm",
+    "apps.synthesis",
 ]
 
 MIDDLEWARE = [
@@ -260,3 +261,6 @@ LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 4)
 LLM_MAX_TOTAL_WAIT_S = env_int("LLM_MAX_TOTAL_WAIT_S", 180)  # sleeping between attempts
 LLM_RETRY_AFTER_CAP_S = env_int("LLM_RETRY_AFTER_CAP_S", 60)  # longest Retry-After honoured
 LLM_SLOT_WAIT_S = env_int("LLM_SLOT_WAIT_S", 900)  # longest wait for a free concurrency slot
+
+# Synthesis: a slot whose worker has not sent a heartbeat for this long may be taken over.
+SYNTHESIS_LEASE_S = env_int("SYNTHESIS_LEASE_S", 90)

@@ -8,6 +8,7 @@ api_v1 = [
     path("", include("apps.capabilities.apis")),
     path("", include("apps.environments.apis")),
     path("", include("apps.llm.apis")),
+    path("", include("apps.synthesis.apis")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
@@ -19,6 +20,7 @@ urlpatterns = [
     path("", include("apps.capabilities.urls")),
     path("", include("apps.environments.urls")),
     path("", include("apps.llm.urls")),
+    path("", include("apps.synthesis.urls")),
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),
 ]

@@ -37,6 +37,7 @@ from apps.environments.services.parts import (
     tool_delete,
     tool_update,
 )
+from apps.environments.services.recorded import environment_validation_record
 from apps.environments.services.validation import (
     VALIDATION_JOB_KIND,
     environment_validate,
@@ -62,6 +63,7 @@ __all__ = [
     "environment_spec_json",
     "environment_update",
     "environment_validate",
+    "environment_validation_record",
     "environment_validation_run",
     "environment_validation_start",
     "environments_export_zip",

@@ -1,0 +1,95 @@
+from django import forms
+
+from apps.capabilities.models import Capability
+from apps.environments.engine import library
+from apps.llm.models import ModelEndpoint
+from apps.synthesis.models import (
+    MAX_ENVIRONMENTS_PER_JOB,
+    MAX_REPAIR_ROUNDS,
+    MAX_TASKS_PER_ENVIRONMENT,
+    MAX_TURNS,
+    Difficulty,
+    Generator,
+)
+
+
+class SynthesisForm(forms.Form):
+    capabilities = forms.ModelMultipleChoiceField(
+        queryset=Capability.objects.none(),
+        widget=forms.SelectMultiple(attrs={"size": 8}),
+        help_text="Task i of each environment exercises capability i (round-robin).",
+    )
+    services = forms.MultipleChoiceField(
+        choices=[(kind.name, kind.title) for kind in library.KINDS.values()],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Standard services every environment includes (none: the generator chooses).",
+    )
+    count = forms.IntegerField(
+        label="Environments", min_value=1, max_value=MAX_ENVIRONMENTS_PER_JOB, initial=2
+    )
+    tasks_per_environment = forms.IntegerField(
+        min_value=1, max_value=MAX_TASKS_PER_ENVIRONMENT, initial=3
+    )
+    turns_min = forms.IntegerField(label="Turns from", min_value=1, max_value=MAX_TURNS, initial=1)
+    turns_max = forms.IntegerField(label="Turns to", min_value=1, max_value=MAX_TURNS, initial=3)
+    difficulty = forms.ChoiceField(choices=Difficulty.choices, initial=Difficulty.MEDIUM)
+    generator = forms.ChoiceField(
+        choices=Generator.choices,
+        initial=Generator.TEMPLATE,
+        widget=forms.RadioSelect,
+        help_text="Template: seeded, offline, no LLM. LLM: drafts and repairs with an endpoint.",
+    )
+    endpoint = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.none(),
+        required=False,
+        empty_label="—",
+        help_text="Required for the LLM generator.",
+    )
+    max_repair_rounds = forms.IntegerField(
+        min_value=0, max_value=MAX_REPAIR_ROUNDS, initial=3, help_text="LLM generator only."
+    )
+    domain_hint = forms.CharField(
+        max_length=200, required=False, help_text="e.g. “legal operations” (LLM only)."
+    )
+    scenario_hint = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        help_text="A sentence about the workplace to imagine (LLM only).",
+    )
+    seed = forms.IntegerField(
+        required=False, min_value=0, max_value=2**31 - 1, help_text="Blank: a random seed."
+    )
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["capabilities"].queryset = Capability.objects.filter(
+            project=project, archived_at__isnull=True
+        ).order_by("group", "name")
+        self.fields["endpoint"].queryset = ModelEndpoint.objects.filter(project=project)
+
+    def clean(self):
+        data = super().clean()
+        low, high = data.get("turns_min"), data.get("turns_max")
+        if low is not None and high is not None and low > high:
+            self.add_error("turns_max", "Must be at least “Turns from”.")
+        if data.get("generator") == Generator.LLM and not data.get("endpoint"):
+            self.add_error("endpoint", "Choose the model endpoint the LLM generator uses.")
+        return data
+
+    def service_kwargs(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "capabilities": list(data["capabilities"]),
+            "services": list(data["services"]),
+            "count": data["count"],
+            "tasks_per_environment": data["tasks_per_environment"],
+            "turns": (data["turns_min"], data["turns_max"]),
+            "difficulty": data["difficulty"],
+            "generator": data["generator"],
+            "endpoint": data["endpoint"],
+            "max_repair_rounds": data["max_repair_rounds"],
+            "domain_hint": data["domain_hint"],
+            "scenario_hint": data["scenario_hint"],
+            "seed": data["seed"],
+        }

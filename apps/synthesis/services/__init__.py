@@ -1,0 +1,23 @@
+"""Writes for synthesis. Import from here: ``from apps.synthesis.services import …``."""
+
+from apps.synthesis.services.jobs import (
+    SYNTHESIS_JOB_KIND,
+    synthesis_cancel,
+    synthesis_recover,
+    synthesis_refresh,
+    synthesis_resume,
+    synthesis_run_inline,
+    synthesis_start,
+)
+from apps.synthesis.services.slots import synthesis_slot_run
+
+__all__ = [
+    "SYNTHESIS_JOB_KIND",
+    "synthesis_cancel",
+    "synthesis_recover",
+    "synthesis_refresh",
+    "synthesis_resume",
+    "synthesis_run_inline",
+    "synthesis_slot_run",
+    "synthesis_start",
+]

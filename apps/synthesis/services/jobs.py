@@ -1,0 +1,345 @@
+"""Synthesis jobs: start, cancel, resume, and keep the core Job's progress and verdict."""
+
+import logging
+import random
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.core.exceptions import ApplicationError
+from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
+from apps.core.services import job_create
+from apps.environments.engine import library
+from apps.synthesis.generators import GENERATOR_VERSION
+from apps.synthesis.models import (
+    FINISHED_SLOT_STATUSES,
+    MAX_ENVIRONMENTS_PER_JOB,
+    MAX_REPAIR_ROUNDS,
+    MAX_TASKS_PER_ENVIRONMENT,
+    MAX_TURNS,
+    RUNNING_SLOT_STATUSES,
+    Difficulty,
+    Generator,
+    SlotStatus,
+    SynthesisJob,
+    SynthesisSlot,
+)
+from apps.synthesis.selectors import synthesis_summary
+from apps.synthesis.services.prompts import CURRENT_PROMPT_VERSION
+
+logger = logging.getLogger(__name__)
+
+SYNTHESIS_JOB_KIND = "synthesis"
+MAX_RESULT_LINKS = 50
+
+
+def lease_seconds() -> float:
+    return float(getattr(settings, "SYNTHESIS_LEASE_S", 90))
+
+
+def _field_error(field: str, message: str) -> ApplicationError:
+    return ApplicationError(message, {"fields": {field: [message]}})
+
+
+def _check_inputs(
+    *,
+    project,
+    capabilities,
+    count,
+    generator,
+    endpoint,
+    services,
+    tasks_per_environment,
+    turns,
+    difficulty,
+    max_repair_rounds,
+) -> None:
+    if not capabilities:
+        raise _field_error("capabilities", "Choose at least one capability.")
+    for capability in capabilities:
+        if capability.project_id != project.pk:
+            raise _field_error("capabilities", f"“{capability.slug}” is not in this project.")
+        if capability.is_archived:
+            raise _field_error("capabilities", f"“{capability.slug}” is archived.")
+    if not 1 <= count <= MAX_ENVIRONMENTS_PER_JOB:
+        raise _field_error(
+            "count", f"Ask for between 1 and {MAX_ENVIRONMENTS_PER_JOB} environments."
+        )
+    if generator not in Generator.values:
+        raise _field_error("generator", f"Choose a generator: {', '.join(Generator.values)}.")
+    if generator == Generator.LLM:
+        if endpoint is None:
+            raise _field_error("endpoint", "The LLM generator needs a model endpoint.")
+        if endpoint.project_id != project.pk:
+            raise _field_error("endpoint", "That endpoint is not in this project.")
+    unknown = [s for s in services if s not in library.KINDS]
+    if unknown:
+        raise _field_error(
+            "services",
+            f"Unknown service {', '.join(unknown)}; the standard ones are "
+            f"{', '.join(library.KINDS)}.",
+        )
+    if not 1 <= tasks_per_environment <= MAX_TASKS_PER_ENVIRONMENT:
+        raise _field_error(
+            "tasks_per_environment",
+            f"Ask for between 1 and {MAX_TASKS_PER_ENVIRONMENT} tasks per environment.",
+        )
+    low, high = turns
+    if not 1 <= low <= high <= MAX_TURNS:
+        raise _field_error("turns_max", f"The turn range must satisfy 1 ≤ from ≤ to ≤ {MAX_TURNS}.")
+    if difficulty not in Difficulty.values:
+        raise _field_error("difficulty", f"Choose a difficulty: {', '.join(Difficulty.values)}.")
+    if not 0 <= max_repair_rounds <= MAX_REPAIR_ROUNDS:
+        raise _field_error(
+            "max_repair_rounds", f"Allow between 0 and {MAX_REPAIR_ROUNDS} repair rounds."
+        )
+
+
+def synthesis_start(
+    *,
+    project,
+    user,
+    capabilities: list,
+    count: int,
+    generator: str,
+    endpoint=None,
+    services: list[str] | tuple[str, ...] = (),
+    tasks_per_environment: int = 3,
+    turns: tuple[int, int] = (1, 3),
+    difficulty: str = Difficulty.MEDIUM,
+    domain_hint: str = "",
+    scenario_hint: str = "",
+    max_repair_rounds: int = 3,
+    seed: int | None = None,
+    enqueue: bool = True,
+) -> SynthesisJob:
+    """Create the job and its slots; once committed, one task per slot goes to the queue.
+
+    ``enqueue=False`` leaves the slots for ``synthesis_run_inline`` (the command's --sync,
+    the demo seed).
+    """
+    services = list(dict.fromkeys(services))
+    capabilities = list(dict.fromkeys(capabilities))
+    _check_inputs(
+        project=project,
+        capabilities=capabilities,
+        count=count,
+        generator=generator,
+        endpoint=endpoint,
+        services=services,
+        tasks_per_environment=tasks_per_environment,
+        turns=turns,
+        difficulty=difficulty,
+        max_repair_rounds=max_repair_rounds,
+    )
+    if generator != Generator.LLM:
+        endpoint = None
+    seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
+    slugs = [capability.slug for capability in capabilities]
+    noun = "environment" if count == 1 else "environments"
+    title = f"Synthesize {count} {noun} ({generator}): {', '.join(slugs)}"
+    with transaction.atomic():
+        job = job_create(
+            project=project,
+            kind=SYNTHESIS_JOB_KIND,
+            title=title[:200],
+            started_by=user,
+            total=count,
+        )
+        synthesis = SynthesisJob(
+            project=project,
+            job=job,
+            capability_slugs=slugs,
+            domain_hint=domain_hint.strip(),
+            scenario_hint=scenario_hint.strip(),
+            services=services,
+            count=count,
+            tasks_per_environment=tasks_per_environment,
+            turns_min=turns[0],
+            turns_max=turns[1],
+            difficulty=difficulty,
+            generator=generator,
+            endpoint=endpoint,
+            endpoint_name=endpoint.name if endpoint else "",
+            model=endpoint.model if endpoint else "",
+            max_repair_rounds=max_repair_rounds if generator == Generator.LLM else 0,
+            seed=seed,
+            prompt_version=(
+                CURRENT_PROMPT_VERSION
+                if generator == Generator.LLM
+                else f"template-v{GENERATOR_VERSION}"
+            ),
+            created_by=user,
+        )
+        synthesis.full_clean(exclude=["job", "project"])
+        synthesis.save()
+        synthesis.capabilities.set(capabilities)
+        slots = SynthesisSlot.objects.bulk_create(
+            SynthesisSlot(synthesis=synthesis, index=i, seed=seed + i) for i in range(count)
+        )
+        job.params = {"synthesis_id": synthesis.pk}
+        job.save(update_fields=["params"])
+        if enqueue:
+            slot_ids = [slot.pk for slot in slots]
+            transaction.on_commit(lambda: _enqueue_slots(slot_ids))
+    return synthesis
+
+
+def _enqueue_slots(slot_ids: list[int], countdown: float | None = None) -> None:
+    from apps.synthesis.tasks import synthesize_slot_task
+
+    for slot_id in slot_ids:
+        if countdown:
+            synthesize_slot_task.apply_async((slot_id,), countdown=countdown)
+        else:
+            synthesize_slot_task.delay(slot_id)
+
+
+def synthesis_cancel(*, synthesis: SynthesisJob) -> SynthesisJob:
+    """Cancel the slots not started yet; running ones stop at their next checkpoint."""
+    job = synthesis.job
+    if job.status not in ACTIVE_JOB_STATUSES:
+        raise ApplicationError(f"This synthesis job has already {job.status}.")
+    now = timezone.now()
+    with transaction.atomic():
+        Job.objects.filter(pk=job.pk).update(cancel_requested=True)
+        SynthesisSlot.objects.filter(synthesis=synthesis, status=SlotStatus.REQUESTED).update(
+            status=SlotStatus.CANCELLED, finished_at=now, error="Cancelled before it started."
+        )
+    synthesis_refresh(synthesis=synthesis)
+    synthesis.job.refresh_from_db()
+    return synthesis
+
+
+def synthesis_resume(*, synthesis: SynthesisJob) -> dict:
+    """Queue again every slot that nobody is working on: not started, or whose worker
+    stopped sending heartbeats. A slot still leased elsewhere is left alone (a duplicate
+    message would find it claimed and do nothing anyway).
+
+    Returns ``{"enqueued": n, "leased": m, "recheck_in": seconds | None}``.
+    """
+    job = Job.objects.get(pk=synthesis.job_id)
+    if job.status not in ACTIVE_JOB_STATUSES:
+        return {"enqueued": 0, "leased": 0, "recheck_in": None}
+    now = timezone.now()
+    lease = timedelta(seconds=lease_seconds())
+    slots = list(
+        SynthesisSlot.objects.filter(synthesis=synthesis)
+        .exclude(status__in=FINISHED_SLOT_STATUSES)
+        .values("pk", "status", "heartbeat_at")
+    )
+    ready, leased_until = [], []
+    for slot in slots:
+        beat = slot["heartbeat_at"]
+        if slot["status"] == SlotStatus.REQUESTED or beat is None or beat < now - lease:
+            ready.append(slot["pk"])
+        else:
+            leased_until.append(beat + lease)
+    if ready:
+        transaction.on_commit(lambda: _enqueue_slots(ready))
+    synthesis_refresh(synthesis=synthesis)
+    recheck = None
+    if leased_until:
+        recheck = max(1.0, (min(leased_until) - now).total_seconds() + 1.0)
+    return {"enqueued": len(ready), "leased": len(leased_until), "recheck_in": recheck}
+
+
+def synthesis_recover() -> list[dict]:
+    """Resume every active synthesis job (a worker starting up calls this)."""
+    outcomes = []
+    active = SynthesisJob.objects.filter(job__status__in=ACTIVE_JOB_STATUSES).select_related("job")
+    for synthesis in active:
+        outcome = synthesis_resume(synthesis=synthesis)
+        outcome["synthesis_id"] = synthesis.pk
+        outcomes.append(outcome)
+    return outcomes
+
+
+def synthesis_refresh(*, synthesis: SynthesisJob) -> Job:
+    """Write progress (finished slots) into the core Job and finish it when every slot is."""
+    summary = synthesis_summary(synthesis=synthesis)
+    finished = summary["finished"]
+    now = timezone.now()
+    job_id = synthesis.job_id
+    Job.objects.filter(pk=job_id, status__in=ACTIVE_JOB_STATUSES).update(
+        progress_done=finished, heartbeat_at=now, message=summary["message"]
+    )
+    if finished >= synthesis.count:
+        job = Job.objects.get(pk=job_id)
+        if job.cancel_requested:
+            status = JobStatus.CANCELLED
+        elif summary["counts"][SlotStatus.FAILED] == synthesis.count:
+            status = JobStatus.FAILED
+        else:
+            status = JobStatus.SUCCEEDED
+        Job.objects.filter(pk=job_id, status__in=ACTIVE_JOB_STATUSES).update(
+            status=status,
+            finished_at=now,
+            progress_done=finished,
+            message=summary["message"],
+            result=_job_result(synthesis, summary),
+        )
+    # A job made running by its first claim stays consistent even if nobody claims again.
+    return Job.objects.get(pk=job_id)
+
+
+def synthesis_mark_running(*, synthesis: SynthesisJob) -> None:
+    now = timezone.now()
+    Job.objects.filter(pk=synthesis.job_id, status=JobStatus.PENDING).update(
+        status=JobStatus.RUNNING, started_at=now, heartbeat_at=now
+    )
+
+
+def _job_result(synthesis: SynthesisJob, summary: dict) -> dict:
+    slots = (
+        SynthesisSlot.objects.filter(synthesis=synthesis, environment__isnull=False)
+        .select_related("environment")
+        .order_by("index")[:MAX_RESULT_LINKS]
+    )
+    links = [
+        {
+            "label": slot.environment.name,
+            "url": reverse("environments:detail", args=[slot.environment_id]),
+            "note": slot.status + (" · near-duplicate" if slot.duplicate_of_id else ""),
+        }
+        for slot in slots
+    ]
+    links.insert(
+        0,
+        {
+            "label": f"Synthesis job #{synthesis.pk}",
+            "url": reverse("synthesis:detail", args=[synthesis.pk]),
+            "note": "every slot and attempt",
+        },
+    )
+    return {
+        "synthesis_id": synthesis.pk,
+        "counts": summary["counts"],
+        "repaired": summary["repaired"],
+        "duplicates": summary["duplicates"],
+        "tokens_in": summary["tokens_in"],
+        "tokens_out": summary["tokens_out"],
+        "cost": str(summary["cost"]),
+        "links": links,
+    }
+
+
+def synthesis_run_inline(*, synthesis: SynthesisJob, on_slot=None) -> Job:
+    """Run every unfinished slot here, one after the other (no worker needed)."""
+    from apps.synthesis.services.slots import synthesis_slot_run
+
+    slot_ids = list(
+        SynthesisSlot.objects.filter(synthesis=synthesis)
+        .filter(Q(status=SlotStatus.REQUESTED) | Q(status__in=RUNNING_SLOT_STATUSES))
+        .order_by("index")
+        .values_list("pk", flat=True)
+    )
+    for slot_id in slot_ids:
+        outcome = synthesis_slot_run(slot_id=slot_id, worker="inline")
+        if on_slot is not None:
+            on_slot(SynthesisSlot.objects.get(pk=slot_id), outcome)
+    return synthesis_refresh(synthesis=synthesis)

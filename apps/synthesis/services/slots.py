@@ -1,0 +1,339 @@
+"""One slot = one requested environment: claim it, draft, validate, repair, save.
+
+At-least-once delivery is assumed. A worker *claims* a slot with a conditional UPDATE that
+writes a fresh token; only the holder of that token may store attempts or finish the slot,
+and every such write is itself conditional on the token (a fence). A background thread
+renews the lease (``heartbeat_at``) while the slot is worked on, so a claim whose worker
+died expires after ``SYNTHESIS_LEASE_S`` and the slot can be taken over; the new holder
+resumes from the attempts already stored. The environment is created in the same
+transaction that marks the slot finished, and ``SynthesisSlot.environment`` is one-to-one:
+no retry, redelivery or takeover can make a second environment for a slot.
+"""
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+
+from apps.core.models import ACTIVE_JOB_STATUSES, Job
+from apps.environments.engine import spec as engine_spec
+from apps.environments.engine.problems import SpecError
+from apps.environments.engine.validation import validate_spec
+from apps.environments.models import EnvironmentSource
+from apps.environments.services import environment_import, environment_validation_record
+from apps.llm.exceptions import LLMError, LLMOutputError
+from apps.synthesis.models import (
+    RUNNING_SLOT_STATUSES,
+    AttemptKind,
+    Generator,
+    SlotStatus,
+    SynthesisAttempt,
+    SynthesisSlot,
+)
+from apps.synthesis.services.drafting import Answer, draft_with_llm, draft_with_template
+from apps.synthesis.services.duplicates import duplicate_find, signature_store, signatures_refresh
+from apps.synthesis.services.jobs import lease_seconds, synthesis_mark_running, synthesis_refresh
+from apps.synthesis.similarity import DUPLICATE_THRESHOLD, document_sketch
+
+logger = logging.getLogger(__name__)
+
+
+class SlotLost(Exception):
+    """Another worker took the slot over (this one was presumed dead)."""
+
+
+class SlotCancelled(Exception):
+    """The job was cancelled; stop at this checkpoint."""
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def slot_claim(*, slot_id: int, worker: str = "") -> tuple[SynthesisSlot, str] | None:
+    """Claim a slot that is not started, or whose holder's lease expired; None otherwise."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=lease_seconds())
+    token = uuid.uuid4().hex
+    claimable = Q(status=SlotStatus.REQUESTED) | Q(
+        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True),
+        status__in=RUNNING_SLOT_STATUSES,
+    )
+    won = SynthesisSlot.objects.filter(claimable, pk=slot_id).update(
+        claim_token=token,
+        claims=F("claims") + 1,
+        worker=worker[:200],
+        heartbeat_at=now,
+        started_at=Case(When(started_at__isnull=True, then=now), default=F("started_at")),
+        status=Case(
+            When(status=SlotStatus.REQUESTED, then=Value(SlotStatus.DRAFTING)), default=F("status")
+        ),
+    )
+    if not won:
+        return None
+    slot = SynthesisSlot.objects.select_related(
+        "synthesis__job", "synthesis__endpoint", "synthesis__project", "synthesis__created_by"
+    ).get(pk=slot_id)
+    return slot, token
+
+
+class SlotLease:
+    """The claim's token, checkpoints that fence every write, and a heartbeat thread."""
+
+    def __init__(self, slot: SynthesisSlot, token: str):
+        self.slot = slot
+        self.token = token
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _mine(self):
+        return SynthesisSlot.objects.filter(
+            pk=self.slot.pk, claim_token=self.token, status__in=RUNNING_SLOT_STATUSES
+        )
+
+    def checkpoint(self) -> None:
+        """Renew the lease; raise SlotLost if it was taken over, SlotCancelled on cancel."""
+        if self.lost or not self._mine().update(heartbeat_at=timezone.now()):
+            self.lost = True
+            raise SlotLost
+        job = Job.objects.filter(pk=self.slot.synthesis.job_id).values("status", "cancel_requested")
+        job = job.first()
+        if job is None or job["cancel_requested"] or job["status"] not in ACTIVE_JOB_STATUSES:
+            raise SlotCancelled
+
+    def set_status(self, status: str) -> None:
+        if not self._mine().update(status=status, heartbeat_at=timezone.now()):
+            self.lost = True
+            raise SlotLost
+        self.slot.status = status
+
+    # --- heartbeat thread ---------------------------------------------------------------
+
+    def __enter__(self) -> "SlotLease":
+        # Inside a test's wrapping transaction another connection could not see the slot.
+        if not connection.in_atomic_block:
+            self._thread = threading.Thread(target=self._beat, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _beat(self) -> None:
+        interval = max(0.2, lease_seconds() / 4)
+        try:
+            while not self._stop.wait(interval):
+                if not self._mine().update(heartbeat_at=timezone.now()):
+                    self.lost = True
+                    return
+        except Exception:  # the main thread notices a lost lease at its next checkpoint
+            logger.exception("Heartbeat of synthesis slot %s failed", self.slot.pk)
+        finally:
+            close_old_connections()
+            connection.close()
+
+
+@dataclass
+class Final:
+    """What a slot ends with."""
+
+    status: str
+    attempt: SynthesisAttempt | None = None
+    error: str = ""
+
+
+def synthesis_slot_run(*, slot_id: int, worker: str | None = None) -> str:
+    """Claim and work one slot to its end. Returns what happened (for logs and the CLI)."""
+    claimed = slot_claim(slot_id=slot_id, worker=worker or worker_name())
+    if claimed is None:
+        return "skipped"
+    slot, token = claimed
+    synthesis = slot.synthesis
+    lease = SlotLease(slot, token)
+    outcome = "lost"
+    try:
+        with lease:
+            lease.checkpoint()
+            synthesis_mark_running(synthesis=synthesis)
+            final = _produce(slot, lease)
+            outcome = _finish(slot, lease, final)
+    except SlotLost:
+        logger.warning("Synthesis slot %s was taken over by another worker.", slot_id)
+    except SlotCancelled:
+        outcome = _finish(
+            slot,
+            lease,
+            Final(SlotStatus.CANCELLED, error="Cancelled; the attempts so far are kept."),
+            fenced_only=True,
+        )
+    except Exception:
+        logger.exception("Synthesis slot %s failed", slot_id)
+        outcome = _finish(
+            slot,
+            lease,
+            Final(SlotStatus.FAILED, error="An unexpected error stopped this slot; see the log."),
+            fenced_only=True,
+        )
+    synthesis_refresh(synthesis=synthesis)
+    return outcome
+
+
+def _produce(slot: SynthesisSlot, lease: SlotLease) -> Final:
+    """Draft and repair until valid or out of rounds, resuming from stored attempts."""
+    synthesis = slot.synthesis
+    attempts = list(slot.attempts.order_by("round"))
+    max_round = synthesis.max_repair_rounds if synthesis.generator == Generator.LLM else 0
+    while True:
+        last = attempts[-1] if attempts else None
+        if last is not None and (last.valid or last.round >= max_round):
+            return _final_from(attempts)
+        next_round = 0 if last is None else last.round + 1
+        if next_round > 0 and slot.status != SlotStatus.REPAIRING:
+            lease.set_status(SlotStatus.REPAIRING)
+        lease.checkpoint()
+        try:
+            if synthesis.generator == Generator.TEMPLATE:
+                answer = draft_with_template(synthesis=synthesis, slot=slot)
+            else:
+                answer = draft_with_llm(synthesis=synthesis, slot=slot, previous=last)
+        except LLMOutputError as exc:
+            answer = Answer.from_output_error(exc)
+        except LLMError as exc:
+            _store_attempt(slot, lease, next_round, Answer.failure(exc))
+            return Final(SlotStatus.FAILED, error=exc.message)
+        except ValueError as exc:  # the template generator refused the arguments
+            return Final(SlotStatus.FAILED, error=f"The template generator refused: {exc}")
+        lease.checkpoint()
+        if answer.document is not None:
+            started = time.monotonic()
+            answer.report = validate_spec(answer.document).to_dict()
+            answer.validation_ms = round((time.monotonic() - started) * 1000)
+        attempts.append(_store_attempt(slot, lease, next_round, answer))
+
+
+def _final_from(attempts: list[SynthesisAttempt]) -> Final:
+    last = attempts[-1]
+    if last.valid:
+        return Final(SlotStatus.VALID, last)
+    # Keep the latest draft that can be stored (schema-valid) for inspection.
+    for attempt in reversed(attempts):
+        if attempt.document is not None and _storable(attempt.document):
+            rounds = len(attempts)
+            return Final(
+                SlotStatus.INVALID,
+                attempt,
+                error=f"Still invalid after {rounds} attempt{'s' if rounds != 1 else ''}: "
+                f"{attempt.error_count} error{'s' if attempt.error_count != 1 else ''} "
+                f"in round {attempt.round}.",
+            )
+    return Final(
+        SlotStatus.FAILED,
+        error=f"No usable draft in {len(attempts)} attempt{'s' if len(attempts) != 1 else ''}: "
+        + (last.error or "the answers do not match the spec's JSON Schema."),
+    )
+
+
+def _storable(document: dict) -> bool:
+    try:
+        engine_spec.canonical_dump(document)
+    except SpecError:
+        return False
+    return True
+
+
+def _store_attempt(
+    slot: SynthesisSlot, lease: SlotLease, round_: int, answer: Answer
+) -> SynthesisAttempt:
+    report = answer.report
+    problems = (report or {}).get("problems", [])
+    attempt = SynthesisAttempt(
+        slot=slot,
+        round=round_,
+        kind=AttemptKind.DRAFT if round_ == 0 else AttemptKind.REPAIR,
+        document=answer.document,
+        raw_text=answer.raw_text if answer.document is None else "",
+        report=report,
+        valid=None if report is None else bool(report["valid"]),
+        error_count=sum(1 for p in problems if p.get("severity") == "error"),
+        warning_count=sum(1 for p in problems if p.get("severity") == "warning"),
+        tokens_in=answer.tokens_in,
+        tokens_out=answer.tokens_out,
+        latency_ms=answer.latency_ms,
+        validation_ms=answer.validation_ms,
+        cost=answer.cost,
+        llm_call_ids=answer.call_ids,
+        model=answer.model,
+        prompt_version=slot.synthesis.prompt_version,
+        error=answer.error,
+    )
+    try:
+        with transaction.atomic():
+            fenced = lease._mine().update(
+                heartbeat_at=timezone.now(),
+                attempts_count=F("attempts_count") + 1,
+                repair_rounds=round_,
+                tokens_in=F("tokens_in") + answer.tokens_in,
+                tokens_out=F("tokens_out") + answer.tokens_out,
+                cost=F("cost") + answer.cost,
+                model=answer.model or F("model"),
+            )
+            if not fenced:
+                raise SlotLost
+            attempt.save()
+    except IntegrityError:
+        raise SlotLost from None  # another holder stored this round
+    return attempt
+
+
+def _finish(slot: SynthesisSlot, lease: SlotLease, final: Final, *, fenced_only=False) -> str:
+    """Mark the slot finished and, for a storable draft, create its environment — in one
+    transaction, fenced by the claim token."""
+    synthesis = slot.synthesis
+    now = timezone.now()
+    lineage = {
+        "endpoint_name": synthesis.endpoint_name,
+        "prompt_version": synthesis.prompt_version,
+    }
+    if fenced_only or final.attempt is None:
+        lease.lost = lease.lost or not lease._mine().update(
+            status=final.status, error=final.error, finished_at=now, **lineage
+        )
+        return "lost" if lease.lost else final.status
+    document = final.attempt.document
+    sketch, shingle_count = document_sketch(document)
+    signatures_refresh(project=synthesis.project)
+    with transaction.atomic():
+        if not lease._mine().update(
+            status=final.status, error=final.error, finished_at=now, **lineage
+        ):
+            raise SlotLost
+        environment = environment_import(
+            project=synthesis.project,
+            spec=document,
+            user=synthesis.created_by,
+            source=EnvironmentSource.SYNTHESIZED,
+        )
+        environment_validation_record(
+            environment=environment, result=final.attempt.report, job=synthesis.job
+        )
+        other, similarity = duplicate_find(
+            project=synthesis.project, sketch=sketch, exclude_environment=environment
+        )
+        signature_store(environment=environment, sketch=sketch, shingles=shingle_count)
+        SynthesisSlot.objects.filter(pk=slot.pk).update(
+            environment=environment,
+            similarity=similarity if other is not None else None,
+            duplicate_of=other if similarity >= DUPLICATE_THRESHOLD else None,
+        )
+    return final.status
