@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "apps.environments",
     "apps.llm",
     "apps.synthesis",
+    "apps.runs",
 ]
 
 MIDDLEWARE = [

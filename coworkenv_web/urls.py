@@ -21,6 +21,7 @@ urlpatterns = [
     path("", include("apps.environments.urls")),
     path("", include("apps.llm.urls")),
     path("", include("apps.synthesis.urls")),
+    path("", include("apps.runs.urls")),
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),
 ]

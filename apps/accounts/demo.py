@@ -51,6 +51,10 @@ def demo_seed() -> DemoSummary:
         capability_catalogue_seed(project=project, user=user)
     summary = DemoSummary(project=project)
     _seed_sample_environments(summary, user)
+    # The runs pages open with data: an oracle batch over the samples, run in-process.
+    from apps.runs.demo import demo_oracle_batch
+
+    demo_oracle_batch(project=project, user=user)
     return summary
 
 

@@ -1,0 +1,42 @@
+"""One access helper per entity: other projects' batches and runs are 404, too-low roles 403."""
+
+from django.http import Http404
+
+from apps.accounts.access import check_project_role
+from apps.accounts.models import Role
+from apps.runs.models import Run, RunBatch
+
+
+def _check_role(user, project, min_role: str, what: str) -> None:
+    try:
+        check_project_role(user, project, min_role)
+    except Http404:
+        raise Http404(f"No such {what}.") from None
+
+
+def batch_get_for_user(user, pk, min_role: str = Role.VIEWER) -> RunBatch:
+    batch = (
+        RunBatch.objects.select_related("project", "job", "endpoint", "created_by")
+        .filter(pk=pk)
+        .first()
+        if str(pk).isdigit()
+        else None
+    )
+    if batch is None:
+        raise Http404("No such run batch.")
+    _check_role(user, batch.project, min_role, "run batch")
+    return batch
+
+
+def run_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Run:
+    run = (
+        Run.objects.select_related("batch__job", "project", "task", "environment")
+        .filter(pk=pk)
+        .first()
+        if str(pk).isdigit()
+        else None
+    )
+    if run is None:
+        raise Http404("No such run.")
+    _check_role(user, run.project, min_role, "run")
+    return run

@@ -1,0 +1,237 @@
+"""Reads for batches, runs, evaluation and the leaderboard (query counts stay flat)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet
+from django.urls import reverse
+
+from apps.environments.models import Task
+from apps.runs.evaluation import batch_evaluation, outcome_stats
+from apps.runs.models import Run, RunBatch, RunStatus
+from apps.runs.services.execution import final_runs_q
+
+EVAL_FIELDS = (
+    "id",
+    "batch_id",
+    "task_ref",
+    "task_key",
+    "environment_id",
+    "environment_name",
+    "split",
+    "capabilities",
+    "trial",
+    "attempt",
+    "status",
+    "score",
+    "passed",
+    "strict",
+    "verdicts",
+    "tool_errors",
+)
+
+
+def batch_list(*, project) -> QuerySet[RunBatch]:
+    return (
+        RunBatch.objects.filter(project=project)
+        .select_related("job", "endpoint", "created_by")
+        .annotate(
+            graded=Count("runs", filter=Q(runs__status=RunStatus.SUCCEEDED)),
+            passed_runs=Count(
+                "runs", filter=Q(runs__status=RunStatus.SUCCEEDED, runs__passed=True)
+            ),
+        )
+        .order_by("-created_at", "-id")
+    )
+
+
+def batch_final_rows(*, batch: RunBatch) -> list[dict]:
+    """The run that closes each slot (the latest attempt), as dicts for the evaluation."""
+    return list(Run.objects.filter(batch=batch).filter(final_runs_q(batch)).values(*EVAL_FIELDS))
+
+
+def batch_metrics(*, batch: RunBatch) -> dict:
+    rows = batch_final_rows(batch=batch)
+    evaluation = batch_evaluation(rows, trials=batch.trials)
+    evaluation["counts"] = batch_status_counts(batch=batch)
+    return evaluation
+
+
+def batch_status_counts(*, batch: RunBatch) -> dict:
+    """Runs per status over every attempt, and how many slots have closed."""
+    counts = dict.fromkeys(RunStatus.values, 0)
+    for row in Run.objects.filter(batch=batch).values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    counts["by_status"] = [(s, counts[s]) for s in RunStatus.values if counts[s]]
+    counts["attempts"] = sum(counts[s] for s in RunStatus.values)
+    counts["retried"] = Run.objects.filter(batch=batch, attempt__gt=1).count()
+    counts["slots"] = batch.slot_count
+    return counts
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    batch: int | None = None
+    task: int | None = None
+    status: str = ""
+    passed: bool | None = None
+    policy: str = ""
+    grader: str = ""
+    failed_only: bool = False
+
+    @classmethod
+    def from_query(cls, params) -> RunFilters:
+        def number(name):
+            value = params.get(name, "")
+            return int(value) if str(value).isdigit() else None
+
+        passed = params.get("passed", "")
+        return cls(
+            batch=number("batch"),
+            task=number("task"),
+            status=params.get("status", "") if params.get("status") in RunStatus.values else "",
+            passed={"true": True, "false": False}.get(str(passed).lower()),
+            policy=params.get("policy", "").strip()[:200],
+            grader=params.get("grader", "").strip()[:100],
+        )
+
+
+def run_list(*, project, filters: RunFilters | None = None) -> QuerySet[Run]:
+    filters = filters or RunFilters()
+    runs = Run.objects.filter(project=project).select_related("batch")
+    if filters.batch is not None:
+        runs = runs.filter(batch_id=filters.batch)
+    if filters.task is not None:
+        runs = runs.filter(task_ref=filters.task)
+    if filters.status:
+        runs = runs.filter(status=filters.status)
+    if filters.passed is not None:
+        runs = runs.filter(passed=filters.passed)
+    if filters.policy:
+        runs = runs.filter(policy_name=filters.policy)
+    return runs.defer("transcript", "tools", "audit_log", "exogenous_log", "verdicts").order_by(
+        "-batch_id", "id"
+    )
+
+
+def runs_failing_grader(*, batch: RunBatch, task_ref: int, grader: str) -> list[int]:
+    rows = Run.objects.filter(batch=batch, task_ref=task_ref, status=RunStatus.SUCCEEDED).values(
+        "id", "verdicts"
+    )
+    return [
+        row["id"]
+        for row in rows
+        if any(
+            v.get("grader_id") == grader and v.get("status") == "failed" for v in row["verdicts"]
+        )
+    ]
+
+
+def grader_anchors(*, run: Run) -> dict[str, str]:
+    """Links from each grader id to its place on the environment's tasks tab
+    (``#task-<i>-grader-<j>``), when the task still exists."""
+    if run.task_id is None or run.environment_id is None:
+        return {}
+    task_ids = list(
+        Task.objects.filter(environment_id=run.environment_id)
+        .order_by("position", "id")
+        .values_list("id", flat=True)
+    )
+    if run.task_id not in task_ids:
+        return {}
+    t = task_ids.index(run.task_id)
+    base = reverse("environments:tab", args=[run.environment_id, "tasks"])
+    keys = run.task.graders.order_by("position", "id").values_list("key", flat=True)
+    return {key: f"{base}#task-{t}-grader-{j}" for j, key in enumerate(keys)}
+
+
+def task_anchor(*, run: Run) -> str | None:
+    if run.task_id is None or run.environment_id is None:
+        return None
+    task_ids = list(
+        Task.objects.filter(environment_id=run.environment_id)
+        .order_by("position", "id")
+        .values_list("id", flat=True)
+    )
+    if run.task_id not in task_ids:
+        return None
+    base = reverse("environments:tab", args=[run.environment_id, "tasks"])
+    return f"{base}#task-{task_ids.index(run.task_id)}"
+
+
+def sibling_runs(*, run: Run, limit: int = 20) -> list[Run]:
+    """Other graded runs of the same task (any batch of the project): comparison partners."""
+    return list(
+        Run.objects.filter(project_id=run.project_id, task_key=run.task_key)
+        .filter(environment_id=run.environment_id)
+        .exclude(pk=run.pk)
+        .select_related("batch")
+        .only(
+            "id",
+            "trial",
+            "attempt",
+            "status",
+            "score",
+            "passed",
+            "policy_name",
+            "batch__name",
+            "batch__role",
+        )
+        .order_by("-id")[:limit]
+    )
+
+
+def model_evaluation(*, project, batch_ids: list[int] | None = None) -> dict:
+    """Per model (policy label) over the chosen finished batches (default: all of them)."""
+    batches = list(RunBatch.objects.filter(project=project).select_related("job"))
+    if batch_ids:
+        batches = [b for b in batches if b.pk in set(batch_ids)]
+    by_model: dict[str, list[dict]] = defaultdict(list)
+    trials_by_model: dict[str, int] = defaultdict(int)
+    for batch in batches:
+        rows = batch_final_rows(batch=batch)
+        by_model[batch.policy_label].extend(rows)
+        trials_by_model[batch.policy_label] = max(trials_by_model[batch.policy_label], batch.trials)
+    models = []
+    for label, rows in sorted(by_model.items()):
+        evaluation = batch_evaluation(rows, trials=trials_by_model[label])
+        models.append({"name": label, **evaluation})
+    return {"batches": batches, "models": models}
+
+
+def leaderboard(*, project) -> list[dict]:
+    """Task sets (batches that ran the same tasks at the same revisions), each with its
+    models ranked by average score."""
+    batches = list(
+        RunBatch.objects.filter(project=project).select_related("job").order_by("created_at")
+    )
+    sets: dict[str, list[RunBatch]] = defaultdict(list)
+    for batch in batches:
+        sets[batch.task_set_key].append(batch)
+    boards = []
+    for key, members in sets.items():
+        by_model: dict[str, list[dict]] = defaultdict(list)
+        batch_ids: dict[str, list[int]] = defaultdict(list)
+        k_max = max(b.trials for b in members)
+        for batch in members:
+            by_model[batch.policy_label].extend(batch_final_rows(batch=batch))
+            batch_ids[batch.policy_label].append(batch.pk)
+        rows = []
+        for label, runs in by_model.items():
+            stats = outcome_stats(runs, k_max=k_max)
+            rows.append({"name": label, "batches": batch_ids[label], **stats})
+        rows.sort(key=lambda r: (-(r["average_score"] or 0), -(r["pass_rate"] or 0), r["name"]))
+        boards.append(
+            {
+                "key": key,
+                "tasks": len(members[0].task_ids),
+                "selection": members[0].selection,
+                "batches": members,
+                "k_max": k_max,
+                "rows": rows,
+            }
+        )
+    boards.sort(key=lambda b: (-len(b["rows"]), -b["batches"][-1].pk))
+    return boards

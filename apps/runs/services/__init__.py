@@ -1,0 +1,33 @@
+"""Writes for run batches and runs. Import from here: ``from apps.runs.services import …``."""
+
+from apps.runs.services.batches import (
+    BatchSettings,
+    TaskSelection,
+    run_batch_cancel,
+    run_batch_create,
+    run_batch_execute_inline,
+    run_batch_resume,
+    tasks_select,
+)
+from apps.runs.services.execution import (
+    RUN_STALE_AFTER,
+    batch_dispatch,
+    batch_refresh,
+    run_claim,
+    run_execute,
+)
+
+__all__ = [
+    "RUN_STALE_AFTER",
+    "BatchSettings",
+    "TaskSelection",
+    "batch_dispatch",
+    "batch_refresh",
+    "run_batch_cancel",
+    "run_batch_create",
+    "run_batch_execute_inline",
+    "run_batch_resume",
+    "run_claim",
+    "run_execute",
+    "tasks_select",
+]

@@ -1,0 +1,351 @@
+"""Execute one run: claim it, play its task through the engine's runner, store it whole,
+then move the batch along (re-run an errored trial, count progress, finish the job, enqueue
+the next run).
+
+Safe under at-least-once delivery: a run is claimed by a conditional UPDATE (pending →
+running, or a running one whose worker stopped heartbeating), results are written only by
+the holder of the claim, and a retry's row is found by its unique slot key, never created
+twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
+from apps.environments.engine import spec as engine_spec
+from apps.environments.engine.policies import OraclePolicy
+from apps.environments.engine.problems import SpecError
+from apps.environments.engine.runner import run_task
+from apps.environments.engine.simulator import Limits
+from apps.environments.specs import environment_spec
+from apps.llm.exceptions import LLMError
+from apps.runs.agent import LLMAgentPolicy, LLMUsage, LLMUserSimulator
+from apps.runs.models import Executor, PolicyKind, Run, RunBatch, RunStatus, UserSide
+
+logger = logging.getLogger(__name__)
+
+# A running run whose worker has not reported for this long is presumed dead. LLM runs
+# heartbeat before every model request, so this only has to outlast one request.
+RUN_STALE_AFTER = timedelta(minutes=10)
+
+
+class RunCancelled(Exception):
+    """The batch was cancelled while this run was playing."""
+
+
+class RunUnavailable(Exception):
+    """The run cannot be played at all (its task is gone, its spec no longer loads):
+    re-running would not help."""
+
+
+def final_runs_q(batch: RunBatch) -> Q:
+    """Runs that close their slot: graded, cancelled, or errored with no attempt left."""
+    return (
+        Q(status__in=[RunStatus.SUCCEEDED, RunStatus.CANCELLED])
+        | Q(status=RunStatus.ERRORED, retryable=False)
+        | Q(status=RunStatus.ERRORED, attempt__gte=batch.max_attempts)
+    )
+
+
+def run_claim(*, run_id: int, stale_after: timedelta = RUN_STALE_AFTER) -> Run | None:
+    """Take a run for this worker, or None if it is finished or alive elsewhere."""
+    now = timezone.now()
+    token = uuid.uuid4().hex
+    claimed = (
+        Run.objects.filter(pk=run_id)
+        .filter(
+            Q(status=RunStatus.PENDING)
+            | Q(status=RunStatus.RUNNING, heartbeat_at__lt=now - stale_after)
+        )
+        .update(status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now)
+    )
+    if not claimed:
+        return None
+    return Run.objects.select_related(
+        "batch__job",
+        "batch__endpoint",
+        "batch__simulator_endpoint",
+        "task__environment",
+    ).get(pk=run_id)
+
+
+class _Heartbeat:
+    """Called before every model request: proves the run is alive, stops it if cancelled."""
+
+    def __init__(self, run: Run):
+        self.run = run
+
+    def __call__(self) -> None:
+        Run.objects.filter(pk=self.run.pk, claim_token=self.run.claim_token).update(
+            heartbeat_at=timezone.now()
+        )
+        if Job.objects.filter(pk=self.run.batch.job_id, cancel_requested=True).exists():
+            raise RunCancelled
+
+
+def run_execute(*, run_id: int) -> Run | None:
+    """Play one run and move its batch along. Returns the run, or None if it was not
+    claimable (already finished, or running elsewhere)."""
+    run = run_claim(run_id=run_id)
+    if run is None:
+        logger.info("Run %s is not claimable (finished or running elsewhere).", run_id)
+        return None
+    batch = run.batch
+    if Job.objects.filter(pk=batch.job_id, cancel_requested=True).exists():
+        _close(run, status=RunStatus.CANCELLED, error="Cancelled before it started.")
+    else:
+        Job.objects.filter(pk=batch.job_id, status=JobStatus.PENDING).update(
+            status=JobStatus.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now()
+        )
+        usage = LLMUsage()
+        started = time.monotonic()
+        try:
+            fields = _play(run, usage)
+        except RunCancelled:
+            _close(run, status=RunStatus.CANCELLED, error="Cancelled while running.")
+        except RunUnavailable as exc:
+            _close(run, status=RunStatus.ERRORED, error=str(exc), retryable=False)
+        except LLMError as exc:
+            _close(
+                run,
+                status=RunStatus.ERRORED,
+                error=exc.message,
+                retryable=True,
+                **_usage_fields(usage, started),
+            )
+        except Exception:
+            logger.exception("Run %s of batch %s crashed", run.pk, batch.pk)
+            _close(
+                run,
+                status=RunStatus.ERRORED,
+                error="The run stopped on an unexpected error; see the worker log.",
+                retryable=True,
+                **_usage_fields(usage, started),
+            )
+        else:
+            _close(run, status=RunStatus.SUCCEEDED, **fields, **_usage_fields(usage, started))
+    run.refresh_from_db()
+    if run.status == RunStatus.ERRORED and run.retryable and run.attempt < batch.max_attempts:
+        _retry(run)
+    batch_refresh(batch=batch)
+    return run
+
+
+def _usage_fields(usage: LLMUsage, started: float) -> dict:
+    return {
+        "tokens_in": usage.tokens_in,
+        "tokens_out": usage.tokens_out,
+        "cost": usage.cost,
+        "llm_calls": usage.calls,
+        "latency_ms": round((time.monotonic() - started) * 1000),
+    }
+
+
+def _play(run: Run, usage: LLMUsage) -> dict:
+    batch = run.batch
+    task = run.task
+    if task is None:
+        raise RunUnavailable(
+            "The task was deleted (or replaced by a whole-spec edit) after the batch was made."
+        )
+    environment = task.environment
+    try:
+        document = environment_spec(environment)
+        spec = engine_spec.load_spec(document)
+    except SpecError as exc:
+        first = exc.problems[0].message if exc.problems else str(exc)
+        raise RunUnavailable(f"The environment's spec does not load: {first}") from None
+    heartbeat = _Heartbeat(run)
+    if batch.policy_kind == PolicyKind.ORACLE:
+        policy = OraclePolicy()
+    else:
+        if batch.endpoint is None:
+            raise RunUnavailable("The batch's model endpoint was deleted.")
+        policy = LLMAgentPolicy(
+            endpoint=batch.endpoint, job=batch.job, usage=usage, before_call=heartbeat
+        )
+    user_turn = None
+    if batch.user_side == UserSide.SIMULATOR:
+        if batch.simulator_endpoint is None:
+            raise RunUnavailable("The batch's user-simulator endpoint was deleted.")
+        user_turn = LLMUserSimulator(
+            endpoint=batch.simulator_endpoint, job=batch.job, usage=usage, before_call=heartbeat
+        )
+    result = run_task(
+        spec,
+        task.key,
+        policy,
+        seed=run.seed,
+        faults=batch.faults,
+        limits=Limits(
+            max_calls=batch.max_tool_calls, max_rounds_per_turn=batch.max_rounds_per_turn
+        ),
+        user_turn=user_turn,
+    )
+    data = result.to_dict()
+    grading = data["grading"]
+    return {
+        "policy_name": result.policy,
+        "environment_revision": environment.revision,
+        "spec_hash": engine_spec.spec_hash(document),
+        "transcript": data["transcript"],
+        "tools": data["tools"],
+        "audit_log": data["audit_log"],
+        "exogenous_log": data["exogenous_log"],
+        "final_state_hash": result.state_hash,
+        "verdicts": grading["verdicts"],
+        "completion": grading["completion"],
+        "safety": grading["safety"],
+        "robustness": grading["robustness"],
+        "score": grading["score"],
+        "passed": grading["passed"],
+        "strict": grading["strict"],
+        "stop_reason": result.stop_reason,
+        "tool_calls": len(result.audit_log),
+        "tool_errors": len(result.tool_errors),
+    }
+
+
+def _close(run: Run, *, status: str, error: str = "", retryable: bool = False, **fields) -> bool:
+    """Write the outcome, only if this worker still holds the claim (a run taken over by
+    another worker keeps that worker's result)."""
+    written = Run.objects.filter(
+        pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
+    ).update(
+        status=status,
+        error=error,
+        retryable=retryable,
+        finished_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+        **fields,
+    )
+    if not written:
+        logger.warning("Run %s was taken over by another worker; dropping this result.", run.pk)
+    return bool(written)
+
+
+def _retry(run: Run) -> Run:
+    """The next attempt of an errored trial: a new pending row (found, not duplicated, when
+    a redelivered message gets here twice)."""
+    copied = {
+        name: getattr(run, name)
+        for name in (
+            "project_id",
+            "task_id",
+            "task_key",
+            "task_title",
+            "environment_id",
+            "environment_name",
+            "split",
+            "capabilities",
+            "seed",
+            "policy_name",
+            "endpoint_name",
+            "model",
+        )
+    }
+    with transaction.atomic():
+        retry, _ = Run.objects.get_or_create(
+            batch_id=run.batch_id,
+            task_ref=run.task_ref,
+            trial=run.trial,
+            attempt=run.attempt + 1,
+            defaults=copied,
+        )
+    return retry
+
+
+def batch_refresh(*, batch: RunBatch) -> Job:
+    """Count finished slots into the batch's job, finish the job when every slot has a final
+    run, cancel what is left once cancellation was asked, else enqueue the next runs.
+
+    Race-free: progress only grows (GREATEST of the stored and the recounted value), and the
+    job is finished by a conditional UPDATE that only one caller wins.
+    """
+    job = Job.objects.get(pk=batch.job_id)
+    if job.cancel_requested:
+        Run.objects.filter(batch=batch, status=RunStatus.PENDING).update(
+            status=RunStatus.CANCELLED,
+            finished_at=timezone.now(),
+            error="Cancelled before it started.",
+        )
+    final = Run.objects.filter(batch=batch).filter(final_runs_q(batch)).count()
+    total = batch.slot_count
+    Job.objects.filter(pk=job.pk).update(
+        progress_done=Greatest(F("progress_done"), Value(min(final, total))),
+        heartbeat_at=timezone.now(),
+    )
+    if final >= total:
+        _finish_job(batch)
+    elif job.cancel_requested:
+        if not Run.objects.filter(batch=batch, status=RunStatus.RUNNING).exists():
+            _finish_job(batch)
+    else:
+        batch_dispatch(batch=batch)
+    return Job.objects.get(pk=job.pk)
+
+
+def _finish_job(batch: RunBatch) -> None:
+    counts = dict.fromkeys(RunStatus.values, 0)
+    passed = 0
+    for row in (
+        Run.objects.filter(batch=batch).filter(final_runs_q(batch)).values("status", "passed")
+    ):
+        counts[row["status"]] += 1
+        passed += bool(row["passed"])
+    graded = counts[RunStatus.SUCCEEDED]
+    parts = [f"{graded} of {batch.slot_count} trials graded, {passed} passed"]
+    if counts[RunStatus.ERRORED]:
+        parts.append(f"{counts[RunStatus.ERRORED]} errored after {batch.max_attempts} attempts")
+    if counts[RunStatus.CANCELLED]:
+        parts.append(f"{counts[RunStatus.CANCELLED]} cancelled")
+    message = "; ".join(parts) + "."
+    cancelled = Job.objects.filter(pk=batch.job_id, cancel_requested=True).exists()
+    Job.objects.filter(pk=batch.job_id, status__in=ACTIVE_JOB_STATUSES).update(
+        status=JobStatus.CANCELLED if cancelled else JobStatus.SUCCEEDED,
+        message=message,
+        finished_at=timezone.now(),
+    )
+
+
+def batch_dispatch(*, batch: RunBatch) -> int:
+    """Enqueue pending runs until ``concurrency`` of them are in flight (Celery executor
+    only); each finished run calls this again, so the batch keeps that many going. Returns
+    how many runs were enqueued (after the transaction commits)."""
+    if batch.executor != Executor.CELERY:
+        return 0
+    from apps.runs.tasks import execute_run_task
+
+    enqueued = 0
+    with transaction.atomic():
+        # One dispatcher at a time per batch, so two finishing runs cannot both fill the
+        # same free place.
+        RunBatch.objects.select_for_update().filter(pk=batch.pk).first()
+        in_flight = Run.objects.filter(
+            batch=batch,
+            status__in=[RunStatus.PENDING, RunStatus.RUNNING],
+            enqueued_at__isnull=False,
+        ).count()
+        free = batch.concurrency - in_flight
+        if free <= 0:
+            return 0
+        candidates = list(
+            Run.objects.filter(batch=batch, status=RunStatus.PENDING, enqueued_at__isnull=True)
+            .order_by("id")
+            .values_list("pk", flat=True)[:free]
+        )
+        now = timezone.now()
+        for run_id in candidates:
+            if Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=now):
+                transaction.on_commit(lambda pk=run_id: execute_run_task.delay(pk))
+                enqueued += 1
+    return enqueued

@@ -1,0 +1,176 @@
+"""The trajectory of a run as a timeline a person can read: plain data built from the stored
+transcript, audit log, exogenous log and verdicts (no database, no HTML; the templates
+escape every string)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def compact(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _parsed(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def record_diff(change: dict) -> dict:
+    """One changed record: {title, op, fields: [{name, before, after, changed}]}."""
+    before = change.get("before") if isinstance(change.get("before"), dict) else {}
+    after = change.get("after") if isinstance(change.get("after"), dict) else {}
+    names = list(before) + [name for name in after if name not in before]
+    fields = [
+        {
+            "name": name,
+            "before": compact(before.get(name)) if name in before else "",
+            "after": compact(after.get(name)) if name in after else "",
+            "changed": before.get(name) != after.get(name) or (name in before) != (name in after),
+        }
+        for name in names
+    ]
+    where = f"{change.get('service', '')}.{change.get('collection', '')}"
+    return {
+        "title": f"{where}/{change.get('id', '')}",
+        "op": change.get("op", ""),
+        "fields": fields,
+        "changed": sum(1 for f in fields if f["changed"]),
+    }
+
+
+def _update_item(entry: dict) -> dict:
+    return {
+        "op": entry.get("op", ""),
+        "where": f"{entry.get('service', '')}.{entry.get('collection', '')}",
+        "id": entry.get("id") or "",
+        "silent": bool(entry.get("silent")),
+        "ok": entry.get("ok", True),
+        "error": entry.get("error", ""),
+        "diff": record_diff(entry) if entry.get("ok", True) else None,
+    }
+
+
+def run_timeline(
+    *, transcript: list[dict], audit_log: list[dict], exogenous_log: list[dict]
+) -> list[dict]:
+    """Items in order: ``system``, ``user`` (with the turn's exogenous updates), ``assistant``
+    (its text and tool calls, each with arguments, result or error, and record diffs)."""
+    items: list[dict] = []
+    updates_by_turn: dict[int, list[dict]] = {}
+    for entry in exogenous_log or []:
+        updates_by_turn.setdefault(entry.get("turn", 0), []).append(_update_item(entry))
+    calls_by_id: dict[str, dict] = {}
+    audit_index = 0
+    turn = -1
+    for index, message in enumerate(transcript or []):
+        role = message.get("role")
+        if role == "system":
+            items.append({"kind": "system", "content": message.get("content") or ""})
+        elif role == "user":
+            turn += 1
+            items.append(
+                {
+                    "kind": "user",
+                    "turn": turn,
+                    "content": message.get("content") or "",
+                    "updates": updates_by_turn.get(turn, []),
+                    "anchor": f"turn-{turn}",
+                }
+            )
+        elif role == "assistant":
+            calls = []
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                arguments = _parsed(function.get("arguments"))
+                item = {
+                    "id": call.get("id", ""),
+                    "name": function.get("name", ""),
+                    "arguments": pretty(arguments) if not isinstance(arguments, str) else arguments,
+                    "ok": None,
+                    "result": "",
+                    "error_code": "",
+                    "error_message": "",
+                    "fault": "",
+                    "diffs": [],
+                    "seq": None,
+                    "anchor": f"msg-{index}-call-{len(calls)}",
+                }
+                calls.append(item)
+                calls_by_id[item["id"]] = item
+            items.append(
+                {
+                    "kind": "assistant",
+                    "turn": turn,
+                    "content": message.get("content") or "",
+                    "calls": calls,
+                    "anchor": f"msg-{index}",
+                }
+            )
+        elif role == "tool":
+            call = calls_by_id.get(message.get("tool_call_id", ""))
+            entry = audit_log[audit_index] if audit_index < len(audit_log or []) else {}
+            audit_index += 1
+            if call is None:
+                continue
+            call["seq"] = entry.get("seq")
+            call["ok"] = entry.get("ok", True)
+            call["at"] = entry.get("at", "")
+            call["error_code"] = entry.get("error_code") or ""
+            call["error_message"] = entry.get("error_message") or ""
+            call["fault"] = entry.get("fault") or ""
+            call["result"] = pretty(_parsed(message.get("content")))
+            call["diffs"] = [record_diff(change) for change in entry.get("diff") or []]
+            if call["seq"] is not None:
+                call["anchor"] = f"call-{call['seq']}"
+    return items
+
+
+def failures(items: list[dict], verdicts: list[dict]) -> list[dict]:
+    """Jump targets: failed graders, then tool calls that returned an error."""
+    out = [
+        {
+            "kind": "grader",
+            "label": f"{v.get('grader_id')} failed ({v.get('category')})",
+            "anchor": f"verdict-{v.get('grader_id')}",
+        }
+        for v in verdicts or []
+        if v.get("status") == "failed"
+    ]
+    for item in items:
+        for call in item.get("calls", []):
+            if call["ok"] is False:
+                out.append(
+                    {
+                        "kind": "tool",
+                        "label": f"{call['name']} → {call['error_code'] or 'error'}",
+                        "anchor": call["anchor"],
+                    }
+                )
+    return out
+
+
+def verdict_rows(verdicts: list[dict], grader_anchors: dict[str, str] | None = None) -> list[dict]:
+    grader_anchors = grader_anchors or {}
+    return [
+        {
+            **v,
+            "evidence_text": pretty(v.get("evidence") or {}),
+            "anchor": f"verdict-{v.get('grader_id')}",
+            "grader_href": grader_anchors.get(v.get("grader_id")),
+        }
+        for v in verdicts or []
+    ]

@@ -1,0 +1,279 @@
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from apps.accounts.access import check_project_role, project_get_for_user
+from apps.accounts.models import Role
+from apps.core.exceptions import ApplicationError
+from apps.core.http import is_partial_request, redirect_after_post, render_page
+from apps.runs import charts
+from apps.runs.access import batch_get_for_user, run_get_for_user
+from apps.runs.forms import RunBatchForm
+from apps.runs.models import RunStatus
+from apps.runs.selectors import (
+    RunFilters,
+    batch_list,
+    batch_metrics,
+    batch_status_counts,
+    grader_anchors,
+    leaderboard,
+    model_evaluation,
+    run_list,
+    runs_failing_grader,
+    sibling_runs,
+    task_anchor,
+)
+from apps.runs.services import run_batch_cancel, run_batch_create
+from apps.runs.timeline import failures, run_timeline, verdict_rows
+
+RUNS_PER_PAGE = 50
+BATCHES_PER_PAGE = 25
+
+
+def _capability_chart(evaluation: dict) -> dict:
+    return charts.bar_chart(
+        [
+            {
+                "label": row["name"],
+                "value": row["average_score"],
+                "note": f"{row['graded']} graded runs",
+            }
+            for row in evaluation["by_capability"]
+        ]
+    )
+
+
+def _k_chart(series: list[dict]) -> dict:
+    return charts.line_chart(series)
+
+
+@login_required
+@require_GET
+def batch_list_view(request, slug):
+    project = project_get_for_user(request.user, slug)
+    page = Paginator(batch_list(project=project), BATCHES_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "page": page,
+    }
+    return render_page(request, "runs/batch_list.html", context, partial="rows")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def batch_create_view(request, slug):
+    project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
+    form = RunBatchForm(request.POST or None, project=project)
+    if request.method == "POST" and form.is_valid():
+        try:
+            batch = run_batch_create(project=project, user=request.user, **form.service_arguments())
+        except ApplicationError as exc:
+            form.add_error(None, exc.message)
+        else:
+            url = reverse("runs:batch_detail", args=[batch.pk])
+            return redirect_after_post(
+                request, url, f"Started “{batch.name}”: {batch.slot_count} runs."
+            )
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "form": form,
+    }
+    return render_page(request, "runs/batch_form.html", context, partial="form")
+
+
+def _batch_context(request, batch) -> dict:
+    filters = RunFilters.from_query(request.GET)
+    runs = run_list(
+        project=batch.project,
+        filters=RunFilters(
+            batch=batch.pk,
+            status=filters.status,
+            passed=filters.passed,
+            task=filters.task,
+        ),
+    )
+    grader = request.GET.get("grader", "").strip()
+    if grader and filters.task is not None:
+        runs = runs.filter(
+            pk__in=runs_failing_grader(batch=batch, task_ref=filters.task, grader=grader)
+        )
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    return {
+        "project": batch.project,
+        "membership": check_project_role(request.user, batch.project),
+        "batch": batch,
+        "job": batch.job,
+        "counts": batch_status_counts(batch=batch),
+        "page": page,
+        "filters": filters,
+        "grader": grader,
+        "statuses": RunStatus.choices,
+    }
+
+
+@login_required
+@require_GET
+def batch_detail_view(request, pk):
+    batch = batch_get_for_user(request.user, pk)
+    context = _batch_context(request, batch)
+    evaluation = batch_metrics(batch=batch)
+    summary = evaluation["summary"]
+    context.update(
+        {
+            "evaluation": evaluation,
+            "capability_chart": _capability_chart(evaluation),
+            "k_chart": _k_chart(
+                [
+                    {"name": "pass@k", "points": summary["pass_at_k"]},
+                    {"name": "pass^k", "points": summary["pass_hat_k"]},
+                ]
+            ),
+            "ks": list(range(1, batch.trials + 1)),
+        }
+    )
+    return render_page(request, "runs/batch_detail.html", context, partial="runs")
+
+
+@login_required
+@require_GET
+def batch_progress_view(request, pk):
+    """The live progress fragment: polls while the batch runs; once it has ended, a polling
+    page is asked to reload so its figures appear."""
+    batch = batch_get_for_user(request.user, pk)
+    context = {
+        "batch": batch,
+        "job": batch.job,
+        "counts": batch_status_counts(batch=batch),
+        "membership": check_project_role(request.user, batch.project),
+    }
+    response = render(request, "runs/batch_detail.html#progress", context)
+    if is_partial_request(request) and not batch.job.is_active:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_required
+@require_POST
+def batch_cancel_view(request, pk):
+    batch = batch_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    try:
+        run_batch_cancel(batch=batch)
+    except ApplicationError as exc:
+        message = exc.message
+    else:
+        message = "Cancelled: pending runs will not start."
+    return redirect_after_post(request, reverse("runs:batch_detail", args=[batch.pk]), message)
+
+
+def _run_view_data(run) -> dict:
+    items = run_timeline(
+        transcript=run.transcript, audit_log=run.audit_log, exogenous_log=run.exogenous_log
+    )
+    return {
+        "run": run,
+        "items": items,
+        "verdicts": verdict_rows(run.verdicts, grader_anchors(run=run)),
+        "failures": failures(items, run.verdicts),
+    }
+
+
+@login_required
+@require_GET
+def run_detail_view(request, pk):
+    run = run_get_for_user(request.user, pk)
+    context = {
+        "project": run.project,
+        "membership": check_project_role(request.user, run.project),
+        "batch": run.batch,
+        "task_href": task_anchor(run=run),
+        "siblings": sibling_runs(run=run),
+        "only_failures": request.GET.get("only") == "failures",
+        **_run_view_data(run),
+    }
+    return render_page(request, "runs/run_detail.html", context, partial="timeline")
+
+
+@login_required
+@require_GET
+def run_compare_view(request):
+    a_id, b_id = request.GET.get("a", ""), request.GET.get("b", "")
+    if not (a_id.isdigit() and b_id.isdigit()):
+        raise Http404("Choose two runs to compare: ?a=<run id>&b=<run id>.")
+    a = run_get_for_user(request.user, a_id)
+    b = run_get_for_user(request.user, b_id)
+    if a.project_id != b.project_id:
+        raise Http404("No such run.")
+    left, right = _run_view_data(a), _run_view_data(b)
+    statuses = {}
+    for side, data in (("a", left), ("b", right)):
+        for verdict in data["verdicts"]:
+            statuses.setdefault(verdict["grader_id"], {})[side] = verdict
+    context = {
+        "project": a.project,
+        "membership": check_project_role(request.user, a.project),
+        "a": left,
+        "b": right,
+        "same_task": (a.environment_id, a.task_key) == (b.environment_id, b.task_key),
+        "verdict_pairs": [
+            {"grader_id": key, "a": pair.get("a"), "b": pair.get("b")}
+            for key, pair in statuses.items()
+        ],
+    }
+    return render_page(request, "runs/run_compare.html", context)
+
+
+@login_required
+@require_GET
+def evaluation_view(request, slug):
+    project = project_get_for_user(request.user, slug)
+    chosen = [int(v) for v in request.GET.getlist("batch") if v.isdigit()]
+    data = model_evaluation(project=project, batch_ids=chosen or None)
+    models = data["models"]
+    for model in models:
+        model["ks"] = sorted(model["summary"]["pass_at_k"])
+    capability_names = sorted({row["name"] for m in models for row in m["by_capability"]})
+    matrix = [
+        {
+            "name": name,
+            "cells": [
+                next((row for row in m["by_capability"] if row["name"] == name), None)
+                for m in models
+            ],
+        }
+        for name in capability_names
+    ]
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "batches": data["batches"],
+        "chosen": chosen,
+        "models": models,
+        "matrix": matrix,
+        "capability_charts": [{"name": m["name"], "chart": _capability_chart(m)} for m in models],
+        "k_chart": _k_chart(
+            [{"name": m["name"], "points": m["summary"]["pass_at_k"]} for m in models]
+        ),
+        "hat_chart": _k_chart(
+            [{"name": m["name"], "points": m["summary"]["pass_hat_k"]} for m in models]
+        ),
+    }
+    return render_page(request, "runs/evaluation.html", context)
+
+
+@login_required
+@require_GET
+def leaderboard_view(request, slug):
+    project = project_get_for_user(request.user, slug)
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "boards": leaderboard(project=project),
+    }
+    return render_page(request, "runs/leaderboard.html", context)
