@@ -51,6 +51,10 @@ def demo_seed() -> DemoSummary:
         capability_catalogue_seed(project=project, user=user)
     summary = DemoSummary(project=project)
     _seed_sample_environments(summary, user)
+    # One small template synthesis job (inline, no worker): its slots, attempts and results.
+    from apps.synthesis.services import synthesis_demo_seed
+
+    synthesis_demo_seed(project=project, user=user)
     # The runs pages open with data: an oracle batch over the samples, run in-process.
     from apps.runs.demo import demo_oracle_batch
 

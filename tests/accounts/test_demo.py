@@ -17,11 +17,13 @@ def test_seed_demo_is_idempotent_and_imports_valid_samples(capsys):
     assert user.check_password(DEMO_PASSWORD)
     samples = len(list(SAMPLES_DIR.glob("*.json")))
     assert samples >= 3
-    assert Environment.objects.filter(project=project).count() == samples
+    # The samples, plus the two environments of the demo's template synthesis job.
+    assert Environment.objects.filter(project=project, source="imported").count() == samples
+    assert Environment.objects.filter(project=project, source="synthesized").count() == 2
     assert set(Environment.objects.values_list("status", flat=True)) == {EnvironmentStatus.VALID}
 
     Environment.objects.filter(project=project).update(description="edited by a person")
     call_command("seed_demo")
     assert Project.objects.count() == 1
-    assert Environment.objects.filter(project=project).count() == samples
+    assert Environment.objects.filter(project=project).count() == samples + 2
     assert set(Environment.objects.values_list("description", flat=True)) == {"edited by a person"}

@@ -62,3 +62,89 @@ def test_different_seeds_are_not_duplicates(start_template):
     assert job.result["duplicates"] == 0
     assert SynthesisSlot.objects.filter(duplicate_of__isnull=False).count() == 0
     assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+
+
+def test_cancel_stops_pending_slots_and_finishes_the_job(start_template):
+    from apps.synthesis.services import synthesis_cancel
+
+    synthesis = start_template(count=3)
+    first = synthesis.slots.get(index=0)
+    assert synthesis_slot_run(slot_id=first.pk) == "valid"
+    synthesis_cancel(synthesis=synthesis)
+    statuses = list(synthesis.slots.order_by("index").values_list("status", flat=True))
+    assert statuses == [SlotStatus.VALID, SlotStatus.CANCELLED, SlotStatus.CANCELLED]
+    job = Job.objects.get(pk=synthesis.job_id)
+    assert job.status == JobStatus.CANCELLED
+    assert job.message == "3 of 3 finished: 1 valid, 0 invalid, 0 failed, 2 cancelled."
+    # A message delivered after the cancel does nothing.
+    assert synthesis_slot_run(slot_id=synthesis.slots.get(index=1).pk) == "skipped"
+    assert Environment.objects.count() == 1
+
+
+def test_running_slot_stops_at_its_next_checkpoint_when_cancelled(start_template):
+    from apps.synthesis.services.slots import SlotCancelled, SlotLease, slot_claim
+
+    synthesis = start_template(count=1)
+    slot, token = slot_claim(slot_id=synthesis.slots.get().pk)
+    lease = SlotLease(slot, token)
+    lease.checkpoint()
+    Job.objects.filter(pk=synthesis.job_id).update(cancel_requested=True)
+    with pytest.raises(SlotCancelled):
+        lease.checkpoint()
+
+
+def test_claim_is_exclusive_until_the_lease_expires(start_template, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.synthesis.services.slots import SlotLease, SlotLost, slot_claim
+
+    settings.SYNTHESIS_LEASE_S = 60
+    synthesis = start_template(count=1)
+    slot_id = synthesis.slots.get().pk
+    slot, token = slot_claim(slot_id=slot_id, worker="w1")
+    assert slot_claim(slot_id=slot_id, worker="w2") is None
+    SynthesisSlot.objects.filter(pk=slot_id).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=61)
+    )
+    taken, _ = slot_claim(slot_id=slot_id, worker="w2")
+    assert (taken.worker, taken.claims, taken.status) == ("w2", 2, SlotStatus.DRAFTING)
+    with pytest.raises(SlotLost):
+        SlotLease(slot, token).checkpoint()  # the first holder is fenced off
+    assert synthesis_slot_run(slot_id=slot_id) == "skipped"  # still leased by w2
+
+
+def test_resume_requeues_unstarted_and_stale_slots_only(start_template, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.synthesis.services import synthesis_resume
+
+    settings.SYNTHESIS_LEASE_S = 60
+    synthesis = start_template(count=3)
+    _, b, c = synthesis.slots.order_by("index")
+    now = timezone.now()
+    SynthesisSlot.objects.filter(pk=b.pk).update(
+        status=SlotStatus.DRAFTING, heartbeat_at=now - timedelta(seconds=120)
+    )
+    SynthesisSlot.objects.filter(pk=c.pk).update(status=SlotStatus.DRAFTING, heartbeat_at=now)
+    outcome = synthesis_resume(synthesis=synthesis)
+    assert (outcome["enqueued"], outcome["leased"]) == (2, 1)
+    assert 59 <= outcome["recheck_in"] <= 61
+
+
+def test_start_refuses_llm_without_endpoint_and_saves_nothing(project, author, capabilities):
+    from apps.core.exceptions import ApplicationError
+    from apps.synthesis.models import SynthesisJob
+    from apps.synthesis.services import synthesis_start
+
+    with pytest.raises(ApplicationError) as excinfo:
+        synthesis_start(
+            project=project, user=author, capabilities=capabilities, count=1, generator="llm"
+        )
+    assert excinfo.value.extra == {
+        "fields": {"endpoint": ["The LLM generator needs a model endpoint."]}
+    }
+    assert (SynthesisJob.objects.count(), Job.objects.count()) == (0, 0)

@@ -1,5 +1,6 @@
 """Writes for synthesis. Import from here: ``from apps.synthesis.services import …``."""
 
+from apps.synthesis.services.demo import synthesis_demo_seed
 from apps.synthesis.services.jobs import (
     SYNTHESIS_JOB_KIND,
     synthesis_cancel,
@@ -14,6 +15,7 @@ from apps.synthesis.services.slots import synthesis_slot_run
 __all__ = [
     "SYNTHESIS_JOB_KIND",
     "synthesis_cancel",
+    "synthesis_demo_seed",
     "synthesis_recover",
     "synthesis_refresh",
     "synthesis_resume",

@@ -1,0 +1,86 @@
+"""`manage.py synthesize` and the demo's synthesis job."""
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from apps.accounts.demo import DEMO_PROJECT_SLUG
+from apps.core.models import JobStatus
+from apps.synthesis.models import SlotStatus, SynthesisJob
+from apps.synthesis.services import synthesis_demo_seed
+
+pytestmark = pytest.mark.django_db
+
+
+def test_synthesize_sync_prints_progress_and_summary(project, catalogue):
+    out = io.StringIO()
+    call_command(
+        "synthesize",
+        "--project=acme",
+        "--generator=template",
+        "--capability=clarify-before-acting",
+        "--capability=follow-policy",
+        "--count=2",
+        "--tasks-per-env=2",
+        "--seed=40",
+        "--sync",
+        stdout=out,
+    )
+    synthesis = SynthesisJob.objects.get()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (
+        f"Synthesis job #{synthesis.pk} (job #{synthesis.job_id}): 2 environment(s), "
+        "generator template, seed 40."
+    )
+    assert lines[1].startswith("  slot 1/2: valid (1 attempt(s)) ")
+    assert lines[2].startswith("  slot 2/2: valid (1 attempt(s)) ")
+    assert lines[3] == (
+        "Job succeeded: 2 valid, 0 invalid, 0 failed, 0 cancelled; 0 repaired, "
+        "0 near-duplicate(s); tokens 0 in / 0 out; cost $0.0000."
+    )
+    assert synthesis.capability_slugs == ["clarify-before-acting", "follow-policy"]
+    assert synthesis.tasks_per_environment == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--project=nope"], "No project with the slug 'nope'."),
+        (
+            ["--project=acme", "--capability=unknown-cap"],
+            "Unknown capability in acme: unknown-cap.",
+        ),
+        (["--project=acme", "--generator=llm"], "The LLM generator needs a model endpoint."),
+        (["--project=acme", "--endpoint=ghost"], "No model endpoint named 'ghost'."),
+        (["--project=acme", "--count=0"], "Ask for between 1 and 500 environments."),
+    ],
+)
+def test_synthesize_refuses_bad_arguments(project, catalogue, args, message):
+    defaults = {
+        "--generator": "--generator=template",
+        "--capability": "--capability=clarify-before-acting",
+        "--count": "--count=1",
+    }
+    for arg in args:
+        defaults[arg.split("=")[0]] = arg
+    with pytest.raises(CommandError) as excinfo:
+        call_command("synthesize", *defaults.values(), "--sync", stdout=io.StringIO())
+    assert str(excinfo.value) == message
+    assert SynthesisJob.objects.count() == 0
+
+
+def test_demo_seed_runs_one_small_template_job_once(project, catalogue, author):
+    synthesis = synthesis_demo_seed(project=project, user=author)
+    assert synthesis.count == 2
+    assert synthesis.job.__class__.objects.get(pk=synthesis.job_id).status == JobStatus.SUCCEEDED
+    assert list(synthesis.slots.values_list("status", flat=True)) == [SlotStatus.VALID] * 2
+    assert synthesis_demo_seed(project=project, user=author) is None
+    assert SynthesisJob.objects.count() == 1
+
+
+def test_seed_demo_includes_the_synthesis_job():
+    call_command("seed_demo", stdout=io.StringIO())
+    synthesis = SynthesisJob.objects.get(project__slug=DEMO_PROJECT_SLUG)
+    assert synthesis.generator == "template"
+    assert synthesis.slots.filter(status=SlotStatus.VALID).count() == 2

@@ -1,0 +1,105 @@
+"""A real Celery worker is killed in the middle of a synthesis job; another one finishes it
+with exactly the requested number of environments."""
+
+import copy
+
+import pytest
+
+from apps.core.models import JobStatus
+from apps.environments.models import Environment
+from apps.llm.services import endpoint_create
+from apps.synthesis.models import SlotStatus, SynthesisAttempt, SynthesisSlot
+from apps.synthesis.services import synthesis_start
+from tests.llm_server import LoopbackLLMServer, Reply
+from tests.synthesis.conftest import TEST_KEY, TEST_KEY_ENV
+from tests.synthesis.test_llm_synthesis import valid_spec
+from tests.workers import WorkerProcess, purge_queues, wait_for
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+N = 6
+LEASE_S = 3
+
+
+@pytest.fixture
+def short_lease(settings, monkeypatch):
+    settings.SYNTHESIS_LEASE_S = LEASE_S
+    monkeypatch.setenv("SYNTHESIS_LEASE_S", str(LEASE_S))  # the worker processes' settings
+    monkeypatch.setenv(TEST_KEY_ENV, TEST_KEY)
+
+
+@pytest.fixture
+def slow_server():
+    spec = valid_spec()
+    with LoopbackLLMServer(
+        api_key=TEST_KEY, latency=1.0, responder=lambda request: Reply.json(copy.deepcopy(spec))
+    ) as server:
+        yield server
+
+
+def test_killed_worker_mid_job_then_another_finishes_exactly_n(
+    short_lease, slow_server, project, author, capabilities, tmp_path
+):
+    endpoint = endpoint_create(
+        project=project,
+        created_by=author,
+        name="slow",
+        base_url=slow_server.base_url,
+        model="loop",
+        api_key_env=TEST_KEY_ENV,
+        request_timeout_s=10,
+        max_concurrency=2,
+    )
+    purge_queues()
+    first = WorkerProcess(concurrency=2, log_path=tmp_path / "worker1.log").start()
+    second = None
+    try:
+        synthesis = synthesis_start(
+            project=project,
+            user=author,
+            capabilities=capabilities,
+            count=N,
+            generator="llm",
+            endpoint=endpoint,
+            tasks_per_environment=2,
+            seed=1,
+        )
+        slots = SynthesisSlot.objects.filter(synthesis=synthesis)
+
+        def mid_job():
+            statuses = list(slots.values_list("status", flat=True))
+            return statuses.count(SlotStatus.VALID) >= 1 and SlotStatus.DRAFTING in statuses
+
+        wait_for(mid_job, timeout=90, interval=0.05, message="a finished and a drafting slot")
+        first.kill()
+        interrupted = set(slots.filter(status=SlotStatus.DRAFTING).values_list("pk", flat=True))
+        assert interrupted
+        assert slots.exclude(status__in=[SlotStatus.VALID]).exists()
+
+        second = WorkerProcess(concurrency=2, log_path=tmp_path / "worker2.log").start()
+
+        def finished():
+            synthesis.job.refresh_from_db()
+            return synthesis.job.status not in (JobStatus.PENDING, JobStatus.RUNNING)
+
+        wait_for(finished, timeout=120, interval=0.3, message="the resumed job to finish")
+    finally:
+        first.kill()
+        if second is not None:
+            second.stop()
+        for name in ("worker1.log", "worker2.log"):
+            if (tmp_path / name).exists():
+                print(name, (tmp_path / name).read_text()[-3000:])
+
+    job = synthesis.job
+    assert job.status == JobStatus.SUCCEEDED, job.message
+    assert (job.progress_done, job.progress_total) == (N, N)
+    assert list(slots.values_list("status", flat=True)) == [SlotStatus.VALID] * N
+    environment_ids = list(slots.values_list("environment_id", flat=True))
+    assert None not in environment_ids and len(set(environment_ids)) == N
+    assert Environment.objects.filter(project=project).count() == N
+    # Every slot has exactly one stored draft, and the interrupted ones were taken over.
+    assert SynthesisAttempt.objects.filter(slot__synthesis=synthesis).count() == N
+    assert all(
+        claims >= 2 for claims in slots.filter(pk__in=interrupted).values_list("claims", flat=True)
+    )
