@@ -226,6 +226,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "apps.core.models.JobStatus",
         "EnvironmentStatusEnum": "apps.environments.models.EnvironmentStatus",
+        "SynthesisSlotStatusEnum": "apps.synthesis.models.SlotStatus",
     },
 }
 
