@@ -227,6 +227,10 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "apps.core.models.JobStatus",
         "EnvironmentStatusEnum": "apps.environments.models.EnvironmentStatus",
         "SynthesisSlotStatusEnum": "apps.synthesis.models.SlotStatus",
+        "RunStatusEnum": "apps.runs.models.RunStatus",
+        "RunRoleEnum": "apps.runs.models.RunRole",
+        "RunPolicyKindEnum": "apps.runs.models.PolicyKind",
+        "RoleEnum": "apps.accounts.models.Role",
     },
 }
 

@@ -9,6 +9,7 @@ api_v1 = [
     path("", include("apps.environments.apis")),
     path("", include("apps.llm.apis")),
     path("", include("apps.synthesis.apis")),
+    path("", include("apps.runs.apis")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),

@@ -26,12 +26,14 @@ def project_counts(*, project: Project) -> dict[str, int]:
     from apps.capabilities.models import Capability
     from apps.core.models import ACTIVE_JOB_STATUSES, Job
     from apps.environments.selectors import project_environment_counts
+    from apps.runs.models import Run
 
     return {
         "capabilities": Capability.objects.filter(
             project=project, archived_at__isnull=True
         ).count(),
         **project_environment_counts(project=project),
+        "runs": Run.objects.filter(project=project).count(),
         "active_jobs": Job.objects.filter(project=project, status__in=ACTIVE_JOB_STATUSES).count(),
         "members": Membership.objects.filter(project=project).count(),
     }

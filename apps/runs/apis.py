@@ -1,0 +1,256 @@
+"""REST API: run batches (create, list, retrieve with metrics, cancel) and runs (list with
+filters, retrieve with transcript and verdicts)."""
+
+from django.urls import path
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.accounts.access import project_get_for_user_by_pk
+from apps.accounts.models import Role
+from apps.core.api import StandardPagination
+from apps.core.apis import JobOutput
+from apps.core.exceptions import ApplicationError
+from apps.environments.models import EnvironmentStatus, Split
+from apps.llm.models import ModelEndpoint
+from apps.runs.access import batch_get_for_user, run_get_for_user
+from apps.runs.models import (
+    MAX_ATTEMPTS,
+    MAX_CONCURRENCY,
+    MAX_TRIALS,
+    PolicyKind,
+    RunRole,
+    RunStatus,
+    UserSide,
+)
+from apps.runs.selectors import RunFilters, batch_list, batch_metrics, run_list
+from apps.runs.services import BatchSettings, TaskSelection, run_batch_cancel, run_batch_create
+from apps.runs.services.batches import DEFAULT_STATUSES
+
+
+class RunBatchOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    project = serializers.IntegerField(source="project_id")
+    name = serializers.CharField()
+    policy_kind = serializers.ChoiceField(choices=PolicyKind.choices)
+    policy = serializers.CharField(source="policy_label", help_text="oracle, or the model.")
+    endpoint = serializers.IntegerField(source="endpoint_id", allow_null=True)
+    endpoint_name = serializers.CharField()
+    model = serializers.CharField()
+    role = serializers.ChoiceField(choices=RunRole.choices)
+    task_ids = serializers.ListField(child=serializers.IntegerField())
+    selection = serializers.JSONField()
+    task_set_key = serializers.CharField()
+    trials = serializers.IntegerField()
+    concurrency = serializers.IntegerField()
+    max_tool_calls = serializers.IntegerField()
+    max_rounds_per_turn = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+    faults = serializers.BooleanField()
+    user_side = serializers.ChoiceField(choices=UserSide.choices)
+    simulator_endpoint = serializers.IntegerField(source="simulator_endpoint_id", allow_null=True)
+    seed = serializers.IntegerField()
+    executor = serializers.CharField()
+    job = JobOutput()
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+    created_at = serializers.DateTimeField()
+
+
+class RunBatchDetailOutput(RunBatchOutput):
+    metrics = serializers.JSONField(
+        help_text="summary (average_score, pass_rate, strict_rate, pass_at_k, pass_hat_k by "
+        "k), by_capability, by_split, by_category, by_task, failing_graders, counts."
+    )
+
+
+class RunBatchInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    policy = serializers.ChoiceField(
+        choices=PolicyKind.choices, help_text="oracle (no LLM) or endpoint (give `endpoint`)."
+    )
+    endpoint = serializers.IntegerField(required=False, allow_null=True)
+    role = serializers.ChoiceField(choices=RunRole.choices, default=RunRole.EVAL)
+    environments = serializers.ListField(
+        child=serializers.IntegerField(), required=False, default=list
+    )
+    capabilities = serializers.ListField(
+        child=serializers.SlugField(), required=False, default=list
+    )
+    split = serializers.ChoiceField(choices=Split.choices, required=False, allow_blank=True)
+    statuses = serializers.ListField(
+        child=serializers.ChoiceField(
+            choices=[c for c in EnvironmentStatus.values if c != EnvironmentStatus.ARCHIVED]
+        ),
+        required=False,
+        default=list(DEFAULT_STATUSES),
+    )
+    trials = serializers.IntegerField(min_value=1, max_value=MAX_TRIALS, default=1)
+    concurrency = serializers.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, default=4)
+    max_tool_calls = serializers.IntegerField(min_value=1, max_value=1000, default=50)
+    max_rounds_per_turn = serializers.IntegerField(min_value=1, max_value=200, default=20)
+    max_attempts = serializers.IntegerField(min_value=1, max_value=MAX_ATTEMPTS, default=3)
+    faults = serializers.BooleanField(default=True)
+    user_side = serializers.ChoiceField(choices=UserSide.choices, default=UserSide.SCRIPTED)
+    simulator_endpoint = serializers.IntegerField(required=False, allow_null=True)
+    seed = serializers.IntegerField(default=0)
+
+
+class RunListOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    batch = serializers.IntegerField(source="batch_id")
+    task = serializers.IntegerField(source="task_ref", help_text="The task's id.")
+    task_key = serializers.CharField()
+    task_title = serializers.CharField()
+    environment = serializers.IntegerField(source="environment_id", allow_null=True)
+    environment_name = serializers.CharField()
+    split = serializers.CharField()
+    capabilities = serializers.ListField(child=serializers.CharField())
+    trial = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    policy_name = serializers.CharField()
+    endpoint_name = serializers.CharField()
+    model = serializers.CharField()
+    environment_revision = serializers.IntegerField(allow_null=True)
+    spec_hash = serializers.CharField()
+    seed = serializers.IntegerField()
+    completion = serializers.FloatField(allow_null=True)
+    safety = serializers.FloatField(allow_null=True)
+    robustness = serializers.FloatField(allow_null=True)
+    score = serializers.FloatField(allow_null=True)
+    passed = serializers.BooleanField(allow_null=True)
+    strict = serializers.BooleanField(allow_null=True)
+    stop_reason = serializers.CharField()
+    tool_calls = serializers.IntegerField()
+    tool_errors = serializers.IntegerField()
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6)
+    latency_ms = serializers.IntegerField()
+    error = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class RunDetailOutput(RunListOutput):
+    transcript = serializers.JSONField(help_text="OpenAI chat messages.")
+    tools = serializers.JSONField(help_text="OpenAI function tools offered to the agent.")
+    audit_log = serializers.JSONField(help_text="Every tool call with its result and diff.")
+    exogenous_log = serializers.JSONField(help_text="Exogenous updates, loud or silent.")
+    verdicts = serializers.JSONField(help_text="Per grader: status, weight, evidence.")
+    final_state_hash = serializers.CharField()
+
+
+def _endpoint(project, pk, field: str):
+    if pk is None:
+        return None
+    endpoint = ModelEndpoint.objects.filter(project=project, pk=pk).first()
+    if endpoint is None:
+        raise ApplicationError(
+            f"No model endpoint {pk} in this project.", {"fields": {field: ["Not found."]}}
+        )
+    return endpoint
+
+
+class RunBatchListApi(APIView):
+    @extend_schema(responses=RunBatchOutput(many=True), operation_id="run_batches_list")
+    def get(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk)
+        paginator = StandardPagination()
+        page = paginator.paginate_queryset(batch_list(project=project), request, view=self)
+        return paginator.get_paginated_response(RunBatchOutput(page, many=True).data)
+
+    @extend_schema(
+        request=RunBatchInput,
+        responses={201: RunBatchOutput},
+        operation_id="run_batches_create",
+        description="Create a batch: one run per (task, trial), enqueued on the llm queue. "
+        "Follow its progress through `job` (or GET /run-batches/{id}/).",
+    )
+    def post(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk, min_role=Role.AUTHOR)
+        data = RunBatchInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        batch = run_batch_create(
+            project=project,
+            user=request.user,
+            name=v.get("name", ""),
+            policy_kind=v["policy"],
+            endpoint=_endpoint(project, v.get("endpoint"), "endpoint"),
+            role=v["role"],
+            selection=TaskSelection(
+                environments=tuple(v["environments"]),
+                capabilities=tuple(v["capabilities"]),
+                split=v.get("split", ""),
+                statuses=tuple(v["statuses"]),
+            ),
+            settings=BatchSettings(
+                trials=v["trials"],
+                concurrency=v["concurrency"],
+                max_tool_calls=v["max_tool_calls"],
+                max_rounds_per_turn=v["max_rounds_per_turn"],
+                max_attempts=v["max_attempts"],
+                faults=v["faults"],
+                user_side=v["user_side"],
+                simulator_endpoint=_endpoint(
+                    project, v.get("simulator_endpoint"), "simulator_endpoint"
+                ),
+                seed=v["seed"],
+            ),
+        )
+        return Response(RunBatchOutput(batch).data, status=status.HTTP_201_CREATED)
+
+
+class RunBatchDetailApi(APIView):
+    @extend_schema(responses=RunBatchDetailOutput, operation_id="run_batches_retrieve")
+    def get(self, request, pk):
+        batch = batch_get_for_user(request.user, pk)
+        batch.metrics = batch_metrics(batch=batch)
+        return Response(RunBatchDetailOutput(batch).data)
+
+
+class RunBatchCancelApi(APIView):
+    @extend_schema(request=None, responses=RunBatchOutput, operation_id="run_batches_cancel")
+    def post(self, request, pk):
+        batch = batch_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+        return Response(RunBatchOutput(run_batch_cancel(batch=batch)).data)
+
+
+RUN_FILTERS = [
+    OpenApiParameter("batch", int, required=False, description="Only this batch's runs."),
+    OpenApiParameter("task", int, required=False, description="Only runs of this task id."),
+    OpenApiParameter("status", str, enum=RunStatus.values, required=False),
+    OpenApiParameter("passed", bool, required=False),
+    OpenApiParameter(
+        "policy", str, required=False, description="Policy name: oracle or llm:<model>."
+    ),
+]
+
+
+class RunListApi(APIView):
+    @extend_schema(
+        parameters=RUN_FILTERS, responses=RunListOutput(many=True), operation_id="runs_list"
+    )
+    def get(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk)
+        runs = run_list(project=project, filters=RunFilters.from_query(request.query_params))
+        paginator = StandardPagination()
+        page = paginator.paginate_queryset(runs, request, view=self)
+        return paginator.get_paginated_response(RunListOutput(page, many=True).data)
+
+
+class RunDetailApi(APIView):
+    @extend_schema(responses=RunDetailOutput, operation_id="runs_retrieve")
+    def get(self, request, pk):
+        return Response(RunDetailOutput(run_get_for_user(request.user, pk)).data)
+
+
+urlpatterns = [
+    path("projects/<int:pk>/run-batches/", RunBatchListApi.as_view(), name="run_batch_list"),
+    path("run-batches/<int:pk>/", RunBatchDetailApi.as_view(), name="run_batch_detail"),
+    path("run-batches/<int:pk>/cancel/", RunBatchCancelApi.as_view(), name="run_batch_cancel"),
+    path("projects/<int:pk>/runs/", RunListApi.as_view(), name="run_list"),
+    path("runs/<int:pk>/", RunDetailApi.as_view(), name="run_detail"),
+]

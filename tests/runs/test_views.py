@@ -1,0 +1,289 @@
+"""Pages: list, create, batch detail (+ live progress), cancel, run detail, compare,
+evaluation, leaderboard — success, wrong method, anonymous, outsider, viewer, htmx."""
+
+import pytest
+from django.urls import reverse
+
+from apps.core.models import Job
+from apps.runs.models import Executor, Run, RunBatch, RunStatus
+from apps.runs.services import (
+    BatchSettings,
+    TaskSelection,
+    run_batch_create,
+    run_batch_execute_inline,
+)
+from tests.conftest import HTMX_HEADERS
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def finished_batch(project, author, sample_environments):
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        selection=TaskSelection(environments=(sample_environments[0].pk,)),
+        settings=BatchSettings(trials=2),
+        executor=Executor.INLINE,
+    )
+    return run_batch_execute_inline(batch=batch)
+
+
+@pytest.fixture
+def pending_batch(project, author, sample_environments):
+    return run_batch_create(
+        project=project, user=author, settings=BatchSettings(trials=1), executor=Executor.INLINE
+    )
+
+
+def a_run_with_calls(batch):
+    return Run.objects.filter(batch=batch, tool_calls__gt=0).order_by("id").first()
+
+
+def page_urls(batch, run):
+    other = Run.objects.filter(batch=batch, task_ref=run.task_ref).exclude(pk=run.pk).first()
+    return [
+        reverse("runs:batch_list", args=["acme"]),
+        reverse("runs:batch_detail", args=[batch.pk]),
+        reverse("runs:batch_progress", args=[batch.pk]),
+        reverse("runs:detail", args=[run.pk]),
+        reverse("runs:compare") + f"?a={run.pk}&b={other.pk}",
+        reverse("runs:evaluation", args=["acme"]),
+        reverse("runs:leaderboard", args=["acme"]),
+    ]
+
+
+def test_every_page_reads_for_a_viewer(client_for, viewer, finished_batch):
+    run = a_run_with_calls(finished_batch)
+    client = client_for(viewer)
+    for url in page_urls(finished_batch, run):
+        response = client.get(url)
+        assert response.status_code == 200, url
+
+
+def test_pages_refuse_anonymous_and_outsiders(client, client_for, outsider, finished_batch):
+    run = a_run_with_calls(finished_batch)
+    urls = page_urls(finished_batch, run)
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 302 and response.url.startswith("/login/"), url
+    outsider_client = client_for(outsider)
+    for url in urls:
+        assert outsider_client.get(url).status_code == 404, url
+
+
+def test_pages_refuse_post(client_for, viewer, finished_batch):
+    run = a_run_with_calls(finished_batch)
+    client = client_for(viewer)
+    for url in page_urls(finished_batch, run):
+        assert client.post(url).status_code == 405, url
+
+
+def test_batch_list_shows_batches_and_htmx_rows(client_for, viewer, finished_batch):
+    client = client_for(viewer)
+    page = client.get(reverse("runs:batch_list", args=["acme"])).content.decode()
+    assert finished_batch.name in page
+    assert "New run batch" not in page  # viewers cannot start one
+    rows = client.get(reverse("runs:batch_list", args=["acme"]), **HTMX_HEADERS)
+    body = rows.content.decode()
+    assert body.lstrip().startswith('<div id="batch-rows">')
+    assert f"/runs/batches/{finished_batch.pk}/" in body
+
+
+def test_empty_batch_list(client_for, author, project):
+    page = client_for(author).get(reverse("runs:batch_list", args=["acme"])).content.decode()
+    assert "No run batches yet." in page and "Start a batch" in page
+
+
+def test_create_a_batch_from_the_form(client_for, author, project, sample_environments):
+    env = sample_environments[0]
+    response = client_for(author).post(
+        reverse("runs:batch_create", args=["acme"]),
+        {
+            "name": "Oracle on ops",
+            "policy": "oracle",
+            "role": "teacher",
+            "environments": [env.pk],
+            "statuses": ["valid", "approved"],
+            "trials": 2,
+            "concurrency": 2,
+            "max_tool_calls": 30,
+            "max_rounds_per_turn": 10,
+            "max_attempts": 2,
+            "seed": 7,
+            "faults": "on",
+            "user_side": "scripted",
+        },
+    )
+    batch = RunBatch.objects.get()
+    assert response.status_code == 302
+    assert response.url == f"/runs/batches/{batch.pk}/"
+    assert (batch.name, batch.role, batch.trials, batch.seed, batch.max_attempts) == (
+        "Oracle on ops",
+        "teacher",
+        2,
+        7,
+        2,
+    )
+    assert batch.task_ids == list(env.tasks.order_by("position", "id").values_list("pk", flat=True))
+    assert batch.created_by == author
+    assert Run.objects.filter(batch=batch).count() == 2 * len(batch.task_ids)
+
+
+def test_create_form_htmx_errors_render_in_place(client_for, author, project, sample_environments):
+    response = client_for(author).post(
+        reverse("runs:batch_create", args=["acme"]),
+        {
+            "policy": "oracle",
+            "role": "eval",
+            "statuses": ["draft"],
+            "trials": 1,
+            "concurrency": 1,
+            "max_tool_calls": 5,
+            "max_rounds_per_turn": 5,
+            "max_attempts": 1,
+            "seed": 0,
+            "user_side": "scripted",
+        },
+        **HTMX_HEADERS,
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith("<form")
+    assert "No task matches this selection" in body
+    assert RunBatch.objects.count() == 0 and Job.objects.count() == 0
+
+
+def test_create_needs_the_author_role(client_for, viewer, project, sample_environments):
+    client = client_for(viewer)
+    assert client.get(reverse("runs:batch_create", args=["acme"])).status_code == 403
+    response = client.post(reverse("runs:batch_create", args=["acme"]), {"policy": "oracle"})
+    assert response.status_code == 403
+    assert RunBatch.objects.count() == 0
+
+
+def test_create_refuses_outsiders_and_anonymous(client, client_for, outsider, project):
+    url = reverse("runs:batch_create", args=["acme"])
+    assert client_for(outsider).post(url, {"policy": "oracle"}).status_code == 404
+    client.logout()
+    response = client.post(url, {"policy": "oracle"})
+    assert response.status_code == 302 and response.url.startswith("/login/")
+    assert RunBatch.objects.count() == 0
+
+
+def test_cancel(client_for, author, viewer, pending_batch):
+    url = reverse("runs:batch_cancel", args=[pending_batch.pk])
+    assert client_for(viewer).post(url).status_code == 403
+    assert Run.objects.filter(batch=pending_batch, status=RunStatus.PENDING).count() > 0
+    client = client_for(author)
+    assert client.get(url).status_code == 405
+    response = client.post(url, **HTMX_HEADERS)
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == f"/runs/batches/{pending_batch.pk}/"
+    assert not Run.objects.filter(batch=pending_batch, status=RunStatus.PENDING).exists()
+    assert Job.objects.get(pk=pending_batch.job_id).status == "cancelled"
+
+
+def test_cancel_refuses_outsiders(client_for, outsider, pending_batch):
+    url = reverse("runs:batch_cancel", args=[pending_batch.pk])
+    assert client_for(outsider).post(url).status_code == 404
+    assert Job.objects.get(pk=pending_batch.job_id).status == "pending"
+
+
+def test_progress_partial_polls_while_running_and_reloads_at_the_end(
+    client_for, viewer, pending_batch, finished_batch
+):
+    client = client_for(viewer)
+    live = client.get(reverse("runs:batch_progress", args=[pending_batch.pk]), **HTMX_HEADERS)
+    assert 'hx-trigger="every 2s"' in live.content.decode()
+    assert "HX-Refresh" not in live
+    done = client.get(reverse("runs:batch_progress", args=[finished_batch.pk]), **HTMX_HEADERS)
+    assert 'hx-trigger="every 2s"' not in done.content.decode()
+    assert done["HX-Refresh"] == "true"
+
+
+def test_batch_detail_shows_metrics_and_filters_runs(client_for, viewer, finished_batch):
+    client = client_for(viewer)
+    url = reverse("runs:batch_detail", args=[finished_batch.pk])
+    page = client.get(url).content.decode()
+    assert 'data-testid="avg-score">1.00<' in page
+    assert 'data-testid="pass-rate">100%<' in page
+    assert (
+        page.count('data-testid="bar-chart"') == 1 and page.count('data-testid="line-chart"') == 1
+    )
+    assert "No grader failed." in page
+    rows = client.get(url + "?status=errored", **HTMX_HEADERS).content.decode()
+    assert rows.lstrip().startswith('<div id="run-rows">')
+    assert "No runs match." in rows
+
+
+def test_run_detail_timeline_diff_and_verdicts(client_for, viewer, finished_batch):
+    run = a_run_with_calls(finished_batch)
+    page = client_for(viewer).get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert page.count('data-testid="tool-call"') == run.tool_calls
+    assert page.count('data-testid="verdict"') == len(run.verdicts)
+    first_grader = run.verdicts[0]["grader_id"]
+    assert f'data-grader="{first_grader}" data-status="passed"' in page
+    assert f"/environments/{run.environment_id}/tasks/#task-" in page  # grader links
+    changing = [e for e in run.audit_log if e["diff"]]
+    assert page.count('data-testid="diff"') == sum(len(e["diff"]) for e in changing)
+
+
+def test_run_detail_htmx_variant_is_the_timeline(client_for, viewer, finished_batch):
+    run = a_run_with_calls(finished_batch)
+    response = client_for(viewer).get(
+        reverse("runs:detail", args=[run.pk]) + "?only=failures", **HTMX_HEADERS
+    )
+    body = response.content.decode()
+    assert body.lstrip().startswith('<ol class="timeline only-failures"')
+    assert "<html" not in body
+
+
+def test_model_output_is_escaped(client_for, viewer, finished_batch):
+    run = a_run_with_calls(finished_batch)
+    evil = '<script>document.title="pwned"</script><b>bold</b>'
+    run.transcript = [
+        *run.transcript,
+        {"role": "assistant", "content": evil},
+    ]
+    run.verdicts = [{**run.verdicts[0], "evidence": {"note": evil}}]
+    run.save()
+    page = client_for(viewer).get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert "<script>document.title" not in page and "<b>bold</b>" not in page
+    assert "&lt;script&gt;document.title=&quot;pwned&quot;&lt;/script&gt;&lt;b&gt;bold" in page
+
+
+def test_compare_needs_two_runs_of_the_project(client_for, viewer, outsider, finished_batch):
+    run = a_run_with_calls(finished_batch)
+    assert client_for(viewer).get(reverse("runs:compare")).status_code == 404
+    assert client_for(viewer).get(reverse("runs:compare") + f"?a={run.pk}&b=x").status_code == 404
+    page = client_for(viewer).get(reverse("runs:compare") + f"?a={run.pk}&b={run.pk}")
+    assert page.status_code == 200
+    assert page.content.decode().count('data-testid="compare-') == 2
+
+
+def test_evaluation_and_leaderboard(client_for, viewer, finished_batch):
+    client = client_for(viewer)
+    evaluation = client.get(
+        reverse("runs:evaluation", args=["acme"]) + f"?batch={finished_batch.pk}"
+    )
+    page = evaluation.content.decode()
+    assert page.count('data-testid="model-row"') == 1 and "oracle" in page
+    board = client.get(reverse("runs:leaderboard", args=["acme"])).content.decode()
+    assert board.count('data-testid="leaderboard-row"') == 1
+    assert f"/runs/batches/{finished_batch.pk}/" in board
+
+
+def test_evaluation_empty_state(client_for, viewer, project):
+    page = client_for(viewer).get(reverse("runs:evaluation", args=["acme"])).content.decode()
+    assert "Nothing to evaluate yet." in page
+
+
+def test_dashboard_counts_runs(client_for, viewer, finished_batch):
+    page = client_for(viewer).get("/p/acme/").content.decode()
+    runs = Run.objects.count()
+    assert runs == 2 * len(finished_batch.task_ids)
+    assert (
+        f'<a class="stat" href="/p/acme/runs/"><div class="value">{runs}</div>'
+        '<div class="label">Runs</div></a>'
+    ) in page
