@@ -151,13 +151,10 @@ class CalendarItem(Item):
         raise NotImplementedError
 
     def candidates(self, n: int) -> list[datetime]:
-        span = timedelta(hours=n + 1)
-        while True:
-            start = self.w.slot(self.minutes, first_day=self.first_day, last_day=self.first_day + 3)
-            if self.w.free(start, start + span):
-                self.w.reserve(start, start + span)
-                self.day = start
-                return [start + timedelta(hours=k) for k in range(n)]
+        start = self.w.slot(hours=n + 1, first_day=self.first_day, last_day=self.first_day + 3)
+        self.w.reserve(start, start + timedelta(hours=n + 1))
+        self.day = start
+        return [start + timedelta(hours=k) for k in range(n)]
 
     def text(self, v: datetime) -> str:
         return hhmm(v)

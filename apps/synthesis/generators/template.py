@@ -19,7 +19,7 @@ from typing import Any
 from apps.environments.engine import library
 from apps.environments.engine.policies import OraclePolicy
 from apps.environments.engine.runner import run_task
-from apps.environments.engine.spec import SCHEMA_ID
+from apps.environments.engine.spec import SCHEMA_ID, parse_spec
 from apps.environments.engine.validation.dynamic import FAULT_SEEDS
 
 from .families import FAMILIES, Family, families_for, fill
@@ -168,8 +168,9 @@ def _tame_faults(doc: dict[str, Any]) -> None:
         keys = _faulty_tasks(doc)
         if not keys:
             return
+        spec = parse_spec(doc)
         ok = all(
-            run_task(doc, key, OraclePolicy(), seed=seed, faults=True).grading.strict
+            run_task(spec, key, OraclePolicy(), seed=seed, faults=True).grading.strict
             for key in keys
             for seed in FAULT_SEEDS
         )

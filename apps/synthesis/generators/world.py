@@ -264,14 +264,20 @@ class World:
     def reserve(self, start: datetime, end: datetime) -> None:
         self.reserved_slots.append((start, end))
 
-    def slot(self, minutes: int = 60, *, first_day: int = 1, last_day: int = 4) -> datetime:
-        """A free hour-aligned slot on a working day, with the next hour also free."""
+    def slot(self, *, hours: int = 3, first_day: int = 1, last_day: int = 4) -> datetime:
+        """A free, hour-aligned start on a working day with ``hours`` free after it
+        (looking further ahead when the first days are full)."""
         while True:
-            day = self.workday(self.rng.randint(first_day, last_day))
-            start = day.replace(hour=self.rng.randint(10, 15))
-            end = start + timedelta(minutes=minutes)
-            if self.free(start, end + timedelta(hours=2)):
-                return start
+            options = [
+                self.workday(d).replace(hour=h)
+                for d in range(first_day, last_day + 1)
+                for h in range(9, 16)
+            ]
+            self.rng.shuffle(options)
+            for start in options:
+                if self.free(start, start + timedelta(hours=hours)):
+                    return start
+            first_day, last_day = last_day + 1, last_day + 5
 
     # ------------------------------------------------------------------ records
     def add(self, service: str, collection: str, record: dict[str, Any]) -> dict[str, Any]:
