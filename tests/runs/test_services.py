@@ -180,3 +180,46 @@ def test_celery_executor_enqueues_up_to_the_concurrency(
         run_execute(run_id=sent[0])
     assert sent == first_three[:4]  # one finished, one more started
     assert Run.objects.filter(batch=batch, enqueued_at__isnull=False).count() == 4
+
+
+def test_a_run_records_the_revision_it_ran_against(project, author, sample_environments):
+    from apps.environments.services import environment_update
+
+    env = sample_environments[0]
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        selection=TaskSelection(environments=(env.pk,)),
+        settings=BatchSettings(trials=2),
+        executor=Executor.INLINE,
+    )
+    first, second = Run.objects.filter(batch=batch).order_by("id")[:2]
+    run_execute(run_id=first.pk)
+    edited = environment_update(
+        environment=env, name=env.name, domain=env.domain, description="Edited mid-batch."
+    )
+    run_execute(run_id=second.pk)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.environment_revision, second.environment_revision) == (1, 2)
+    assert second.spec_hash == edited.spec_hash != first.spec_hash
+
+
+def test_a_deleted_task_errors_its_run_without_retrying(project, author, sample_environments):
+    from apps.environments.services import task_delete
+
+    env = sample_environments[0]
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        selection=TaskSelection(environments=(env.pk,)),
+        executor=Executor.INLINE,
+    )
+    run = Run.objects.filter(batch=batch).order_by("id").first()
+    task_delete(task=run.task)
+    run_batch_execute_inline(batch=batch)
+    run.refresh_from_db()
+    assert (run.status, run.retryable, run.task_id) == (RunStatus.ERRORED, False, None)
+    assert run.error.startswith("The task was deleted")
+    assert Run.objects.filter(batch=batch, task_ref=run.task_ref).count() == 1
+    assert Job.objects.get(pk=batch.job_id).status == JobStatus.SUCCEEDED

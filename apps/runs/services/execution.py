@@ -78,18 +78,44 @@ def run_claim(*, run_id: int, stale_after: timedelta = RUN_STALE_AFTER) -> Run |
     ).get(pk=run_id)
 
 
+HEARTBEAT_EVERY_S = 30.0
+
+
 class _Heartbeat:
-    """Called before every model request: proves the run is alive, stops it if cancelled."""
+    """Called before every model request: stops the run if its batch was cancelled, and
+    proves it alive (a write at most every ``HEARTBEAT_EVERY_S``: writes are what a shared
+    SQLite database or a busy PostgreSQL pays for)."""
 
     def __init__(self, run: Run):
         self.run = run
+        self.last = time.monotonic()
 
     def __call__(self) -> None:
-        Run.objects.filter(pk=self.run.pk, claim_token=self.run.claim_token).update(
-            heartbeat_at=timezone.now()
-        )
         if Job.objects.filter(pk=self.run.batch.job_id, cancel_requested=True).exists():
             raise RunCancelled
+        if time.monotonic() - self.last >= HEARTBEAT_EVERY_S:
+            self.last = time.monotonic()
+            Run.objects.filter(pk=self.run.pk, claim_token=self.run.claim_token).update(
+                heartbeat_at=timezone.now()
+            )
+
+
+# Loaded specs by (environment id, revision, spec hash): every edit bumps the revision, so a
+# worker replaying the same environment for many trials builds and checks it once.
+_SPEC_CACHE: dict[tuple, tuple] = {}
+_SPEC_CACHE_SIZE = 64
+
+
+def _load_spec(environment) -> tuple[object, str]:
+    key = (environment.pk, environment.revision, environment.spec_hash)
+    cached = _SPEC_CACHE.get(key)
+    if cached is None:
+        document = environment_spec(environment)
+        cached = (engine_spec.load_spec(document), engine_spec.spec_hash(document))
+        if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
+            _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
+        _SPEC_CACHE[key] = cached
+    return cached
 
 
 def run_execute(*, run_id: int) -> Run | None:
@@ -159,8 +185,7 @@ def _play(run: Run, usage: LLMUsage) -> dict:
         )
     environment = task.environment
     try:
-        document = environment_spec(environment)
-        spec = engine_spec.load_spec(document)
+        spec, spec_hash = _load_spec(environment)
     except SpecError as exc:
         first = exc.problems[0].message if exc.problems else str(exc)
         raise RunUnavailable(f"The environment's spec does not load: {first}") from None
@@ -196,7 +221,7 @@ def _play(run: Run, usage: LLMUsage) -> dict:
     return {
         "policy_name": result.policy,
         "environment_revision": environment.revision,
-        "spec_hash": engine_spec.spec_hash(document),
+        "spec_hash": spec_hash,
         "transcript": data["transcript"],
         "tools": data["tools"],
         "audit_log": data["audit_log"],
