@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,6 +121,29 @@ def test_same_seed_same_document_and_hash():
     assert canonical_json(a) == canonical_json(b)
     assert json.dumps(a) == json.dumps(b)  # key order too
     assert spec_hash(a) == spec_hash(b)
+
+
+def test_same_seed_same_hash_across_processes():
+    """No dependence on string-hash randomisation (set order) anywhere."""
+    code = (
+        "from apps.synthesis.generators import generate_environment as g;"
+        "from apps.environments.engine.spec import spec_hash;"
+        f"print(spec_hash(g(seed=5, capabilities={SLUGS!r}, tasks_per_environment=6)))"
+    )
+    root = Path(__file__).resolve().parents[3]
+    hashes = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": str(n)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for n in (1, 2)
+    }
+    expected = spec_hash(generate_environment(seed=5, capabilities=SLUGS, tasks_per_environment=6))
+    assert hashes == {expected}
 
 
 def test_different_seeds_give_different_environments():
