@@ -223,3 +223,26 @@ def test_a_deleted_task_errors_its_run_without_retrying(project, author, sample_
     assert run.error.startswith("The task was deleted")
     assert Run.objects.filter(batch=batch, task_ref=run.task_ref).count() == 1
     assert Job.objects.get(pk=batch.job_id).status == JobStatus.SUCCEEDED
+
+
+def test_resume_re_enqueues_pending_and_stale_runs(
+    project, author, sample_environments, django_capture_on_commit_callbacks, monkeypatch
+):
+    from apps.runs.services import run_batch_resume
+
+    sent = []
+    monkeypatch.setattr("apps.runs.tasks.execute_run_task.delay", sent.append)
+    batch = oracle_batch(project, author, concurrency=2)  # inline: nothing enqueued
+    ids = list(Run.objects.filter(batch=batch).order_by("id").values_list("pk", flat=True))
+    Run.objects.filter(pk=ids[0]).update(
+        status=RunStatus.RUNNING, heartbeat_at=timezone.now() - timedelta(minutes=11)
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        enqueued = run_batch_resume(batch=batch)
+    # The stale run, plus one pending run (the stale one already takes a place of two).
+    assert (enqueued, sent) == (2, [ids[0], ids[1]])
+    batch.refresh_from_db()
+    assert batch.executor == Executor.CELERY
+    run_batch_cancel(batch=batch)
+    with pytest.raises(ApplicationError, match="already cancelled"):
+        run_batch_resume(batch=batch)

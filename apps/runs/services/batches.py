@@ -272,6 +272,7 @@ def run_batch_resume(*, batch: RunBatch) -> int:
                 batch=batch, status=RunStatus.RUNNING, heartbeat_at__lt=stale_before
             ).values_list("pk", flat=True)
         )
+        Run.objects.filter(pk__in=stale).update(enqueued_at=timezone.now())
         for run_id in stale:
             transaction.on_commit(lambda pk=run_id: execute_run_task.delay(pk))
         return len(stale) + batch_dispatch(batch=batch)
