@@ -287,9 +287,16 @@ class Episode:
         self._clock += self.spec.clock.step_seconds
         fault = None
         diff: list[dict[str, Any]] = []
-        args, result = self._parse_arguments(arguments)
-        if result is None:
-            result, fault, diff = self._dispatch(seq, str(tool_name), args)
+        args: Any = None
+        if self._executed >= self.limits.max_calls:
+            # Every attempt counts, malformed ones too: an agent spamming bad calls is bounded.
+            msg = f"call limit reached ({self.limits.max_calls} calls per episode)"
+            result = ToolResult.failure("call_limit", msg)
+        else:
+            self._executed += 1
+            args, result = self._parse_arguments(arguments)
+            if result is None:
+                result, fault, diff = self._dispatch(seq, str(tool_name), args)
         self.audit_log.append(
             AuditEntry(
                 seq=seq,
@@ -331,10 +338,6 @@ class Episode:
     def _dispatch(
         self, seq: int, name: str, args: dict[str, Any]
     ) -> tuple[ToolResult, str | None, list[dict[str, Any]]]:
-        if self._executed >= self.limits.max_calls:
-            msg = f"call limit reached ({self.limits.max_calls} calls per episode)"
-            return ToolResult.failure("call_limit", msg), None, []
-        self._executed += 1
         tool = self.spec.tool(name)
         if tool is None:
             names = ", ".join(t.name for t in self.spec.tools[:40])

@@ -269,3 +269,15 @@ def test_tool_result_repr_and_lazy_content():
 
 def test_episode_accepts_a_plain_document(doc):
     assert Episode(doc, "book").task.key == "book"
+
+
+def test_malformed_calls_count_towards_the_call_limit():
+    from apps.environments.engine.simulator import Episode, Limits
+    from tests.environments.engine.helpers import mini_doc
+
+    doc = mini_doc()
+    episode = Episode(doc, doc["tasks"][0]["key"], limits=Limits(max_calls=2))
+    episode.advance_turn()
+    assert episode.call("anything", "{not json").error_code == "bad_arguments"
+    assert episode.call("anything", "[]").error_code == "bad_arguments"
+    assert episode.call("anything", {}).error_code == "call_limit"
