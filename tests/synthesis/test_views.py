@@ -247,8 +247,8 @@ def test_slot_page_shows_timeline_with_escaped_diff(client_for, viewer, start_te
     assert html.count('data-testid="attempt"') == 2
     assert html.count('data-testid="attempt-diff"') == 1
     assert (
-        '<span class="diff-add">+  &quot;description&quot;: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;,</span>'
-        in html
+        '<span class="diff-add">+  &quot;description&quot;: '
+        "&quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;,</span>" in html
     )
     assert "<script>alert(1)" not in html
     assert reverse("environments:detail", args=[slot.environment_id]) in html
