@@ -298,3 +298,16 @@ def test_slot_page_refuses_outsider_anonymous_post(client, client_for, outsider,
     assert client_for(outsider).get(url).status_code == 404
     assert client_for(viewer).post(url).status_code == 405
     assert client_for(viewer).get(reverse("synthesis:slot", args=[999999])).status_code == 404
+
+
+def test_environment_page_shows_synthesis_lineage(client_for, viewer, finished):
+    slot = finished.slots.get(index=0)
+    response = client_for(viewer).get(reverse("environments:detail", args=[slot.environment_id]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert f'Synthesized by <a href="{reverse("synthesis:detail", args=[finished.pk])}">' in html
+    assert (
+        f'<a href="{reverse("synthesis:slot", args=[slot.pk])}" '
+        'data-testid="attempt-timeline-link">attempt timeline (1)</a>'
+    ) in html
+    assert 'prompts <span class="mono">template-v1</span>' in html
