@@ -10,7 +10,7 @@ from typing import Any
 from .checks import Judge
 from .policies import Policy, PolicyAction, PolicyView, ToolCall
 from .scoring import Grading, ScoringConfig, grade_episode
-from .simulator import Episode, Limits, ToolResult, UserTurn
+from .simulator import FAULT_KINDS, Episode, Limits, ToolResult, UserTurn
 from .spec import EnvironmentSpec, TaskSpec, load_spec
 
 
@@ -52,6 +52,9 @@ class EpisodeResult:
     grading: Grading
     stop_reason: str  # "completed" | "round_limit" | "call_limit"
     turn_snapshots: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    # replay_transcript only: the tool_call ids whose replayed result differs from the
+    # recorded one (the environment changed since the transcript was recorded).
+    divergent_calls: list[str] = field(default_factory=list)
 
     @property
     def tool_errors(self) -> list[dict[str, Any]]:
@@ -201,4 +204,136 @@ def run_task(
         grading=grading,
         stop_reason=stop_reason,
         turn_snapshots=turn_states,
+    )
+
+
+def _recorded_fault(content: Any) -> str | None:
+    """The injected fault a recorded ``tool`` message reports, if any."""
+    if not isinstance(content, str) or '"error"' not in content:
+        return None
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if code in FAULT_KINDS else None
+
+
+def replay_transcript(
+    spec: EnvironmentSpec | dict[str, Any],
+    task_key: str,
+    transcript: list[dict[str, Any]],
+    *,
+    seed: int = 0,
+    judge: Judge | None = None,
+    limits: Limits | None = None,
+    scoring: ScoringConfig | None = None,
+) -> EpisodeResult:
+    """Replay a recorded OpenAI-format transcript in a fresh episode and grade it.
+
+    The agent's side is taken as recorded: every ``user`` message advances the episode to
+    its next turn (applying that turn's exogenous updates; user messages beyond the task's
+    turns advance nothing), and every assistant ``tool_calls`` entry is executed in order.
+    A call whose recorded result is an injected fault (``rate_limit``, ``server_error``,
+    ``timeout``) is replayed as that same fault; every other call runs fault-free, so a
+    transcript replays the same way whatever the seed. Truncating a transcript, editing
+    assistant text or adding ``weight`` keys therefore grades exactly what is left.
+
+    Returns an ``EpisodeResult`` (policy ``"replay"``) whose transcript is the given one,
+    messages and extra keys kept, with a result message inserted for any call that had
+    none; ``divergent_calls`` lists the tool_call ids whose replayed result differs from
+    the recorded one (the spec changed since the recording). Malformed entries are treated
+    like a real agent's malformed calls: they become tool errors, never exceptions.
+    """
+    spec = spec if isinstance(spec, EnvironmentSpec) else load_spec(spec)
+    limits = limits or Limits()
+    episode = Episode(spec, task_key, seed, faults=False, limits=limits)
+    task = episode.task
+    recorded: dict[str, dict[str, Any]] = {
+        m["tool_call_id"]: m
+        for m in transcript
+        if isinstance(m, dict) and m.get("role") == "tool" and m.get("tool_call_id")
+    }
+    out: list[dict[str, Any]] = []
+    turn_states: dict[int, dict[str, Any]] = {}
+    divergent: list[str] = []
+    answered: set[str] = set()
+    stop_reason = "completed"
+    started = False
+    n_calls = 0
+
+    def close_turn() -> None:
+        if episode.turn_index >= 0:
+            turn_states[episode.turn_index] = episode.state
+
+    for message in transcript:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role == "user":
+            close_turn()
+            started = True
+            episode.advance_turn()
+            out.append(message)
+            continue
+        if role == "tool":
+            if message.get("tool_call_id") in answered:
+                continue  # already emitted right after its call
+            out.append(message)
+            continue
+        out.append(message)
+        if role != "assistant" or not message.get("tool_calls"):
+            continue
+        if not started:
+            started = True
+            episode.advance_turn()
+        for entry in message["tool_calls"]:
+            n_calls += 1
+            function = entry.get("function") if isinstance(entry, dict) else None
+            function = function if isinstance(function, dict) else {}
+            call_id = str(entry.get("id") or f"call_{n_calls}") if isinstance(entry, dict) else ""
+            kept = recorded.get(call_id)
+            before = kept.get("content") if kept is not None else None
+            result = episode.call(
+                str(function.get("name") or ""),
+                function.get("arguments"),
+                fault=_recorded_fault(before),
+            )
+            content = result.to_message_content()
+            if result.error_code == "call_limit":
+                stop_reason = "call_limit"
+            if kept is None:
+                out.append({"role": "tool", "tool_call_id": call_id, "content": content})
+            else:
+                out.append(kept)
+                if before != content:
+                    divergent.append(call_id)
+            answered.add(call_id)
+    close_turn()
+
+    grading = grade_episode(
+        task,
+        final_state=episode.state,
+        turn_states=turn_states,
+        audit_log=episode.audit_log,
+        transcript=out,
+        judge=judge,
+        config=scoring,
+    )
+    return EpisodeResult(
+        task_key=task.key,
+        policy="replay",
+        seed=seed,
+        faults=False,
+        transcript=out,
+        tools=spec.openai_tools(),
+        audit_log=[e.to_dict() for e in episode.audit_log],
+        exogenous_log=list(episode.exogenous_log),
+        final_state=episode.state_snapshot(),
+        state_hash=episode.state_hash(),
+        grading=grading,
+        stop_reason=stop_reason,
+        turn_snapshots=turn_states,
+        divergent_calls=divergent,
     )

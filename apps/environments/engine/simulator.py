@@ -21,6 +21,7 @@ from .spec import EnvironmentSpec, Update, load_spec
 from .state import BaseState, WorldState, build_base, json_size
 
 TRANSIENT_ERRORS = frozenset({"rate_limit", "server_error", "timeout"})
+FAULT_KINDS = ("rate_limit", "server_error", "timeout")  # what `Episode.call(fault=…)` takes
 TIMEOUT_SECONDS = 30
 _FAULT_MESSAGES = {
     "rate_limit": "429 Too Many Requests: rate limit exceeded, retry after 2 s",
@@ -282,10 +283,22 @@ class Episode:
         return entry["ok"]
 
     # ------------------------------------------------------------------ tool calls
-    def call(self, tool_name: str, arguments: dict[str, Any] | str | None) -> ToolResult:
+    def call(
+        self,
+        tool_name: str,
+        arguments: dict[str, Any] | str | None,
+        *,
+        fault: str | None = None,
+    ) -> ToolResult:
+        """Execute one tool call. ``fault`` forces that injected fault on a call that would
+        otherwise run (a replay reproducing a recorded fault); it must be one of
+        ``FAULT_KINDS`` and is applied where a seeded fault would be, after the tool and its
+        arguments were checked."""
+        if fault is not None and fault not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {fault!r}; expected one of {FAULT_KINDS}")
+        forced, fault = fault, None
         seq = len(self.audit_log) + 1
         self._clock += self.spec.clock.step_seconds
-        fault = None
         diff: list[dict[str, Any]] = []
         args: Any = None
         if self._executed >= self.limits.max_calls:
@@ -296,7 +309,7 @@ class Episode:
             self._executed += 1
             args, result = self._parse_arguments(arguments)
             if result is None:
-                result, fault, diff = self._dispatch(seq, str(tool_name), args)
+                result, fault, diff = self._dispatch(seq, str(tool_name), args, forced=forced)
         self.audit_log.append(
             AuditEntry(
                 seq=seq,
@@ -336,7 +349,7 @@ class Episode:
         return json.loads(text), None
 
     def _dispatch(
-        self, seq: int, name: str, args: dict[str, Any]
+        self, seq: int, name: str, args: dict[str, Any], *, forced: str | None = None
     ) -> tuple[ToolResult, str | None, list[dict[str, Any]]]:
         tool = self.spec.tool(name)
         if tool is None:
@@ -356,13 +369,15 @@ class Episode:
                 for e in errors[:3]
             ]
             return ToolResult.failure("bad_arguments", "; ".join(parts)[:1000]), None, []
-        if self.faults and tool.faults.rate > 0:
+        kind = forced
+        if kind is None and self.faults and tool.faults.rate > 0:
             rng = random.Random(f"{self.seed}/{seq}/{name}")
             if rng.random() < tool.faults.rate:
                 kind = rng.choice(tool.faults.kinds)
-                if kind == "timeout":
-                    self._clock += TIMEOUT_SECONDS
-                return ToolResult.failure(kind, _FAULT_MESSAGES[kind]), kind, []
+        if kind is not None:
+            if kind == "timeout":
+                self._clock += TIMEOUT_SECONDS
+            return ToolResult.failure(kind, _FAULT_MESSAGES[kind]), kind, []
         ctx = OpContext(
             state=self._world,
             now=_iso(self._clock),
