@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "apps.llm",
     "apps.synthesis",
     "apps.runs",
+    "apps.curation",
 ]
 
 MIDDLEWARE = [

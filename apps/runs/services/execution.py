@@ -29,7 +29,15 @@ from apps.environments.engine.simulator import Limits
 from apps.environments.specs import environment_spec
 from apps.llm.exceptions import LLMError
 from apps.runs.agent import LLMAgentPolicy, LLMUsage, LLMUserSimulator
-from apps.runs.models import Executor, PolicyKind, Run, RunBatch, RunStatus, UserSide
+from apps.runs.models import (
+    Executor,
+    PolicyKind,
+    Run,
+    RunBatch,
+    RunRole,
+    RunStatus,
+    UserSide,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -335,11 +343,17 @@ def _finish_job(batch: RunBatch) -> None:
         parts.append(f"{counts[RunStatus.CANCELLED]} cancelled")
     message = "; ".join(parts) + "."
     cancelled = Job.objects.filter(pk=batch.job_id, cancel_requested=True).exists()
-    Job.objects.filter(pk=batch.job_id, status__in=ACTIVE_JOB_STATUSES).update(
+    finished = Job.objects.filter(pk=batch.job_id, status__in=ACTIVE_JOB_STATUSES).update(
         status=JobStatus.CANCELLED if cancelled else JobStatus.SUCCEEDED,
         message=message,
         finished_at=timezone.now(),
     )
+    if finished and batch.role == RunRole.TEACHER:
+        # The caller that finished the job offers the batch's passing runs for review
+        # (idempotent, so a redelivered message changes nothing).
+        from apps.curation.services import demonstrations_from_batch
+
+        demonstrations_from_batch(batch=batch)
 
 
 def batch_dispatch(*, batch: RunBatch) -> int:

@@ -1,0 +1,149 @@
+"""Teacher runs become demonstrations: the promotion rule, idempotency, promotion by hand."""
+
+import pytest
+
+from apps.core.exceptions import ApplicationError
+from apps.curation.models import Demonstration, DemonstrationStatus, DemonstrationVersion
+from apps.curation.services import (
+    curation_settings_get,
+    curation_settings_update,
+    demonstration_from_run,
+    demonstrations_from_batch,
+)
+from apps.runs.models import Run, RunRole, RunStatus
+from tests.curation.conftest import teacher_batch_run
+
+pytestmark = pytest.mark.django_db
+
+
+def test_finished_teacher_batch_offers_every_passing_run(teacher_batch, curation_environment):
+    runs = list(Run.objects.filter(batch=teacher_batch).order_by("id"))
+    demos = list(Demonstration.objects.order_by("id"))
+    assert len(runs) == curation_environment.tasks.count() == 3
+    assert [d.run_id for d in demos] == [r.pk for r in runs]
+    for demo, run in zip(demos, runs, strict=True):
+        assert demo.status == DemonstrationStatus.PENDING
+        assert (demo.project_id, demo.task_id, demo.environment_id) == (
+            run.project_id,
+            run.task_id,
+            curation_environment.pk,
+        )
+        assert (demo.task_key, demo.environment_name, demo.run_ref) == (
+            run.task_key,
+            curation_environment.name,
+            run.pk,
+        )
+        assert demo.split == run.task.split
+        assert demo.capability_slugs == run.capabilities
+        assert sorted(demo.capabilities.values_list("slug", flat=True)) == sorted(run.capabilities)
+        assert (demo.model_name, demo.policy, demo.score) == ("oracle", "oracle", 1.0)
+        assert demo.reviews_required == 1
+        version = demo.current_version
+        assert version.number == 1
+        assert version.transcript == run.transcript
+        assert version.tools == run.tools
+        assert (version.score, version.passed, version.strict) == (1.0, True, True)
+        assert version.grading["verdicts"] == run.verdicts
+        assert version.environment_revision == curation_environment.revision
+        assert version.created_by is None
+
+
+def test_promotion_is_idempotent(teacher_batch):
+    assert Demonstration.objects.count() == 3
+    assert demonstrations_from_batch(batch=teacher_batch) == 0
+    run = Run.objects.filter(batch=teacher_batch).first()
+    first = Demonstration.objects.get(run=run)
+    assert demonstration_from_run(run=run) == first
+    assert Demonstration.objects.count() == 3
+    assert DemonstrationVersion.objects.count() == 3
+
+
+def test_eval_and_student_batches_are_not_promoted(project, author, curation_environment):
+    teacher_batch_run(project, author, curation_environment, role=RunRole.EVAL)
+    batch = teacher_batch_run(project, author, curation_environment, role=RunRole.STUDENT)
+    assert demonstrations_from_batch(batch=batch) == 0
+    assert Demonstration.objects.count() == 0
+
+
+def test_threshold_and_strict_only(project, author, curation_environment):
+    batch = teacher_batch_run(project, author, curation_environment, role=RunRole.EVAL)
+    low, strict_fail, good = list(Run.objects.filter(batch=batch).order_by("id"))
+    Run.objects.filter(pk=low.pk).update(score=0.5, passed=False, strict=False)
+    Run.objects.filter(pk=strict_fail.pk).update(score=0.9, passed=True, strict=False)
+    batch.role = RunRole.TEACHER
+    batch.save(update_fields=["role"])
+
+    curation_settings_update(
+        project=project, pass_threshold=0.8, strict_only=True, reviews_required=2
+    )
+    assert demonstrations_from_batch(batch=batch) == 1
+    assert list(Demonstration.objects.values_list("run_id", "reviews_required")) == [(good.pk, 2)]
+
+    curation_settings_update(
+        project=project, pass_threshold=0.8, strict_only=False, reviews_required=1
+    )
+    assert demonstrations_from_batch(batch=batch) == 1
+    assert set(Demonstration.objects.values_list("run_id", flat=True)) == {good.pk, strict_fail.pk}
+
+    curation_settings_update(
+        project=project, pass_threshold=0.5, strict_only=False, reviews_required=1
+    )
+    assert demonstrations_from_batch(batch=batch) == 1
+    assert Demonstration.objects.count() == 3
+
+
+def test_settings_defaults_and_seeded_tags(project):
+    settings = curation_settings_get(project=project)
+    assert (settings.pass_threshold, settings.strict_only, settings.reviews_required) == (
+        0.75,
+        False,
+        1,
+    )
+    assert list(project.review_reason_tags.values_list("name", flat=True))[:4] == [
+        "wrong tool",
+        "hallucinated fact",
+        "policy violation",
+        "unnatural reply",
+    ]
+
+
+def test_settings_refuse_out_of_range(project):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):
+        curation_settings_update(
+            project=project, pass_threshold=1.5, strict_only=False, reviews_required=1
+        )
+    with pytest.raises(ValidationError):
+        curation_settings_update(
+            project=project, pass_threshold=0.5, strict_only=False, reviews_required=0
+        )
+    assert curation_settings_get(project=project).pass_threshold == 0.75
+
+
+def test_any_graded_run_can_be_promoted_by_hand(project, author, reviewer, curation_environment):
+    batch = teacher_batch_run(project, author, curation_environment, role=RunRole.EVAL)
+    run = Run.objects.filter(batch=batch).first()
+    Run.objects.filter(pk=run.pk).update(score=0.2, passed=False, strict=False)
+    run.refresh_from_db()
+    demo = demonstration_from_run(run=run, user=reviewer)
+    assert (demo.status, demo.promoted_by, demo.score) == ("pending", reviewer, 0.2)
+    assert demo.current_version.passed is False
+
+
+def test_errored_run_cannot_be_promoted(project, author, curation_environment):
+    batch = teacher_batch_run(project, author, curation_environment, role=RunRole.EVAL)
+    run = Run.objects.filter(batch=batch).first()
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.ERRORED)
+    run.refresh_from_db()
+    with pytest.raises(ApplicationError, match="Only a graded run"):
+        demonstration_from_run(run=run)
+    assert Demonstration.objects.count() == 0
+
+
+def test_deleting_the_batch_keeps_the_demonstration(teacher_batch):
+    demo = Demonstration.objects.first()
+    teacher_batch.delete()
+    demo.refresh_from_db()
+    assert demo.run_id is None
+    assert demo.current_version.transcript
