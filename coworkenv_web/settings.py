@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "apps.synthesis",
     "apps.runs",
     "apps.curation",
+    "apps.datasets",
 ]
 
 MIDDLEWARE = [

@@ -10,6 +10,7 @@ api_v1 = [
     path("", include("apps.llm.apis")),
     path("", include("apps.synthesis.apis")),
     path("", include("apps.runs.apis")),
+    path("", include("apps.datasets.apis")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
@@ -23,6 +24,7 @@ urlpatterns = [
     path("", include("apps.llm.urls")),
     path("", include("apps.synthesis.urls")),
     path("", include("apps.runs.urls")),
+    path("", include("apps.curation.urls")),
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,400 @@
+"""REST API for dataset consumers: datasets, versions (create → job, rebuild, verify), the
+rows a version contains, and exports streamed as JSONL (ETag, Content-Length when cached,
+the checksum in ``X-Dataset-Checksum``)."""
+
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.accounts.access import project_get_for_user_by_pk
+from apps.accounts.models import Role
+from apps.core.api import StandardPagination
+from apps.core.apis import JobOutput
+from apps.datasets.access import dataset_get_for_user, version_get_for_user
+from apps.datasets.downloads import ExportUnavailable, export_for, export_response
+from apps.datasets.models import MAX_VALIDATION_FRACTION, ExportFormat, RowSplit, VersionStatus
+from apps.datasets.selectors import dataset_list, version_list, version_rows
+from apps.datasets.services import (
+    VersionFilter,
+    dataset_create,
+    dataset_info,
+    dataset_version_create,
+    dataset_version_rebuild,
+    dataset_version_verify_start,
+)
+
+
+class DatasetOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    project = serializers.IntegerField(source="project_id")
+    name = serializers.CharField()
+    description = serializers.CharField()
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+    created_at = serializers.DateTimeField()
+    version_count = serializers.IntegerField(required=False)
+    latest_version = serializers.IntegerField(source="latest_number", allow_null=True, default=None)
+
+
+class DatasetInput(serializers.Serializer):
+    name = serializers.CharField(max_length=120)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class ExportOutput(serializers.Serializer):
+    format = serializers.ChoiceField(choices=ExportFormat.choices)
+    split = serializers.CharField()
+    status = serializers.CharField(help_text="ready (offered), invalid (failed its linter), empty.")
+    rows = serializers.IntegerField()
+    size = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    lint = serializers.JSONField(help_text="ok, rows, error_count, warning_count, errors, warnings")
+    url = serializers.CharField(allow_null=True, help_text="The export endpoint, when offered.")
+
+
+class VersionOutput(serializers.Serializer):
+    dataset = serializers.IntegerField(source="dataset_id")
+    number = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=VersionStatus.choices)
+    job = JobOutput()
+    rebuilt_from = serializers.IntegerField(
+        source="rebuilt_from.number", allow_null=True, default=None
+    )
+    filters = serializers.JSONField()
+    seed = serializers.IntegerField()
+    validation_fraction = serializers.FloatField()
+    demonstrations = serializers.IntegerField(help_text="Approved demonstrations matched.")
+    train_rows = serializers.IntegerField()
+    validation_rows = serializers.IntegerField()
+    excluded_eval = serializers.IntegerField(help_text="Eval-task demonstrations kept out.")
+    removed_duplicates = serializers.IntegerField()
+    checksum = serializers.CharField()
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+    created_at = serializers.DateTimeField()
+    built_at = serializers.DateTimeField(allow_null=True)
+    verified_at = serializers.DateTimeField(allow_null=True)
+    verify_ok = serializers.BooleanField(allow_null=True)
+    verify_message = serializers.CharField()
+
+
+class VersionDetailOutput(VersionOutput):
+    token_stats = serializers.JSONField(
+        help_text="Per split (all, train, validation): rows, total, mean, p50, p95, max of the "
+        "approximate tokens per row (characters of the row's JSON / 4)."
+    )
+    capability_mix = serializers.JSONField(help_text="{slug: {train, validation}}")
+    environments = serializers.JSONField(
+        help_text="[{key, id, name, split, rows, revisions, spec_hashes}]"
+    )
+    models_used = serializers.JSONField(help_text="[{model, policy, rows}]")
+    exports = ExportOutput(many=True)
+    dataset_info = serializers.JSONField(help_text="LLaMA-Factory dataset_info.json entries.")
+
+
+class VersionInput(serializers.Serializer):
+    capabilities = serializers.ListField(
+        child=serializers.SlugField(), required=False, default=list
+    )
+    environments = serializers.ListField(
+        child=serializers.IntegerField(), required=False, default=list
+    )
+    min_score = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
+    min_agreement = serializers.FloatField(
+        min_value=0, max_value=1, required=False, allow_null=True
+    )
+    seed = serializers.IntegerField(default=0)
+    validation_fraction = serializers.FloatField(
+        min_value=0, max_value=MAX_VALIDATION_FRACTION, default=0.1
+    )
+
+
+class RowOutput(serializers.Serializer):
+    split = serializers.CharField()
+    position = serializers.IntegerField()
+    demonstration = serializers.IntegerField(source="demonstration.id")
+    demonstration_version = serializers.IntegerField(source="demonstration_version.id")
+    demonstration_version_number = serializers.IntegerField(source="demonstration_version.number")
+    task_key = serializers.CharField(source="demonstration.task_key")
+    environment = serializers.CharField(source="demonstration.environment_name")
+    model = serializers.CharField(source="demonstration.model_name")
+    tokens = serializers.IntegerField()
+    content_sha256 = serializers.CharField()
+
+
+class VersionCreated(serializers.Serializer):
+    version = VersionOutput()
+    job = JobOutput()
+
+
+def _export_url(request, version, export) -> str | None:
+    if not export.offered:
+        return None
+    url = f"/api/v1/datasets/{version.dataset_id}/versions/{version.number}/export"
+    query = f"?format={export.format}" + (f"&split={export.split}" if export.split else "")
+    return request.build_absolute_uri(url + query)
+
+
+def _version_detail(request, version) -> dict:
+    exports = []
+    for export in version.exports.order_by("format", "split"):
+        exports.append(
+            {
+                "format": export.format,
+                "split": export.split,
+                "status": export.status,
+                "rows": export.rows,
+                "size": export.size,
+                "sha256": export.sha256,
+                "lint": export.lint,
+                "url": _export_url(request, version, export),
+            }
+        )
+    data = VersionOutput(version).data
+    data.update(
+        {
+            "token_stats": version.token_stats,
+            "capability_mix": version.capability_mix,
+            "environments": version.environments,
+            "models_used": version.models_used,
+            "exports": exports,
+            "dataset_info": dataset_info(version),
+        }
+    )
+    return data
+
+
+class DatasetListApi(APIView):
+    @extend_schema(responses=DatasetOutput(many=True), operation_id="datasets_list")
+    def get(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk)
+        paginator = StandardPagination()
+        page = paginator.paginate_queryset(dataset_list(project=project), request, view=self)
+        return paginator.get_paginated_response(DatasetOutput(page, many=True).data)
+
+    @extend_schema(
+        request=DatasetInput, responses={201: DatasetOutput}, operation_id="datasets_create"
+    )
+    def post(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk, min_role=Role.AUTHOR)
+        data = DatasetInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        dataset = dataset_create(project=project, user=request.user, **data.validated_data)
+        return Response(DatasetOutput(dataset).data, status=status.HTTP_201_CREATED)
+
+
+class DatasetDetailApi(APIView):
+    @extend_schema(responses=DatasetOutput, operation_id="datasets_retrieve")
+    def get(self, request, pk):
+        return Response(DatasetOutput(dataset_get_for_user(request.user, pk)).data)
+
+
+class VersionListApi(APIView):
+    @extend_schema(responses=VersionOutput(many=True), operation_id="dataset_versions_list")
+    def get(self, request, pk):
+        dataset = dataset_get_for_user(request.user, pk)
+        paginator = StandardPagination()
+        page = paginator.paginate_queryset(version_list(dataset=dataset), request, view=self)
+        return paginator.get_paginated_response(VersionOutput(page, many=True).data)
+
+    @extend_schema(
+        request=VersionInput,
+        responses={201: VersionCreated},
+        operation_id="dataset_versions_create",
+        description="Build a new version from approved demonstrations in a job: filter by "
+        "capabilities, environments, min score and min reviewer agreement; split by "
+        "environment with the seed. Eval-task demonstrations never enter. Follow `job`.",
+    )
+    def post(self, request, pk):
+        dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+        data = VersionInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        version = dataset_version_create(
+            dataset=dataset,
+            user=request.user,
+            filters=VersionFilter(
+                capabilities=tuple(v["capabilities"]),
+                environments=tuple(v["environments"]),
+                min_score=v.get("min_score"),
+                min_agreement=v.get("min_agreement"),
+            ),
+            seed=v["seed"],
+            validation_fraction=v["validation_fraction"],
+        )
+        return Response(
+            {"version": VersionOutput(version).data, "job": JobOutput(version.job).data},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class VersionDetailApi(APIView):
+    @extend_schema(responses=VersionDetailOutput, operation_id="dataset_versions_retrieve")
+    def get(self, request, pk, number):
+        version = version_get_for_user(request.user, pk, number)
+        return Response(_version_detail(request, version))
+
+
+class VersionRebuildApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={201: VersionCreated},
+        operation_id="dataset_versions_rebuild",
+        description="A new version from the same filter, seed and fraction; over the same "
+        "approved demonstrations it has the same checksum.",
+    )
+    def post(self, request, pk, number):
+        source = version_get_for_user(request.user, pk, number, min_role=Role.AUTHOR)
+        version = dataset_version_rebuild(version=source, user=request.user)
+        return Response(
+            {"version": VersionOutput(version).data, "job": JobOutput(version.job).data},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class VersionVerifyApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={202: JobOutput},
+        operation_id="dataset_versions_verify",
+        description="Recompute the checksum from the stored rows in a job; the outcome lands "
+        "in the version's verified_at / verify_ok / verify_message.",
+    )
+    def post(self, request, pk, number):
+        version = version_get_for_user(request.user, pk, number, min_role=Role.AUTHOR)
+        job = dataset_version_verify_start(version=version, user=request.user)
+        return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class VersionRowsApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("split", str, enum=RowSplit.values, required=False)],
+        responses=RowOutput(many=True),
+        operation_id="dataset_versions_rows",
+        description="The demonstration (and demonstration version) ids a version contains, "
+        "per split, in export order.",
+    )
+    def get(self, request, pk, number):
+        version = version_get_for_user(request.user, pk, number)
+        split = request.query_params.get("split", "")
+        rows = version_rows(version=version, split=split if split in RowSplit.values else None)
+        paginator = StandardPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(RowOutput(page, many=True).data)
+
+
+class _JsonErrorsOnly(DefaultContentNegotiation):
+    """``?format=`` names the export format here, not a DRF renderer."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+EXPORT_FORMATS = [*ExportFormat.values, "dataset_info"]
+
+
+class VersionExportApi(APIView):
+    content_negotiation_class = _JsonErrorsOnly
+
+    @extend_schema(
+        operation_id="dataset_versions_export",
+        parameters=[
+            OpenApiParameter("format", str, enum=EXPORT_FORMATS, required=True),
+            OpenApiParameter(
+                "split",
+                str,
+                enum=RowSplit.values,
+                required=False,
+                description="Required for openai, trl and sharegpt.",
+            ),
+            OpenApiParameter(
+                "If-None-Match",
+                str,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="The ETag of a copy you have: 304 when unchanged.",
+            ),
+        ],
+        responses={
+            (200, "application/jsonl"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="JSONL, one example per line (streamed; Content-Length when "
+                "cached). Headers: ETag (the file's sha256), X-Dataset-Checksum, "
+                "X-Dataset-Rows.",
+            ),
+            (200, "text/markdown"): OpenApiResponse(OpenApiTypes.STR, description="format=card"),
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.OBJECT, description="format=dataset_info"
+            ),
+            304: OpenApiResponse(description="If-None-Match matched the ETag."),
+            404: OpenApiResponse(description="No such version, or the split has no rows."),
+            409: OpenApiResponse(
+                description="Still building, failed, or the export failed its linter "
+                "(details.lint)."
+            ),
+        },
+    )
+    def get(self, request, pk, number):
+        version = version_get_for_user(request.user, pk, number)
+        fmt = request.query_params.get("format", "")
+        split = request.query_params.get("split", "")
+        if fmt not in EXPORT_FORMATS:
+            return _error(f"format is one of {', '.join(EXPORT_FORMATS)}.", 400)
+        if fmt == "dataset_info":
+            return Response(dataset_info(version))
+        if fmt != ExportFormat.CARD and split not in RowSplit.values:
+            return _error(f"split is one of {', '.join(RowSplit.values)}.", 400)
+        try:
+            export = export_for(version, fmt, split)
+        except ExportUnavailable as exc:
+            return _error(exc.message, exc.status, exc.extra)
+        return export_response(request, version, export)
+
+
+class VersionExportSlashApi(VersionExportApi):
+    @extend_schema(exclude=True)
+    def get(self, request, pk, number):
+        return super().get(request, pk, number)
+
+
+def _error(message: str, code: int, details: dict | None = None) -> Response:
+    return Response({"message": message, "details": details or {}}, status=code)
+
+
+urlpatterns = [
+    path("projects/<int:pk>/datasets/", DatasetListApi.as_view(), name="dataset_list"),
+    path("datasets/<int:pk>/", DatasetDetailApi.as_view(), name="dataset_detail"),
+    path("datasets/<int:pk>/versions/", VersionListApi.as_view(), name="dataset_version_list"),
+    path(
+        "datasets/<int:pk>/versions/<int:number>/",
+        VersionDetailApi.as_view(),
+        name="dataset_version_detail",
+    ),
+    path(
+        "datasets/<int:pk>/versions/<int:number>/rows/",
+        VersionRowsApi.as_view(),
+        name="dataset_version_rows",
+    ),
+    path(
+        "datasets/<int:pk>/versions/<int:number>/rebuild/",
+        VersionRebuildApi.as_view(),
+        name="dataset_version_rebuild",
+    ),
+    path(
+        "datasets/<int:pk>/versions/<int:number>/verify/",
+        VersionVerifyApi.as_view(),
+        name="dataset_version_verify",
+    ),
+    path(
+        "datasets/<int:pk>/versions/<int:number>/export",
+        VersionExportApi.as_view(),
+        name="dataset_version_export",
+    ),
+    path(
+        "datasets/<int:pk>/versions/<int:number>/export/",
+        VersionExportSlashApi.as_view(),
+        name="dataset_version_export_slash",
+    ),
+]

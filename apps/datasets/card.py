@@ -1,0 +1,188 @@
+"""The dataset card: a Markdown document rendered from plain data (no Django).
+
+Every value that came from a person or a model (dataset name, description, environment and
+model names, capability slugs) is escaped so it stays text in any Markdown renderer; the
+page shows the card as escaped plain text as well.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+
+
+def md(value: Any) -> str:
+    """Escape for a Markdown table cell or line: specials backslashed, newlines folded."""
+    text = "" if value is None else str(value)
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return " ".join(text.split())
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(str(cell) for cell in row) + " |")
+    return lines
+
+
+def _or_none(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def _fmt_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+def render_card(info: dict[str, Any]) -> str:
+    """``info`` keys: dataset (name, id, description), version (number, created_at,
+    created_by, seed, validation_fraction, filters, checksum, rebuilt_from), counts,
+    token_stats, capability_mix, environments, models, exports, dataset_info, api."""
+    dataset, version, counts = info["dataset"], info["version"], info["counts"]
+    lines = [
+        f"# {md(dataset['name'])} — version {version['number']}",
+        "",
+    ]
+    if dataset.get("description"):
+        lines += [md(dataset["description"]), ""]
+    lines += [
+        f"Built by CoworkEnv from approved demonstrations on {md(version['created_at'])}"
+        + (f" by {md(version['created_by'])}" if version.get("created_by") else "")
+        + ".",
+        "",
+        "## Contents",
+        "",
+        *_table(
+            ["", "rows"],
+            [
+                ["approved demonstrations matched by the filter", counts["demonstrations"]],
+                ["eval-task demonstrations kept out (never exported)", counts["excluded_eval"]],
+                ["exact duplicates removed", counts["removed_duplicates"]],
+                ["**train**", counts["train_rows"]],
+                ["**validation**", counts["validation_rows"]],
+            ],
+        ),
+        "",
+        "Token counts are estimates (characters of the row's JSON divided by 4, rounded up), "
+        "not a tokenizer's.",
+        "",
+        *_table(
+            ["split", "rows", "mean", "p50", "p95", "max", "total"],
+            [
+                [split, s["rows"], s["mean"], s["p50"], s["p95"], s["max"], s["total"]]
+                for split, s in info["token_stats"].items()
+            ],
+        ),
+        "",
+        "## Capability mix",
+        "",
+    ]
+    mix = info["capability_mix"]
+    if mix:
+        lines += _table(
+            ["capability", "train", "validation"],
+            [
+                [f"`{md(slug)}`" if slug else "(none)", c.get("train", 0), c.get("validation", 0)]
+                for slug, c in mix.items()
+            ],
+        )
+    else:
+        lines.append("No capability tags on these demonstrations.")
+    lines += ["", "## Lineage", ""]
+    filters = version["filters"]
+    lines += [
+        f"- Dataset: {md(dataset['name'])} (id {dataset['id']}), version {version['number']}"
+        + (
+            f", rebuilt from version {version['rebuilt_from']}"
+            if version.get("rebuilt_from")
+            else ""
+        ),
+        f"- Checksum (sha256 over the rows): `{version['checksum']}`",
+        f"- Seed: {version['seed']}; validation fraction: {version['validation_fraction']}",
+        "- Filter: approved demonstrations only; task split train only"
+        + f"; capabilities: {', '.join(md(c) for c in filters.get('capabilities') or []) or 'any'}"
+        + f"; environments: {', '.join(str(e) for e in filters.get('environments') or []) or 'any'}"
+        + f"; min score: {_or_none(filters.get('min_score'))}"
+        + f"; min reviewer agreement: {_or_none(filters.get('min_agreement'))}",
+        "- The split is by environment: no environment has rows on both sides.",
+        "",
+        *_table(
+            ["environment", "id", "split", "rows", "revisions", "spec hashes"],
+            [
+                [
+                    md(env["name"]),
+                    env.get("id") if env.get("id") is not None else "(deleted)",
+                    env["split"],
+                    env["rows"],
+                    ", ".join(str(r) for r in env.get("revisions") or []) or "—",
+                    ", ".join(f"`{h[:12]}`" for h in env.get("spec_hashes") or []) or "—",
+                ]
+                for env in info["environments"]
+            ],
+        ),
+        "",
+        *_table(
+            ["model", "policy", "rows"],
+            [[md(m["model"]) or "—", md(m["policy"]) or "—", m["rows"]] for m in info["models"]],
+        ),
+        "",
+        "## Files and formats",
+        "",
+    ]
+    exports = info.get("exports") or []
+    if exports:
+        lines += _table(
+            ["format", "split", "rows", "size", "sha256", "linter"],
+            [
+                [
+                    e["format"],
+                    e["split"],
+                    e["rows"],
+                    _fmt_size(e["size"]),
+                    f"`{e['sha256'][:16]}…`" if e.get("sha256") else "—",
+                    e["status"],
+                ]
+                for e in exports
+            ],
+        )
+        lines.append("")
+    lines += [
+        "- `openai`: OpenAI chat fine-tuning JSONL. `arguments` are JSON strings, every "
+        "assistant message has `weight` (0 = a turn a reviewer excluded from training), "
+        "`tools` and, when no step makes parallel calls, `parallel_tool_calls: false`.",
+        "- `trl`: TRL SFTTrainer rows `{messages, tools}`: `arguments` are objects, tool "
+        "messages carry `name`, `tools` is a JSON string (TRL decodes it). TRL has no "
+        "per-turn loss weight in this format: assistant messages keep `weight` for a custom "
+        "collator; SFTTrainer alone trains every assistant turn.",
+        "- `sharegpt`: LLaMA-Factory ShareGPT rows `{conversations, system, tools}` that obey "
+        'its alternation rule; excluded model turns carry `"loss": false`; text an '
+        "assistant wrote beside a tool call is not kept in this format.",
+        "",
+    ]
+    if info.get("dataset_info"):
+        lines += [
+            "LLaMA-Factory `dataset_info.json` entries (save the files under these names):",
+            "",
+            "```json",
+            json.dumps(info["dataset_info"], indent=2, ensure_ascii=False),
+            "```",
+            "",
+        ]
+    if info.get("api"):
+        lines += [
+            "Download over the REST API (a token from Account → API tokens):",
+            "",
+            "```sh",
+            'curl -H "Authorization: Bearer $COWORKENV_TOKEN" \\',
+            f'  "$COWORKENV_URL{info["api"]}?format=openai&split=train" -o train.jsonl',
+            "```",
+            "",
+        ]
+    return "\n".join(lines)

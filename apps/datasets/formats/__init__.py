@@ -1,0 +1,58 @@
+"""Training-data formats: pure functions from a transcript to an export row, and linters.
+
+Nothing here imports Django. A transcript is a list of OpenAI chat messages (system, user,
+assistant with ``tool_calls`` and/or ``content`` and an optional ``"weight": 0|1``, tool
+messages with ``tool_call_id``); tools are OpenAI function tools. ``normalize_messages``
+turns whatever a demonstration stored into that shape once; each format's ``*_row``
+function renders one export line from the normalized messages, and its linter checks
+every line it is given (streaming: it keeps counts, not rows).
+
+Formats (see ``FORMATS``):
+
+- ``openai``: OpenAI chat fine-tuning JSONL (``messages``, ``tools``, ``parallel_tool_calls``,
+  per-assistant ``weight``);
+- ``trl``: TRL SFTTrainer rows (``messages`` with ``arguments`` as objects, tool messages
+  with ``name``; ``tools`` as a JSON string);
+- ``sharegpt``: LLaMA-Factory ShareGPT rows (``conversations`` that alternate,
+  ``system``, ``tools`` as a JSON string; ``"loss": false`` on excluded turns).
+"""
+
+from apps.datasets.formats.lint import Linter, LintReport
+from apps.datasets.formats.openai import OpenAILinter, openai_row
+from apps.datasets.formats.sharegpt import ShareGptLinter, dataset_info_entry, sharegpt_row
+from apps.datasets.formats.transcript import (
+    approx_tokens,
+    canonical_json,
+    content_sha256,
+    fingerprint,
+    normalize_messages,
+    normalize_tools,
+    transcript_sha256,
+)
+from apps.datasets.formats.trl import TrlLinter, trl_row
+
+FORMATS = {
+    "openai": {"row": openai_row, "linter": OpenAILinter, "label": "OpenAI chat fine-tuning"},
+    "trl": {"row": trl_row, "linter": TrlLinter, "label": "TRL SFTTrainer (messages + tools)"},
+    "sharegpt": {"row": sharegpt_row, "linter": ShareGptLinter, "label": "LLaMA-Factory ShareGPT"},
+}
+
+__all__ = [
+    "FORMATS",
+    "LintReport",
+    "Linter",
+    "OpenAILinter",
+    "ShareGptLinter",
+    "TrlLinter",
+    "approx_tokens",
+    "canonical_json",
+    "content_sha256",
+    "dataset_info_entry",
+    "fingerprint",
+    "normalize_messages",
+    "normalize_tools",
+    "openai_row",
+    "sharegpt_row",
+    "transcript_sha256",
+    "trl_row",
+]

@@ -1,0 +1,195 @@
+"""Datasets, their immutable versions, the rows a version contains, and its cached exports.
+
+A ``DatasetVersion`` is built once by a job from a filter and a seed and never changes
+afterwards: its rows (``DatasetRow``: which demonstration, which of its versions, which
+split, in which position) and its checksum are fixed, so it can be verified and rebuilt.
+Eval-task demonstrations never enter a version (they are only counted); exports are files
+under MEDIA_ROOT, one per (version, format, split), linted before they are offered.
+"""
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+MAX_VALIDATION_FRACTION = 0.5
+
+
+class Dataset(models.Model):
+    project = models.ForeignKey(
+        "accounts.Project", on_delete=models.CASCADE, related_name="datasets"
+    )
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="dataset_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class VersionStatus(models.TextChoices):
+    BUILDING = "building", "Building"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class DatasetVersion(models.Model):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    job = models.OneToOneField("core.Job", on_delete=models.PROTECT, related_name="dataset_version")
+    status = models.CharField(
+        max_length=16, choices=VersionStatus.choices, default=VersionStatus.BUILDING, db_index=True
+    )
+    rebuilt_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rebuilds"
+    )
+    # The filter, as given: {"capabilities": [slugs], "environments": [ids], "min_score":
+    # float|null, "min_agreement": float|null, "splits": ["train"]} (approved only, always).
+    filters = models.JSONField(default=dict)
+    seed = models.IntegerField(default=0)
+    validation_fraction = models.FloatField(
+        default=0.1, validators=[MinValueValidator(0.0), MaxValueValidator(MAX_VALIDATION_FRACTION)]
+    )
+
+    demonstrations = models.PositiveIntegerField(
+        default=0, help_text="Approved demonstrations the filter matched."
+    )
+    train_rows = models.PositiveIntegerField(default=0)
+    validation_rows = models.PositiveIntegerField(default=0)
+    excluded_eval = models.PositiveIntegerField(
+        default=0, help_text="Matched demonstrations of eval tasks, kept out of the version."
+    )
+    removed_duplicates = models.PositiveIntegerField(default=0)
+    token_stats = models.JSONField(default=dict, blank=True)
+    capability_mix = models.JSONField(default=dict, blank=True)
+    environments = models.JSONField(
+        default=list, blank=True, help_text="Lineage: each environment's split, rows, revisions."
+    )
+    models_used = models.JSONField(default=list, blank=True)
+    checksum = models.CharField(max_length=64, blank=True)
+
+    verify_job = models.ForeignKey(
+        "core.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    verified_at = models.DateTimeField(null=True, blank=True)
+    verify_ok = models.BooleanField(null=True, blank=True)
+    verify_message = models.TextField(blank=True)
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    built_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["dataset_id", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "number"], name="dataset_version_unique"),
+            models.CheckConstraint(
+                condition=Q(validation_fraction__gte=0)
+                & Q(validation_fraction__lte=MAX_VALIDATION_FRACTION),
+                name="dataset_version_fraction_range",
+            ),
+            models.CheckConstraint(condition=Q(number__gte=1), name="dataset_version_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dataset} v{self.number}"
+
+    @property
+    def rows_total(self) -> int:
+        return self.train_rows + self.validation_rows
+
+
+class RowSplit(models.TextChoices):
+    TRAIN = "train", "Train"
+    VALIDATION = "validation", "Validation"
+
+
+class DatasetRow(models.Model):
+    """One demonstration version in one split of a dataset version, at a fixed position.
+
+    RESTRICT: a demonstration (or its version) that a dataset version contains cannot be
+    deleted on its own — the version must stay verifiable — but deleting the whole project
+    still removes both."""
+
+    version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, related_name="rows")
+    split = models.CharField(max_length=16, choices=RowSplit.choices)
+    position = models.PositiveIntegerField()
+    demonstration = models.ForeignKey(
+        "curation.Demonstration", on_delete=models.RESTRICT, related_name="dataset_rows"
+    )
+    demonstration_version = models.ForeignKey(
+        "curation.DemonstrationVersion", on_delete=models.RESTRICT, related_name="dataset_rows"
+    )
+    environment_key = models.CharField(max_length=220)
+    tokens = models.PositiveIntegerField(default=0, help_text="Approximate: characters / 4.")
+    content_sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["version_id", "split", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version", "split", "position"], name="dataset_row_unique_position"
+            ),
+            models.UniqueConstraint(
+                fields=["version", "demonstration"], name="dataset_row_unique_demonstration"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version} {self.split} #{self.position}"
+
+
+class ExportFormat(models.TextChoices):
+    OPENAI = "openai", "OpenAI chat fine-tuning JSONL"
+    TRL = "trl", "TRL messages + tools JSONL"
+    SHAREGPT = "sharegpt", "LLaMA-Factory ShareGPT JSONL"
+    CARD = "card", "Dataset card (Markdown)"
+
+
+class ExportStatus(models.TextChoices):
+    READY = "ready", "Ready"
+    INVALID = "invalid", "Failed its linter"
+    EMPTY = "empty", "No rows"
+
+
+class DatasetExport(models.Model):
+    """A cached export file (path relative to MEDIA_ROOT), its size, sha256 and lint
+    report. ``split`` is empty for the card, which covers the whole version."""
+
+    version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, related_name="exports")
+    format = models.CharField(max_length=16, choices=ExportFormat.choices)
+    split = models.CharField(max_length=16, blank=True)
+    status = models.CharField(max_length=16, choices=ExportStatus.choices)
+    path = models.CharField(max_length=500)
+    rows = models.PositiveIntegerField(default=0)
+    size = models.PositiveBigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64)
+    lint = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["version_id", "format", "split"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version", "format", "split"], name="dataset_export_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version} {self.format} {self.split or 'card'}"
+
+    @property
+    def offered(self) -> bool:
+        return self.status == ExportStatus.READY

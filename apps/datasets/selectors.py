@@ -1,0 +1,65 @@
+"""Reads for datasets: lists with their latest figures, a version's rows and exports."""
+
+from __future__ import annotations
+
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+
+from apps.datasets.models import Dataset, DatasetExport, DatasetRow, DatasetVersion, ExportFormat
+
+
+def dataset_list(*, project) -> QuerySet[Dataset]:
+    """The project's datasets with their version count and latest version number."""
+    latest = DatasetVersion.objects.filter(dataset=OuterRef("pk")).order_by("-number")
+    return (
+        Dataset.objects.filter(project=project)
+        .select_related("created_by")
+        .annotate(
+            version_count=Count("versions", distinct=True),
+            latest_number=Subquery(latest.values("number")[:1]),
+            latest_status=Subquery(latest.values("status")[:1]),
+            latest_rows=Subquery(latest.values("train_rows")[:1]),
+        )
+        .order_by("name", "id")
+    )
+
+
+def version_list(*, dataset) -> QuerySet[DatasetVersion]:
+    return (
+        DatasetVersion.objects.filter(dataset=dataset)
+        .select_related("job", "created_by", "rebuilt_from", "dataset")
+        .order_by("-number")
+    )
+
+
+def version_rows(*, version, split: str | None = None) -> QuerySet[DatasetRow]:
+    rows = DatasetRow.objects.filter(version=version).select_related(
+        "demonstration", "demonstration_version"
+    )
+    if split:
+        rows = rows.filter(split=split)
+    return rows.order_by("split", "position").only(
+        "id",
+        "split",
+        "position",
+        "environment_key",
+        "tokens",
+        "content_sha256",
+        "demonstration__id",
+        "demonstration__task_key",
+        "demonstration__environment_name",
+        "demonstration__model_name",
+        "demonstration_version__id",
+        "demonstration_version__number",
+    )
+
+
+def version_exports(*, version) -> dict[str, dict[str, DatasetExport]]:
+    """``{format: {split: export}}`` for the JSONL formats (the card separately)."""
+    table: dict[str, dict[str, DatasetExport]] = {}
+    for export in DatasetExport.objects.filter(version=version).exclude(format=ExportFormat.CARD):
+        table.setdefault(export.format, {})[export.split] = export
+    return table
+
+
+def version_card(*, version) -> DatasetExport | None:
+    return DatasetExport.objects.filter(version=version, format=ExportFormat.CARD).first()

@@ -1,0 +1,51 @@
+"""Writes for datasets. Import from here: ``from apps.datasets.services import …``."""
+
+from apps.datasets.services.build import (
+    dataset_version_build,
+    dataset_version_build_job,
+    dataset_version_verify,
+    dataset_version_verify_job,
+)
+from apps.datasets.services.datasets import (
+    BUILD_JOB_KIND,
+    VERIFY_JOB_KIND,
+    VersionFilter,
+    dataset_create,
+    dataset_update,
+    dataset_version_create,
+    dataset_version_rebuild,
+    dataset_version_verify_start,
+)
+from apps.datasets.services.exports import (
+    card_markdown,
+    card_write,
+    dataset_info,
+    download_filename,
+    export_absolute_path,
+    export_lines,
+    export_regenerate_stream,
+    exports_write,
+)
+
+__all__ = [
+    "BUILD_JOB_KIND",
+    "VERIFY_JOB_KIND",
+    "VersionFilter",
+    "card_markdown",
+    "card_write",
+    "dataset_create",
+    "dataset_info",
+    "dataset_update",
+    "dataset_version_build",
+    "dataset_version_build_job",
+    "dataset_version_create",
+    "dataset_version_rebuild",
+    "dataset_version_verify",
+    "dataset_version_verify_job",
+    "dataset_version_verify_start",
+    "download_filename",
+    "export_absolute_path",
+    "export_lines",
+    "export_regenerate_stream",
+    "exports_write",
+]

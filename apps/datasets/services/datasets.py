@@ -1,0 +1,203 @@
+"""Datasets and the creation of their versions (the build itself runs in a job: build.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from apps.capabilities.models import Capability
+from apps.core.exceptions import ApplicationError
+from apps.core.services import job_create
+from apps.datasets.models import (
+    MAX_VALIDATION_FRACTION,
+    Dataset,
+    DatasetVersion,
+    VersionStatus,
+)
+from apps.environments.models import Environment
+
+BUILD_JOB_KIND = "dataset_build"
+VERIFY_JOB_KIND = "dataset_verify"
+
+
+@dataclass(frozen=True)
+class VersionFilter:
+    """Which approved demonstrations a version draws from. Eval-task demonstrations never
+    enter (``splits`` is always ``["train"]``; matching eval ones are only counted)."""
+
+    capabilities: tuple[str, ...] = ()
+    environments: tuple[int, ...] = ()
+    min_score: float | None = None
+    min_agreement: float | None = None
+    splits: tuple[str, ...] = field(default=("train",))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "approved_only": True,
+            "capabilities": sorted(self.capabilities),
+            "environments": sorted(self.environments),
+            "min_score": self.min_score,
+            "min_agreement": self.min_agreement,
+            "splits": list(self.splits),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VersionFilter:
+        return cls(
+            capabilities=tuple(data.get("capabilities") or ()),
+            environments=tuple(int(pk) for pk in data.get("environments") or ()),
+            min_score=data.get("min_score"),
+            min_agreement=data.get("min_agreement"),
+        )
+
+
+def dataset_create(*, project, name: str, description: str = "", user=None) -> Dataset:
+    name = name.strip()
+    if not name:
+        raise ApplicationError("Give the dataset a name.", {"fields": {"name": ["Required."]}})
+    if Dataset.objects.filter(project=project, name=name).exists():
+        raise ApplicationError(
+            f"This project already has a dataset named “{name}”.",
+            {"fields": {"name": ["Already taken in this project."]}},
+        )
+    dataset = Dataset(project=project, name=name, description=description.strip(), created_by=user)
+    dataset.full_clean()
+    try:
+        with transaction.atomic():
+            dataset.save()
+    except IntegrityError:
+        raise ApplicationError(
+            f"This project already has a dataset named “{name}”.",
+            {"fields": {"name": ["Already taken in this project."]}},
+        ) from None
+    return dataset
+
+
+def dataset_update(*, dataset: Dataset, name: str, description: str) -> Dataset:
+    name = name.strip()
+    if not name:
+        raise ApplicationError("Give the dataset a name.", {"fields": {"name": ["Required."]}})
+    if Dataset.objects.filter(project=dataset.project, name=name).exclude(pk=dataset.pk).exists():
+        raise ApplicationError(
+            f"This project already has a dataset named “{name}”.",
+            {"fields": {"name": ["Already taken in this project."]}},
+        )
+    dataset.name = name
+    dataset.description = description.strip()
+    dataset.full_clean()
+    dataset.save(update_fields=["name", "description", "updated_at"])
+    return dataset
+
+
+def _check_filter(project, filters: VersionFilter) -> None:
+    problems: dict[str, list[str]] = {}
+    if filters.capabilities:
+        known = set(
+            Capability.objects.filter(project=project, slug__in=filters.capabilities).values_list(
+                "slug", flat=True
+            )
+        )
+        unknown = sorted(set(filters.capabilities) - known)
+        if unknown:
+            problems["capabilities"] = [f"Not in this project: {', '.join(unknown)}."]
+    if filters.environments:
+        known_ids = set(
+            Environment.objects.filter(project=project, pk__in=filters.environments).values_list(
+                "pk", flat=True
+            )
+        )
+        unknown_ids = sorted(set(filters.environments) - known_ids)
+        if unknown_ids:
+            problems["environments"] = [
+                f"Not in this project: {', '.join(str(pk) for pk in unknown_ids)}."
+            ]
+    for name in ("min_score", "min_agreement"):
+        value = getattr(filters, name)
+        if value is not None and not 0 <= value <= 1:
+            problems[name] = ["Between 0 and 1."]
+    if tuple(filters.splits) != ("train",):
+        problems["splits"] = ["Only train-task demonstrations enter a dataset version."]
+    if problems:
+        first = next(iter(problems.values()))[0]
+        raise ApplicationError(f"The filter is not valid: {first}", {"fields": problems})
+
+
+@transaction.atomic
+def dataset_version_create(
+    *,
+    dataset: Dataset,
+    user,
+    filters: VersionFilter,
+    seed: int = 0,
+    validation_fraction: float = 0.1,
+    rebuilt_from: DatasetVersion | None = None,
+) -> DatasetVersion:
+    """Number the next version, create its build job and enqueue it once this commits."""
+    from apps.datasets.tasks import build_dataset_version_task
+
+    _check_filter(dataset.project, filters)
+    if not 0 <= validation_fraction <= MAX_VALIDATION_FRACTION:
+        raise ApplicationError(
+            f"The validation fraction is between 0 and {MAX_VALIDATION_FRACTION}.",
+            {"fields": {"validation_fraction": [f"Between 0 and {MAX_VALIDATION_FRACTION}."]}},
+        )
+    # Lock the dataset row so two versions created at once get different numbers.
+    Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
+    number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
+    job = job_create(
+        project=dataset.project,
+        kind=BUILD_JOB_KIND,
+        title=f"Build {dataset.name} v{number}",
+        started_by=user,
+        params={"dataset": dataset.pk, "number": number},
+        enqueue=build_dataset_version_task.delay,
+    )
+    version = DatasetVersion(
+        dataset=dataset,
+        number=number,
+        job=job,
+        filters=filters.to_dict(),
+        seed=seed,
+        validation_fraction=validation_fraction,
+        rebuilt_from=rebuilt_from,
+        created_by=user,
+    )
+    version.full_clean()
+    version.save()
+    return version
+
+
+def dataset_version_rebuild(*, version: DatasetVersion, user) -> DatasetVersion:
+    """A new version from the same filter, seed and fraction. Over the same approved
+    demonstrations it has the same rows and checksum; the page compares the two."""
+    return dataset_version_create(
+        dataset=version.dataset,
+        user=user,
+        filters=VersionFilter.from_dict(version.filters),
+        seed=version.seed,
+        validation_fraction=version.validation_fraction,
+        rebuilt_from=version,
+    )
+
+
+def dataset_version_verify_start(*, version: DatasetVersion, user):
+    """Start a job that recomputes the checksum from the stored rows (build.py)."""
+    from apps.datasets.tasks import verify_dataset_version_task
+
+    if version.status != VersionStatus.READY:
+        raise ApplicationError("Only a ready version can be verified.")
+    job = job_create(
+        project=version.dataset.project,
+        kind=VERIFY_JOB_KIND,
+        title=f"Verify {version.dataset.name} v{version.number}",
+        started_by=user,
+        params={"version": version.pk},
+        total=version.rows_total,
+        enqueue=verify_dataset_version_task.delay,
+    )
+    DatasetVersion.objects.filter(pk=version.pk).update(verify_job=job)
+    version.verify_job = job
+    return job

@@ -1,0 +1,293 @@
+"""Export files of a dataset version: written by streaming, linted, cached under MEDIA_ROOT.
+
+Each (version, format, split) is one JSONL file at
+``MEDIA_ROOT/datasets/<project>/<dataset>/v<number>/<format>-<split>.jsonl``. Writing reads
+the version's rows from the database in chunks (``.iterator(chunk_size=…)``), renders and
+lints each line as it goes, writes it to a temporary file in the same folder and renames
+it into place once complete (``os.replace`` is atomic): memory stays constant whatever the
+size, and a reader never sees half a file. One pass over a split writes every format.
+The card (``card.md``) is written last, from the version's figures and the exports' hashes.
+
+A file that failed its linter is removed and its export row keeps the errors (the page and
+the API show them and offer no download); a split without rows is ``empty``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from django.conf import settings
+from django.urls import reverse
+from django.utils.text import slugify
+
+from apps.datasets.card import render_card
+from apps.datasets.formats import FORMATS, dataset_info_entry, normalize_messages, normalize_tools
+from apps.datasets.models import (
+    DatasetExport,
+    DatasetRow,
+    DatasetVersion,
+    ExportFormat,
+    ExportStatus,
+    RowSplit,
+)
+
+logger = logging.getLogger(__name__)
+
+JSONL_FORMATS = (ExportFormat.OPENAI, ExportFormat.TRL, ExportFormat.SHAREGPT)
+CHUNK_SIZE = 500
+
+
+def export_directory(version: DatasetVersion) -> Path:
+    dataset = version.dataset
+    return (
+        Path(settings.MEDIA_ROOT)
+        / "datasets"
+        / str(dataset.project_id)
+        / str(dataset.pk)
+        / f"v{version.number}"
+    )
+
+
+def export_relative_path(version: DatasetVersion, fmt: str, split: str) -> str:
+    name = "card.md" if fmt == ExportFormat.CARD else f"{fmt}-{split}.jsonl"
+    return str((export_directory(version) / name).relative_to(settings.MEDIA_ROOT))
+
+
+def export_absolute_path(export: DatasetExport) -> Path:
+    return Path(settings.MEDIA_ROOT) / export.path
+
+
+def download_filename(version: DatasetVersion, fmt: str, split: str = "") -> str:
+    """What a browser saves: ``<dataset>-v<n>-<format>-<split>.jsonl`` or ``…-card.md``."""
+    stem = f"{slugify(version.dataset.name) or 'dataset'}-v{version.number}"
+    return f"{stem}-card.md" if fmt == ExportFormat.CARD else f"{stem}-{fmt}-{split}.jsonl"
+
+
+def row_source(version: DatasetVersion, split: str) -> Iterator[tuple[int, object, object]]:
+    """``(demonstration id, transcript, tools)`` of a split in position order, read in
+    chunks (server-side cursor on PostgreSQL)."""
+    return (
+        DatasetRow.objects.filter(version=version, split=split)
+        .order_by("position")
+        .values_list(
+            "demonstration_id", "demonstration_version__transcript", "demonstration_version__tools"
+        )
+        .iterator(chunk_size=CHUNK_SIZE)
+    )
+
+
+def render_line(fmt: str, transcript, tools) -> str:
+    row = FORMATS[fmt]["row"](normalize_messages(transcript), normalize_tools(tools))
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def export_lines(version: DatasetVersion, fmt: str, split: str) -> Iterator[tuple[str, int]]:
+    """Each exported line (with its newline) and the demonstration it came from."""
+    for demonstration_id, transcript, tools in row_source(version, split):
+        yield render_line(fmt, transcript, tools), demonstration_id
+
+
+class _Sink:
+    """One format's output while a split is written: temp file, hash, size, linter."""
+
+    def __init__(self, directory: Path, fmt: str, split: str):
+        self.format = fmt
+        handle, self.temp_path = tempfile.mkstemp(dir=directory, prefix=f".{fmt}-{split}-")
+        self.file = os.fdopen(handle, "wb")
+        self.hash = hashlib.sha256()
+        self.size = 0
+        self.linter = FORMATS[fmt]["linter"](split)
+
+    def write(self, line: str, ref: int) -> None:
+        data = line.encode()
+        self.file.write(data)
+        self.hash.update(data)
+        self.size += len(data)
+        self.linter.check_line(line, ref=ref)
+
+    def discard(self) -> None:
+        self.file.close()
+        Path(self.temp_path).unlink(missing_ok=True)
+
+
+def exports_write(
+    *,
+    version: DatasetVersion,
+    split: str,
+    formats=JSONL_FORMATS,
+    on_row: Callable[[int], None] | None = None,
+) -> list[DatasetExport]:
+    """Write, lint and record the given formats of one split in a single pass over its rows.
+    ``on_row(n)`` is called every ``CHUNK_SIZE`` rows (progress, cancellation)."""
+    directory = export_directory(version)
+    directory.mkdir(parents=True, exist_ok=True)
+    sinks = [_Sink(directory, fmt, split) for fmt in formats]
+    done = 0
+    try:
+        for demonstration_id, transcript, tools in row_source(version, split):
+            messages, tool_list = normalize_messages(transcript), normalize_tools(tools)
+            for sink in sinks:
+                row = FORMATS[sink.format]["row"](messages, tool_list)
+                sink.write(json.dumps(row, ensure_ascii=False) + "\n", demonstration_id)
+            done += 1
+            if on_row is not None and done % CHUNK_SIZE == 0:
+                on_row(done)
+    except BaseException:
+        for sink in sinks:
+            sink.discard()
+        raise
+    exports = []
+    for sink in sinks:
+        sink.file.close()
+        report = sink.linter.finish()
+        if report.rows == 0:
+            status = ExportStatus.EMPTY
+        else:
+            status = ExportStatus.READY if report.ok else ExportStatus.INVALID
+        relative = export_relative_path(version, sink.format, split)
+        if status == ExportStatus.READY:
+            os.replace(sink.temp_path, Path(settings.MEDIA_ROOT) / relative)
+        else:
+            Path(sink.temp_path).unlink(missing_ok=True)
+        export, _ = DatasetExport.objects.update_or_create(
+            version=version,
+            format=sink.format,
+            split=split,
+            defaults={
+                "status": status,
+                "path": relative if status == ExportStatus.READY else "",
+                "rows": report.rows,
+                "size": sink.size if status == ExportStatus.READY else 0,
+                "sha256": sink.hash.hexdigest() if status == ExportStatus.READY else "",
+                "lint": report.to_dict(),
+            },
+        )
+        exports.append(export)
+    return exports
+
+
+def dataset_info(version: DatasetVersion) -> dict:
+    """LLaMA-Factory ``dataset_info.json`` entries for the version's offered ShareGPT files."""
+    stem = f"{slugify(version.dataset.name).replace('-', '_') or 'dataset'}_v{version.number}"
+    entries = {}
+    for export in version.exports.all():
+        if export.format == ExportFormat.SHAREGPT and export.offered:
+            entries[f"{stem}_{export.split}"] = dataset_info_entry(
+                file_name=download_filename(version, ExportFormat.SHAREGPT, export.split)
+            )
+    return dict(sorted(entries.items()))
+
+
+def card_info(version: DatasetVersion) -> dict:
+    dataset = version.dataset
+    exports = [
+        {
+            "format": e.format,
+            "split": e.split,
+            "rows": e.rows,
+            "size": e.size,
+            "sha256": e.sha256,
+            "status": e.status,
+        }
+        for e in version.exports.exclude(format=ExportFormat.CARD).order_by("format", "split")
+    ]
+    return {
+        "dataset": {"id": dataset.pk, "name": dataset.name, "description": dataset.description},
+        "version": {
+            "number": version.number,
+            "created_at": version.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+            "created_by": version.created_by.username if version.created_by else "",
+            "seed": version.seed,
+            "validation_fraction": version.validation_fraction,
+            "filters": version.filters,
+            "checksum": version.checksum,
+            "rebuilt_from": version.rebuilt_from.number if version.rebuilt_from else None,
+        },
+        "counts": {
+            "demonstrations": version.demonstrations,
+            "excluded_eval": version.excluded_eval,
+            "removed_duplicates": version.removed_duplicates,
+            "train_rows": version.train_rows,
+            "validation_rows": version.validation_rows,
+        },
+        "token_stats": version.token_stats,
+        "capability_mix": version.capability_mix,
+        "environments": version.environments,
+        "models": version.models_used,
+        "exports": exports,
+        "dataset_info": dataset_info(version),
+        "api": reverse("api:dataset_version_export", args=[dataset.pk, version.number]),
+    }
+
+
+def card_markdown(version: DatasetVersion) -> str:
+    return render_card(card_info(version))
+
+
+def card_write(*, version: DatasetVersion) -> DatasetExport:
+    directory = export_directory(version)
+    directory.mkdir(parents=True, exist_ok=True)
+    data = card_markdown(version).encode()
+    relative = export_relative_path(version, ExportFormat.CARD, "")
+    handle, temp_path = tempfile.mkstemp(dir=directory, prefix=".card-")
+    with os.fdopen(handle, "wb") as file:
+        file.write(data)
+    os.replace(temp_path, Path(settings.MEDIA_ROOT) / relative)
+    export, _ = DatasetExport.objects.update_or_create(
+        version=version,
+        format=ExportFormat.CARD,
+        split="",
+        defaults={
+            "status": ExportStatus.READY,
+            "path": relative,
+            "rows": 0,
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "lint": {},
+        },
+    )
+    return export
+
+
+def export_regenerate_stream(export: DatasetExport) -> Iterator[bytes]:
+    """The bytes of an offered JSONL export whose cached file has gone (a wiped MEDIA_ROOT),
+    rendered again from the rows while being streamed, and put back in the cache once
+    complete if it hashes to the recorded sha256 (it does: versions are immutable)."""
+    version = export.version
+    target = export_absolute_path(export)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_path = tempfile.mkstemp(dir=target.parent, prefix=".regen-")
+    digest = hashlib.sha256()
+    complete = False
+    try:
+        with os.fdopen(handle, "wb") as file:
+            for line, _ in export_lines(version, export.format, export.split):
+                data = line.encode()
+                file.write(data)
+                digest.update(data)
+                yield data
+        complete = True
+    finally:
+        if complete and digest.hexdigest() == export.sha256:
+            os.replace(temp_path, target)
+        else:
+            if complete:
+                logger.warning("Regenerated %s does not match its recorded sha256.", export)
+            Path(temp_path).unlink(missing_ok=True)
+
+
+def exports_remove(version: DatasetVersion) -> None:
+    """Delete a version's export rows and files (a failed or restarted build)."""
+    for export in version.exports.all():
+        if export.path:
+            export_absolute_path(export).unlink(missing_ok=True)
+    version.exports.all().delete()
+
+
+SPLIT_VALUES = RowSplit.values
