@@ -12,6 +12,7 @@ any other 4xx is raised at once as ``LLMRequestError``. When the attempts or the
 run out, ``LLMUnavailable`` is raised.
 """
 
+import functools
 import json
 import logging
 import os
@@ -205,95 +206,92 @@ def llm_chat(
 
     waited = 0.0
     attempt = 0
-    with openai.OpenAI(
-        base_url=endpoint.base_url,
-        api_key=api_key or "not-needed",
-        timeout=float(endpoint.request_timeout_s),
-        max_retries=0,
-    ) as client:
-        while True:
-            attempt += 1
-            try:
-                with endpoint_slot(endpoint, timeout=policy.slot_wait_s):
-                    started = time.monotonic()
-                    try:
-                        completion = client.chat.completions.create(**kwargs)
-                        failure = None
-                    except openai.OpenAIError as exc:
-                        completion = None
-                        failure = _classify(exc, endpoint)
-                    latency_ms = round((time.monotonic() - started) * 1000)
-            except SlotTimeout as exc:
-                call = log.write(attempt=attempt, status=LLMCallStatus.ERROR, error=str(exc))
-                raise LLMUnavailable(
-                    f"Endpoint “{endpoint.name}” is unavailable: {exc}",
-                    detail=str(exc),
-                    endpoint=endpoint.name,
-                    attempts=attempt,
-                    call_id=call.pk,
-                ) from None
+    client = _openai_client(
+        endpoint.base_url, api_key or "not-needed", float(endpoint.request_timeout_s)
+    )
+    while True:
+        attempt += 1
+        try:
+            with endpoint_slot(endpoint, timeout=policy.slot_wait_s):
+                started = time.monotonic()
+                try:
+                    completion = client.chat.completions.create(**kwargs)
+                    failure = None
+                except openai.OpenAIError as exc:
+                    completion = None
+                    failure = _classify(exc, endpoint)
+                latency_ms = round((time.monotonic() - started) * 1000)
+        except SlotTimeout as exc:
+            call = log.write(attempt=attempt, status=LLMCallStatus.ERROR, error=str(exc))
+            raise LLMUnavailable(
+                f"Endpoint “{endpoint.name}” is unavailable: {exc}",
+                detail=str(exc),
+                endpoint=endpoint.name,
+                attempts=attempt,
+                call_id=call.pk,
+            ) from None
 
+        if failure is None:
+            result, failure = _read_completion(completion, endpoint, latency_ms)
             if failure is None:
-                result, failure = _read_completion(completion, endpoint, latency_ms)
-                if failure is None:
-                    call = log.write(
-                        attempt=attempt,
-                        status=LLMCallStatus.OK,
-                        response=result["response"],
-                        tokens_in=result["tokens_in"],
-                        tokens_out=result["tokens_out"],
-                        latency_ms=latency_ms,
-                        cost=result["cost"],
-                    )
-                    return LLMResult(
-                        content=result["response"]["content"],
-                        tool_calls=result["response"]["tool_calls"],
-                        finish_reason=result["response"]["finish_reason"],
-                        tokens_in=result["tokens_in"],
-                        tokens_out=result["tokens_out"],
-                        latency_ms=latency_ms,
-                        cost=result["cost"],
-                        call_id=call.pk,
-                        model=result["response"]["model"] or endpoint.model,
-                        attempts=attempt,
-                    )
-
-            delay = _next_delay(failure, policy, attempt, waited)
-            call = log.write(
-                attempt=attempt,
-                status=LLMCallStatus.RETRYING if delay is not None else LLMCallStatus.ERROR,
-                error=failure.detail,
-                http_status=failure.status,
-                latency_ms=latency_ms,
-                response={"error_body": _excerpt_body(failure.body)} if failure.body else {},
-            )
-            if delay is None:
-                error_class = LLMUnavailable if failure.retryable else LLMRequestError
-                if failure.retryable:
-                    message = (
-                        f"Endpoint “{endpoint.name}” is unavailable after {attempt} "
-                        f"attempt{'s' if attempt != 1 else ''}: {failure.detail}"
-                    )
-                else:
-                    message = f"Endpoint “{endpoint.name}” refused the request: {failure.detail}"
-                raise error_class(
-                    message,
-                    detail=failure.detail,
-                    endpoint=endpoint.name,
-                    status=failure.status,
-                    attempts=attempt,
-                    call_id=call.pk,
+                call = log.write(
+                    attempt=attempt,
+                    status=LLMCallStatus.OK,
+                    response=result["response"],
+                    tokens_in=result["tokens_in"],
+                    tokens_out=result["tokens_out"],
+                    latency_ms=latency_ms,
+                    cost=result["cost"],
                 )
-            logger.info(
-                "LLM %s attempt %s to %s failed (%s); retrying in %.2fs",
-                purpose,
-                attempt,
-                endpoint.name,
-                failure.detail,
-                delay,
+                return LLMResult(
+                    content=result["response"]["content"],
+                    tool_calls=result["response"]["tool_calls"],
+                    finish_reason=result["response"]["finish_reason"],
+                    tokens_in=result["tokens_in"],
+                    tokens_out=result["tokens_out"],
+                    latency_ms=latency_ms,
+                    cost=result["cost"],
+                    call_id=call.pk,
+                    model=result["response"]["model"] or endpoint.model,
+                    attempts=attempt,
+                )
+
+        delay = _next_delay(failure, policy, attempt, waited)
+        call = log.write(
+            attempt=attempt,
+            status=LLMCallStatus.RETRYING if delay is not None else LLMCallStatus.ERROR,
+            error=failure.detail,
+            http_status=failure.status,
+            latency_ms=latency_ms,
+            response={"error_body": _excerpt_body(failure.body)} if failure.body else {},
+        )
+        if delay is None:
+            error_class = LLMUnavailable if failure.retryable else LLMRequestError
+            if failure.retryable:
+                message = (
+                    f"Endpoint “{endpoint.name}” is unavailable after {attempt} "
+                    f"attempt{'s' if attempt != 1 else ''}: {failure.detail}"
+                )
+            else:
+                message = f"Endpoint “{endpoint.name}” refused the request: {failure.detail}"
+            raise error_class(
+                message,
+                detail=failure.detail,
+                endpoint=endpoint.name,
+                status=failure.status,
+                attempts=attempt,
+                call_id=call.pk,
             )
-            time.sleep(delay)
-            waited += delay
+        logger.info(
+            "LLM %s attempt %s to %s failed (%s); retrying in %.2fs",
+            purpose,
+            attempt,
+            endpoint.name,
+            failure.detail,
+            delay,
+        )
+        time.sleep(delay)
+        waited += delay
 
 
 def llm_json(
@@ -424,6 +422,16 @@ def _api_key(endpoint: ModelEndpoint, log: _CallLog) -> str:
         attempts=1,
         call_id=call.pk,
     )
+
+
+@functools.lru_cache(maxsize=32)
+def _openai_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    """One client per endpoint configuration and process, reused across calls.
+
+    Building a client loads the CA bundle and opens a new connection pool (tens of
+    milliseconds); the client is thread-safe, and its pool keeps connections alive.
+    """
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
 
 def _classify(exc: openai.OpenAIError, endpoint: ModelEndpoint) -> _Failure:
