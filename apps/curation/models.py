@@ -217,6 +217,10 @@ class DemonstrationVersion(models.Model):
         help_text='OpenAI chat messages; assistant messages may carry "weight": 0 or 1.',
     )
     tools = models.JSONField(default=list, blank=True, help_text="OpenAI function tools.")
+    # What happened when this transcript was (re)played: the timeline shows results, errors
+    # and record diffs from these.
+    audit_log = models.JSONField(default=list, blank=True)
+    exogenous_log = models.JSONField(default=list, blank=True)
     grading = models.JSONField(default=dict, blank=True)
     score = models.FloatField(null=True, blank=True)
     passed = models.BooleanField(null=True, blank=True)

@@ -136,4 +136,11 @@ def environment_validate(*, environment: Environment, job: Job | None = None) ->
         Environment.objects.filter(pk=environment.pk, revision=revision).update(
             latest_validation=report
         )
+    current = Environment.objects.filter(pk=environment.pk, revision=revision).first()
+    if result.valid and current is not None:
+        # A valid new revision: demonstrations graded on an older one are re-graded in a job
+        # (flips go back to the review queue).
+        from apps.curation.services import regrade_start_if_stale
+
+        regrade_start_if_stale(environment=current)
     return report

@@ -1,0 +1,42 @@
+"""One access helper per entity: other projects' demonstrations are 404, too-low roles 403."""
+
+from django.http import Http404
+
+from apps.accounts.access import check_project_role
+from apps.accounts.models import Role
+from apps.curation.models import Demonstration, ReviewReasonTag
+
+
+def _check_role(user, project, min_role: str, what: str) -> None:
+    try:
+        check_project_role(user, project, min_role)
+    except Http404:
+        raise Http404(f"No such {what}.") from None
+
+
+def demonstration_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Demonstration:
+    demonstration = (
+        Demonstration.objects.select_related(
+            "project", "current_version", "task__environment", "environment", "run__batch"
+        )
+        .filter(pk=pk)
+        .first()
+        if str(pk).isdigit()
+        else None
+    )
+    if demonstration is None:
+        raise Http404("No such demonstration.")
+    _check_role(user, demonstration.project, min_role, "demonstration")
+    return demonstration
+
+
+def reason_tag_get_for_user(user, pk, min_role: str = Role.ADMIN) -> ReviewReasonTag:
+    tag = (
+        ReviewReasonTag.objects.select_related("project").filter(pk=pk).first()
+        if str(pk).isdigit()
+        else None
+    )
+    if tag is None:
+        raise Http404("No such reason tag.")
+    _check_role(user, tag.project, min_role, "reason tag")
+    return tag
