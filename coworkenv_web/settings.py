@@ -233,6 +233,8 @@ SPECTACULAR_SETTINGS = {
         "RunRoleEnum": "apps.runs.models.RunRole",
         "RunPolicyKindEnum": "apps.runs.models.PolicyKind",
         "RoleEnum": "apps.accounts.models.Role",
+        "DemonstrationStatusEnum": "apps.curation.models.DemonstrationStatus",
+        "ReviewDecisionEnum": "apps.curation.models.Decision",
     },
 }
 

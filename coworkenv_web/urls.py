@@ -10,6 +10,7 @@ api_v1 = [
     path("", include("apps.llm.apis")),
     path("", include("apps.synthesis.apis")),
     path("", include("apps.runs.apis")),
+    path("", include("apps.curation.apis")),
     path("", include("apps.datasets.apis")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
