@@ -59,6 +59,10 @@ def demo_seed() -> DemoSummary:
     from apps.runs.demo import demo_oracle_batch
 
     demo_oracle_batch(project=project, user=user)
+    # The review queue opens with work: a teacher batch whose passing runs await review.
+    from apps.curation.demo import demo_teacher_batch
+
+    demo_teacher_batch(project=project, user=user)
     return summary
 
 

@@ -20,6 +20,7 @@ from apps.runs.services import (
 EXAMPLE = Path("/work/shared/reference/example-environment.json")
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT_DESK = ROOT / "samples" / "support-desk.json"
+SAMPLES = sorted((ROOT / "samples").glob("*.json"))
 
 
 def spec_document() -> dict:
@@ -66,3 +67,8 @@ def demonstrations(teacher_batch) -> list[Demonstration]:
         .select_related("current_version")
         .order_by("id")
     )
+
+
+@pytest.fixture
+def sample_environments(project, author) -> list[Environment]:
+    return [import_valid(project, author, json.loads(path.read_text())) for path in SAMPLES]
