@@ -233,6 +233,7 @@ SPECTACULAR_SETTINGS = {
         "RunRoleEnum": "apps.runs.models.RunRole",
         "RunPolicyKindEnum": "apps.runs.models.PolicyKind",
         "RoleEnum": "apps.accounts.models.Role",
+        "DatasetVersionStatusEnum": "apps.datasets.models.VersionStatus",
         "DemonstrationStatusEnum": "apps.curation.models.DemonstrationStatus",
         "ReviewDecisionEnum": "apps.curation.models.Decision",
     },

@@ -26,6 +26,7 @@ urlpatterns = [
     path("", include("apps.synthesis.urls")),
     path("", include("apps.runs.urls")),
     path("", include("apps.curation.urls")),
+    path("", include("apps.datasets.urls")),
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),
 ]

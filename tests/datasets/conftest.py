@@ -130,3 +130,35 @@ def approved_demonstrations(sample_environments) -> list[Demonstration]:
                     )
                 )
     return made
+
+
+def build_version(dataset, user, **kwargs):
+    """Create a version and run its build job in this process."""
+    from apps.datasets.services import (
+        VersionFilter,
+        dataset_version_build_job,
+        dataset_version_create,
+    )
+
+    version = dataset_version_create(
+        dataset=dataset,
+        user=user,
+        filters=kwargs.pop("filters", VersionFilter()),
+        seed=kwargs.pop("seed", 0),
+        validation_fraction=kwargs.pop("validation_fraction", 0.3),
+    )
+    dataset_version_build_job(version.job_id)
+    version.refresh_from_db()
+    return version
+
+
+@pytest.fixture
+def dataset(project, author):
+    from apps.datasets.services import dataset_create
+
+    return dataset_create(project=project, name="Coworker SFT", user=author)
+
+
+@pytest.fixture
+def built_version(dataset, author, approved_demonstrations):
+    return build_version(dataset, author)

@@ -2,46 +2,25 @@
 
 import json
 
-import pytest
-
 from apps.core.models import JobStatus
 from apps.curation.models import DemonstrationStatus
 from apps.datasets.models import (
     DatasetExport,
     DatasetRow,
-    DatasetVersion,
     ExportStatus,
     VersionStatus,
 )
 from apps.datasets.services import (
     VersionFilter,
-    dataset_create,
     dataset_version_build_job,
-    dataset_version_create,
     dataset_version_rebuild,
     dataset_version_verify_job,
     dataset_version_verify_start,
 )
 from apps.datasets.services.exports import export_absolute_path
-from tests.datasets.conftest import make_demonstration, oracle_transcript
+from tests.datasets.conftest import build_version, make_demonstration, oracle_transcript
 
-
-def build(dataset, user, **kwargs) -> DatasetVersion:
-    version = dataset_version_create(
-        dataset=dataset,
-        user=user,
-        filters=kwargs.pop("filters", VersionFilter()),
-        seed=kwargs.pop("seed", 0),
-        validation_fraction=kwargs.pop("validation_fraction", 0.3),
-    )
-    dataset_version_build_job(version.job_id)
-    version.refresh_from_db()
-    return version
-
-
-@pytest.fixture
-def dataset(project, author):
-    return dataset_create(project=project, name="Coworker SFT", user=author)
+build = build_version
 
 
 def test_a_version_splits_by_environment(dataset, author, approved_demonstrations):

@@ -193,15 +193,17 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
             for number, call in enumerate(calls):
                 _check_call(call, f"{where}.tool_calls[{number}]", problem, arguments_as, tools)
                 call_id = call.get("id") if isinstance(call, dict) else None
-                if arguments_as == "string" or call_id is not None:
-                    if not isinstance(call_id, str) or not call_id:
-                        problem(f"{where}.tool_calls[{number}] needs an `id`.")
-                        continue
-                    if call_id in seen_ids:
-                        problem(f"{where}.tool_calls[{number}]: the id {call_id!r} is used twice.")
-                    seen_ids.add(call_id)
-                    name = (call.get("function") or {}).get("name")
-                    open_calls[call_id] = name if isinstance(name, str) else ""
+                if call_id is None and arguments_as == "object":
+                    # TRL rows may leave ids out: results then pair with calls by position.
+                    call_id = f"#{index}.{number}"
+                if not isinstance(call_id, str) or not call_id:
+                    problem(f"{where}.tool_calls[{number}] needs an `id`.")
+                    continue
+                if call_id in seen_ids:
+                    problem(f"{where}.tool_calls[{number}]: the id {call_id!r} is used twice.")
+                seen_ids.add(call_id)
+                name = (call.get("function") or {}).get("name")
+                open_calls[call_id] = name if isinstance(name, str) else ""
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(message.get("content"), str):

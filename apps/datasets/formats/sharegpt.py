@@ -199,7 +199,12 @@ class ShareGptLinter(Linter):
                 trained += 1
             if turn.get("from") == "function_call":
                 self._function_call(value, where, names, problem)
-        if isinstance(conversations, list) and conversations and trained == 0:
+        model_turns = (
+            [t for t in conversations or [] if isinstance(t, dict) and t.get("from") in MODEL_SIDE]
+            if isinstance(conversations, list)
+            else []
+        )
+        if model_turns and trained == 0:
             problem("Every model turn has loss false: the example would train nothing.")
 
     @staticmethod

@@ -1,0 +1,72 @@
+from django import forms
+
+from apps.capabilities.models import Capability
+from apps.datasets.models import MAX_VALIDATION_FRACTION
+from apps.datasets.services import VersionFilter
+from apps.environments.models import Environment
+
+
+class DatasetForm(forms.Form):
+    name = forms.CharField(max_length=120, help_text="Unique in this project.")
+    description = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What it is for; it opens the dataset card.",
+    )
+
+
+class VersionForm(forms.Form):
+    capabilities = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.SelectMultiple(attrs={"size": 6}),
+        help_text="Demonstrations that exercise any of these (none: all).",
+    )
+    environments = forms.ModelMultipleChoiceField(
+        queryset=Environment.objects.none(),
+        required=False,
+        widget=forms.SelectMultiple(attrs={"size": 6}),
+        help_text="Only these environments (none: all).",
+    )
+    min_score = forms.FloatField(
+        required=False, min_value=0, max_value=1, help_text="The current version's task score."
+    )
+    min_agreement = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="Min reviewer agreement",
+        help_text="Pairwise agreement of the reviewers; demonstrations with one reviewer have "
+        "none and are left out when this is set.",
+    )
+    seed = forms.IntegerField(initial=0, help_text="Decides the split and the row order.")
+    validation_fraction = forms.FloatField(
+        initial=0.1,
+        min_value=0,
+        max_value=MAX_VALIDATION_FRACTION,
+        help_text="Share of rows held out, by whole environments.",
+    )
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["capabilities"].choices = [
+            (c.slug, f"{c.name} ({c.slug})")
+            for c in Capability.objects.filter(project=project, archived_at__isnull=True).order_by(
+                "name"
+            )
+        ]
+        self.fields["environments"].queryset = Environment.objects.filter(project=project).order_by(
+            "name"
+        )
+
+    def service_arguments(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "filters": VersionFilter(
+                capabilities=tuple(data["capabilities"]),
+                environments=tuple(env.pk for env in data["environments"]),
+                min_score=data["min_score"],
+                min_agreement=data["min_agreement"],
+            ),
+            "seed": data["seed"],
+            "validation_fraction": data["validation_fraction"],
+        }

@@ -1,0 +1,243 @@
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from apps.accounts.access import check_project_role, project_get_for_user
+from apps.accounts.models import Role
+from apps.core.exceptions import ApplicationError
+from apps.core.http import is_partial_request, redirect_after_post, render_page
+from apps.datasets.access import dataset_get_for_user, version_get_for_user
+from apps.datasets.downloads import ExportUnavailable, export_for, export_response
+from apps.datasets.formats import FORMATS
+from apps.datasets.forms import DatasetForm, VersionForm
+from apps.datasets.models import ExportFormat, RowSplit
+from apps.datasets.selectors import (
+    dataset_list,
+    version_card,
+    version_exports,
+    version_list,
+    version_rows,
+)
+from apps.datasets.services import (
+    card_markdown,
+    dataset_create,
+    dataset_info,
+    dataset_version_create,
+    dataset_version_rebuild,
+    dataset_version_verify_start,
+    export_absolute_path,
+)
+
+DATASETS_PER_PAGE = 25
+VERSIONS_PER_PAGE = 25
+ROWS_PER_PAGE = 50
+
+
+@login_required
+@require_GET
+def dataset_list_view(request, slug):
+    project = project_get_for_user(request.user, slug)
+    page = Paginator(dataset_list(project=project), DATASETS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "page": page,
+    }
+    return render_page(request, "datasets/list.html", context, partial="rows")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def dataset_create_view(request, slug):
+    project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
+    form = DatasetForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            dataset = dataset_create(project=project, user=request.user, **form.cleaned_data)
+        except ApplicationError as exc:
+            for field, errors in exc.extra.get("fields", {}).items():
+                for error in errors:
+                    form.add_error(field if field in form.fields else None, error)
+            if not exc.extra.get("fields"):
+                form.add_error(None, exc.message)
+        else:
+            return redirect_after_post(
+                request,
+                reverse("datasets:detail", args=[dataset.pk]),
+                f"Created “{dataset.name}”. Build its first version from approved demonstrations.",
+            )
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "form": form,
+    }
+    return render_page(request, "datasets/dataset_form.html", context, partial="form")
+
+
+@login_required
+@require_GET
+def dataset_detail_view(request, pk):
+    dataset = dataset_get_for_user(request.user, pk)
+    page = Paginator(version_list(dataset=dataset), VERSIONS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    context = {
+        "project": dataset.project,
+        "membership": check_project_role(request.user, dataset.project),
+        "dataset": dataset,
+        "page": page,
+    }
+    return render_page(request, "datasets/dataset_detail.html", context, partial="versions")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def version_create_view(request, pk):
+    dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    initial = {}
+    latest = dataset.versions.order_by("-number").first()
+    if latest is not None:
+        filters = latest.filters
+        initial = {
+            "capabilities": filters.get("capabilities") or [],
+            "environments": filters.get("environments") or [],
+            "min_score": filters.get("min_score"),
+            "min_agreement": filters.get("min_agreement"),
+            "seed": latest.seed,
+            "validation_fraction": latest.validation_fraction,
+        }
+    form = VersionForm(request.POST or None, project=dataset.project, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            version = dataset_version_create(
+                dataset=dataset, user=request.user, **form.service_arguments()
+            )
+        except ApplicationError as exc:
+            form.add_error(None, exc.message)
+        else:
+            return redirect_after_post(
+                request,
+                reverse("datasets:version_detail", args=[dataset.pk, version.number]),
+                f"Building version {version.number}.",
+            )
+    context = {
+        "project": dataset.project,
+        "membership": check_project_role(request.user, dataset.project),
+        "dataset": dataset,
+        "form": form,
+        "latest": latest,
+    }
+    return render_page(request, "datasets/version_form.html", context, partial="form")
+
+
+def _export_table(version) -> list[dict]:
+    exports = version_exports(version=version)
+    table = []
+    for fmt, spec in FORMATS.items():
+        cells = []
+        for split in RowSplit.values:
+            export = exports.get(fmt, {}).get(split)
+            cells.append({"split": split, "export": export})
+        table.append({"format": fmt, "label": spec["label"], "cells": cells})
+    return table
+
+
+@login_required
+@require_GET
+def version_detail_view(request, pk, number):
+    version = version_get_for_user(request.user, pk, number)
+    split = request.GET.get("split", "")
+    split = split if split in RowSplit.values else ""
+    rows = Paginator(version_rows(version=version, split=split or None), ROWS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    card = version_card(version=version)
+    card_text = ""
+    if card is not None:
+        path = export_absolute_path(card)
+        card_text = path.read_text() if path.exists() else card_markdown(version)
+    context = {
+        "project": version.dataset.project,
+        "membership": check_project_role(request.user, version.dataset.project),
+        "dataset": version.dataset,
+        "version": version,
+        "job": version.job,
+        "page": rows,
+        "split": split,
+        "splits": RowSplit.choices,
+        "exports": _export_table(version),
+        "card": card,
+        "card_text": card_text,
+        "dataset_info": dataset_info(version),
+        "api_export": request.build_absolute_uri(
+            reverse("api:dataset_version_export", args=[version.dataset_id, version.number])
+        ),
+        "rebuilds": version.rebuilds.order_by("number"),
+    }
+    return render_page(request, "datasets/version_detail.html", context, partial="rows")
+
+
+@login_required
+@require_GET
+def version_progress_view(request, pk, number):
+    """The live build status: polls while the job runs; once it ends, the page reloads so
+    its figures and exports appear."""
+    version = version_get_for_user(request.user, pk, number)
+    context = {
+        "version": version,
+        "dataset": version.dataset,
+        "job": version.job,
+        "membership": check_project_role(request.user, version.dataset.project),
+    }
+    response = render(request, "datasets/version_detail.html#progress", context)
+    if is_partial_request(request) and not version.job.is_active:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_required
+@require_POST
+def version_verify_view(request, pk, number):
+    version = version_get_for_user(request.user, pk, number, min_role=Role.AUTHOR)
+    url = reverse("datasets:version_detail", args=[pk, version.number])
+    try:
+        dataset_version_verify_start(version=version, user=request.user)
+    except ApplicationError as exc:
+        return redirect_after_post(request, url, exc.message)
+    return redirect_after_post(request, url, "Verifying: the checksum is being recomputed.")
+
+
+@login_required
+@require_POST
+def version_rebuild_view(request, pk, number):
+    source = version_get_for_user(request.user, pk, number, min_role=Role.AUTHOR)
+    try:
+        version = dataset_version_rebuild(version=source, user=request.user)
+    except ApplicationError as exc:
+        return redirect_after_post(
+            request, reverse("datasets:version_detail", args=[pk, source.number]), exc.message
+        )
+    return redirect_after_post(
+        request,
+        reverse("datasets:version_detail", args=[pk, version.number]),
+        f"Rebuilding version {source.number} as version {version.number}.",
+    )
+
+
+@login_required
+@require_GET
+def version_download_view(request, pk, number, fmt, split=""):
+    version = version_get_for_user(request.user, pk, number)
+    known_split = fmt == ExportFormat.CARD or split in RowSplit.values
+    if fmt not in ExportFormat.values or not known_split:
+        raise Http404("No such export.")
+    try:
+        export = export_for(version, fmt, split)
+    except ExportUnavailable as exc:
+        raise Http404(exc.message) from None
+    return export_response(request, version, export)
