@@ -353,7 +353,11 @@ def _finish_job(batch: RunBatch) -> None:
         # (idempotent, so a redelivered message changes nothing).
         from apps.curation.services import demonstrations_from_batch
 
-        demonstrations_from_batch(batch=batch)
+        try:
+            demonstrations_from_batch(batch=batch)
+        except Exception:
+            # The batch's outcome stands; its runs can still be promoted one by one.
+            logger.exception("Batch %s: offering its passing runs for review failed", batch.pk)
 
 
 def batch_dispatch(*, batch: RunBatch) -> int:
