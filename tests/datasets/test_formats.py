@@ -293,7 +293,7 @@ BROKEN_OPENAI = [
         },
         [
             "messages[0]: the conversation must start with a user message.",
-            "The conversation must end with an assistant message.",
+            "The conversation must end with an assistant message or a tool result.",
         ],
     ),
     (
@@ -516,3 +516,38 @@ def test_duplicate_hash_ignores_ids_and_argument_spacing_but_not_weights():
     edited = json.loads(json.dumps(transcript))
     edited[-1]["content"] += "!"
     assert transcript_sha256(normalize_messages(edited)) != transcript_sha256(messages)
+
+
+def test_a_cut_transcript_keeps_its_answered_steps():
+    transcript = ENGINE_ROWS[0][1]  # system, user, (assistant call, tool) x5, assistant reply
+    assert [m["role"] for m in transcript][:4] == ["system", "user", "assistant", "tool"]
+    # Cut right after the third call (its result dropped): ends on the second call's result.
+    cut = normalize_messages(transcript[:7])
+    assert [m["role"] for m in cut] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    # A trailing user message and a half-answered parallel step are trimmed too.
+    parallel = [
+        {"role": "user", "content": "Go"},
+        {"role": "assistant", "content": "Sure."},
+        {"role": "user", "content": "And both?"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+    ]
+    assert [m["content"] for m in normalize_messages(parallel)] == ["Go", "Sure.", "And both?"][:2]
+    for fmt in FORMATS:
+        row = FORMATS[fmt]["row"](cut, normalize_tools(ENGINE_ROWS[0][2]))
+        linter = FORMATS[fmt]["linter"]("validation")
+        linter.check_line(json.dumps(row))
+        assert linter.report.errors == [], fmt
+    sharegpt = sharegpt_row(cut, [])
+    assert [t["from"] for t in sharegpt["conversations"]] == [
+        "human",
+        "function_call",
+        "observation",
+        "function_call",
+    ]

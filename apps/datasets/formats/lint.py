@@ -130,7 +130,8 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
     - after an assistant message with tool calls, its results come next (one tool message
       per call, ``tool_call_id`` pairing with a call id, no id used twice), before anything
       else; a tool message never answers a call that is not open;
-    - the conversation ends with an assistant message and no call left unanswered;
+    - the conversation ends with an assistant message (or the results of its last calls)
+      and no call is left unanswered;
     - ``weight`` (0 or 1) only on assistant messages, and at least one assistant message
       with weight 1.
     Returns the number of assistant messages with more than one tool call.
@@ -226,8 +227,8 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
     if open_calls:
         problem(f"Call(s) {', '.join(sorted(open_calls))} have no tool result.")
     last = messages[-1] if isinstance(messages[-1], dict) else {}
-    if last.get("role") != "assistant":
-        problem("The conversation must end with an assistant message.")
+    if last.get("role") not in ("assistant", "tool"):
+        problem("The conversation must end with an assistant message or a tool result.")
     if trained == 0:
         problem("No assistant message has weight 1: the example would train nothing.")
     return parallel

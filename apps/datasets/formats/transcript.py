@@ -9,7 +9,11 @@ not JSON stay the string they were), and only tidies what has one obvious meanin
 - tool-call ``arguments`` given as an object become its JSON text (OpenAI's form);
 - every assistant message gets a ``weight``: the stored 0 or 1, or 1 when absent (a stored
   weight that is not 0 or 1 is kept so the linters can refuse it);
-- keys no format uses (``name`` on user messages, ``refusal``, ``audio`` …) are dropped.
+- keys no format uses (``name`` on user messages, ``refusal``, ``audio`` …) are dropped;
+- a tail with nothing to learn from is trimmed (a reviewer may cut a transcript anywhere):
+  trailing user messages, and a trailing assistant step whose calls are not all answered
+  (with the results it did get). A transcript may so end with a tool result: the calls
+  before it are still trained on.
 """
 
 from __future__ import annotations
@@ -100,6 +104,31 @@ def normalize_messages(transcript: Any) -> list[dict[str, Any]]:
             if "weight" in raw:
                 message["weight"] = raw["weight"]  # the linters refuse it off assistants
             messages.append(message)
+    return _trim_tail(messages)
+
+
+def _trim_tail(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    while messages:
+        last = messages[-1]
+        if last.get("role") == "user":
+            messages.pop()
+        elif last.get("role") == "assistant" and last.get("tool_calls"):
+            messages.pop()  # its calls have no results
+        elif last.get("role") == "tool":
+            start = len(messages) - 1
+            while start >= 0 and messages[start].get("role") == "tool":
+                start -= 1
+            opener = messages[start] if start >= 0 else {}
+            calls = opener.get("tool_calls") if opener.get("role") == "assistant" else None
+            if not isinstance(calls, list):
+                break  # malformed: left for the linters to report
+            wanted = {c.get("id") for c in calls if isinstance(c, dict)}
+            answered = {m.get("tool_call_id") for m in messages[start + 1 :]}
+            if wanted <= answered:
+                break
+            del messages[start:]
+        else:
+            break
     return messages
 
 
