@@ -201,3 +201,38 @@ def test_agreement_with_three_reviewers_is_pairwise(
     assert demo.agreement == pytest.approx(1 / 3)
     assert demo.disputed is True
     assert demo.status == DemonstrationStatus.PENDING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_have_one_winner(project, author, reviewer, admin, curation_environment):
+    """Two reviewers claim the same item at the same moment from two threads (two database
+    connections): the conditional UPDATE lets exactly one of them win."""
+    import threading
+
+    from django.db import connection
+
+    from tests.curation.conftest import teacher_batch_run
+
+    teacher_batch_run(project, author, curation_environment)
+    demo = Demonstration.objects.order_by("id").first()
+    barrier = threading.Barrier(2)
+    results = {}
+
+    def claim(user):
+        try:
+            barrier.wait(timeout=10)
+            results[user.username] = demonstration_claim(
+                demonstration=Demonstration.objects.get(pk=demo.pk), user=user
+            )
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim, args=(user,)) for user in (reviewer, admin)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(results.values()) == [False, True]
+    winner = next(name for name, won in results.items() if won)
+    demo.refresh_from_db()
+    assert demo.claimed_by.username == winner

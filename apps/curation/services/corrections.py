@@ -106,7 +106,7 @@ def demonstration_correct(
     current and re-open the demonstration for review."""
     with transaction.atomic():
         demo = (
-            Demonstration.objects.select_for_update()
+            Demonstration.objects.select_for_update(of=("self",))
             .select_related("current_version", "task", "environment", "run", "project")
             .get(pk=demonstration.pk)
         )
