@@ -20,7 +20,7 @@ from apps.accounts.services import (
     project_create,
     project_update,
 )
-from apps.core.api import StandardPagination
+from apps.core.api import paginated_response
 
 
 class ProjectOutput(serializers.Serializer):
@@ -76,16 +76,12 @@ class TokenCreatedOutput(TokenOutput):
     token = serializers.CharField(help_text="The secret. Shown in this response only.")
 
 
-def _paginated(request, view, queryset, serializer_class):
-    paginator = StandardPagination()
-    page = paginator.paginate_queryset(queryset, request, view=view)
-    return paginator.get_paginated_response(serializer_class(page, many=True).data)
-
-
 class ProjectListApi(APIView):
     @extend_schema(responses=ProjectOutput(many=True), operation_id="projects_list")
     def get(self, request):
-        return _paginated(request, self, project_list_for_user(user=request.user), ProjectOutput)
+        return paginated_response(
+            request, self, project_list_for_user(user=request.user), ProjectOutput
+        )
 
     @extend_schema(request=ProjectCreateInput, responses={201: ProjectOutput})
     def post(self, request):
@@ -118,7 +114,7 @@ class MembershipListApi(APIView):
     @extend_schema(responses=MembershipOutput(many=True), operation_id="memberships_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
-        return _paginated(request, self, membership_list(project=project), MembershipOutput)
+        return paginated_response(request, self, membership_list(project=project), MembershipOutput)
 
     @extend_schema(request=MembershipCreateInput, responses={201: MembershipOutput})
     def post(self, request, pk):
@@ -158,7 +154,7 @@ class MembershipDetailApi(APIView):
 class TokenListApi(APIView):
     @extend_schema(responses=TokenOutput(many=True), operation_id="tokens_list")
     def get(self, request):
-        return _paginated(request, self, api_token_list(user=request.user), TokenOutput)
+        return paginated_response(request, self, api_token_list(user=request.user), TokenOutput)
 
     @extend_schema(request=TokenCreateInput, responses={201: TokenCreatedOutput})
     def post(self, request):

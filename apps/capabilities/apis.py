@@ -17,7 +17,7 @@ from apps.capabilities.services import (
     capability_restore,
     capability_update,
 )
-from apps.core.api import StandardPagination
+from apps.core.api import paginated_response
 
 
 class CapabilityOutput(serializers.Serializer):
@@ -133,9 +133,7 @@ class CapabilityListApi(APIView):
         capabilities = capability_list(
             **scope, q=params["q"].strip(), group=params["group"], archived=params["archived"]
         )
-        paginator = StandardPagination()
-        page = paginator.paginate_queryset(capabilities, request, view=self)
-        return paginator.get_paginated_response(CapabilityOutput(page, many=True).data)
+        return paginated_response(request, self, capabilities, CapabilityOutput)
 
     @extend_schema(
         request=CapabilityCreateInput,

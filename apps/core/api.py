@@ -36,3 +36,10 @@ def exception_handler(exc, context):
     else:
         response.data = {"message": str(data), "details": {}}
     return response
+
+
+def paginated_response(request, view, queryset, serializer_class) -> Response:
+    """One page of ``queryset`` serialized with ``serializer_class``, in the standard shape."""
+    paginator = StandardPagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True).data)

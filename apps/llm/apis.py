@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.access import job_get_for_user
-from apps.core.api import StandardPagination
+from apps.core.api import paginated_response
 from apps.llm.access import endpoint_get_for_user
 from apps.llm.models import (
     MAX_CONCURRENCY_LIMIT,
@@ -107,17 +107,11 @@ _STATUS_FILTER = OpenApiParameter(
 )
 
 
-def _paginated(request, view, queryset, serializer_class):
-    paginator = StandardPagination()
-    page = paginator.paginate_queryset(queryset, request, view=view)
-    return paginator.get_paginated_response(serializer_class(page, many=True).data)
-
-
 class EndpointListApi(APIView):
     @extend_schema(responses=EndpointOutput(many=True), operation_id="model_endpoints_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
-        return _paginated(request, self, endpoint_list(project=project), EndpointOutput)
+        return paginated_response(request, self, endpoint_list(project=project), EndpointOutput)
 
     @extend_schema(
         request=EndpointInput,
@@ -186,7 +180,7 @@ class EndpointCallListApi(APIView):
     def get(self, request, pk):
         endpoint = endpoint_get_for_user(request.user, pk)
         calls = llm_call_list(endpoint=endpoint, status=request.query_params.get("status", ""))
-        return _paginated(request, self, calls, LLMCallOutput)
+        return paginated_response(request, self, calls, LLMCallOutput)
 
 
 class JobCallListApi(APIView):
@@ -198,7 +192,7 @@ class JobCallListApi(APIView):
     def get(self, request, pk):
         job = job_get_for_user(request.user, pk)
         calls = llm_call_list(job=job, status=request.query_params.get("status", ""))
-        return _paginated(request, self, calls, LLMCallOutput)
+        return paginated_response(request, self, calls, LLMCallOutput)
 
 
 urlpatterns = [

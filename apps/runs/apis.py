@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
-from apps.core.api import StandardPagination
+from apps.core.api import paginated_response
 from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
 from apps.environments.models import EnvironmentStatus, Split
@@ -157,9 +157,7 @@ class RunBatchListApi(APIView):
     @extend_schema(responses=RunBatchOutput(many=True), operation_id="run_batches_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
-        paginator = StandardPagination()
-        page = paginator.paginate_queryset(batch_list(project=project), request, view=self)
-        return paginator.get_paginated_response(RunBatchOutput(page, many=True).data)
+        return paginated_response(request, self, batch_list(project=project), RunBatchOutput)
 
     @extend_schema(
         request=RunBatchInput,
@@ -236,9 +234,7 @@ class RunListApi(APIView):
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
         runs = run_list(project=project, filters=RunFilters.from_query(request.query_params))
-        paginator = StandardPagination()
-        page = paginator.paginate_queryset(runs, request, view=self)
-        return paginator.get_paginated_response(RunListOutput(page, many=True).data)
+        return paginated_response(request, self, runs, RunListOutput)
 
 
 class RunDetailApi(APIView):

@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.capabilities.models import Capability
-from apps.core.api import StandardPagination
+from apps.core.api import paginated_response
 from apps.core.exceptions import ApplicationError
 from apps.environments.engine import library
 from apps.llm.models import ModelEndpoint
@@ -132,9 +132,7 @@ class SynthesisListApi(APIView):
     @extend_schema(responses=SynthesisOutput(many=True), operation_id="synthesis_jobs_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
-        paginator = StandardPagination()
-        page = paginator.paginate_queryset(synthesis_list(project=project), request, view=self)
-        return paginator.get_paginated_response(SynthesisOutput(page, many=True).data)
+        return paginated_response(request, self, synthesis_list(project=project), SynthesisOutput)
 
     @extend_schema(
         request=SynthesisInput,

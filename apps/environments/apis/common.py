@@ -2,10 +2,8 @@
 
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework.parsers import JSONParser
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.api import StandardPagination
 from apps.environments.apis.serializers import ErrorOutput, SpecProblemsErrorOutput
 
 
@@ -20,12 +18,6 @@ def validated(serializer_class, data) -> dict:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
-
-
-def paginated(request, view, queryset, serializer_class) -> Response:
-    paginator = StandardPagination()
-    page = paginator.paginate_queryset(queryset, request, view=view)
-    return paginator.get_paginated_response(serializer_class(page, many=True).data)
 
 
 # Error responses, for the schema. A member whose role is too low gets 403; another project's

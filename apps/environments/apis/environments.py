@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
-from apps.core.api import StandardPagination
+from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
 from apps.environments.access import environment_get_for_user
@@ -19,7 +19,6 @@ from apps.environments.apis.common import (
     SPEC_WRITE_ERRORS,
     WRITE_ERRORS,
     JsonApiView,
-    paginated,
     validated,
 )
 from apps.environments.apis.serializers import (
@@ -95,7 +94,7 @@ class EnvironmentListApi(JsonApiView):
         else:
             project = project_get_for_user_by_pk(request.user, project_id)
             environments = environment_list(project=project, filters=filters)
-        return paginated(request, self, environments, EnvironmentOutput)
+        return paginated_response(request, self, environments, EnvironmentOutput)
 
 
 class EnvironmentImportApi(JsonApiView):

@@ -10,7 +10,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from apps.accounts.models import Role
-from apps.core.api import StandardPagination
+from apps.core.api import StandardPagination, paginated_response
 from apps.environments.access import (
     environment_get_for_user,
     grader_get_for_user,
@@ -22,7 +22,6 @@ from apps.environments.apis.common import (
     READ_ERRORS,
     SPEC_WRITE_ERRORS,
     JsonApiView,
-    paginated,
     validated,
 )
 from apps.environments.apis.serializers import (
@@ -90,7 +89,7 @@ class TaskListApi(JsonApiView):
         environment = environment_get_for_user(request.user, pk)
         filters = validated(TaskFilterInput, request.query_params)
         tasks = environment_task_list(environment=environment, **filters)
-        return paginated(request, self, tasks, TaskOutput)
+        return paginated_response(request, self, tasks, TaskOutput)
 
     @extend_schema(
         tags=["tasks"],
@@ -160,7 +159,9 @@ class GraderListApi(JsonApiView):
     def get(self, request, pk):
         task = task_get_for_user(request.user, pk)
         filters = validated(GraderFilterInput, request.query_params)
-        return paginated(request, self, task_grader_list(task=task, **filters), GraderOutput)
+        return paginated_response(
+            request, self, task_grader_list(task=task, **filters), GraderOutput
+        )
 
     @extend_schema(
         tags=["graders"],
@@ -222,7 +223,9 @@ class ToolListApi(JsonApiView):
     )
     def get(self, request, pk):
         environment = environment_get_for_user(request.user, pk)
-        return paginated(request, self, environment_tool_list(environment=environment), ToolOutput)
+        return paginated_response(
+            request, self, environment_tool_list(environment=environment), ToolOutput
+        )
 
     @extend_schema(
         tags=["tools"],
@@ -295,7 +298,7 @@ class RecordListApi(JsonApiView):
             environment_level_only=task == "none",
             **filters,
         )
-        return paginated(request, self, records, RecordOutput)
+        return paginated_response(request, self, records, RecordOutput)
 
     @extend_schema(
         tags=["records"],
