@@ -233,3 +233,35 @@ def test_verify_and_rebuild_actions(
 def test_nav_has_datasets(client_for, viewer, path):
     page = client_for(viewer).get(path).content.decode()
     assert '<a href="/p/acme/datasets/" aria-current="page">Datasets</a>' in page
+
+
+def test_page_queries_do_not_grow_with_rows(
+    client_for, viewer, author, dataset, sample_environments, built_version
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.datasets.services import VersionFilter
+    from tests.datasets.conftest import build_version
+
+    small = build_version(
+        dataset,
+        author,
+        filters=VersionFilter(environments=(sample_environments[0].pk,)),
+        validation_fraction=0,
+    )
+    assert (small.rows_total, built_version.rows_total) == (6, 18)
+    client = client_for(viewer)
+    counts = []
+    for version in (small, built_version):
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(_urls(version)["version"]).status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+    listed = []
+    for extra in range(2):
+        dataset_create(project=dataset.project, name=f"More {extra}", user=author)
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/p/acme/datasets/").status_code == 200
+        listed.append(len(queries))
+    assert listed[0] == listed[1]
