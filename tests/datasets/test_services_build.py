@@ -263,3 +263,16 @@ def test_a_redelivered_build_does_nothing(dataset, author, approved_demonstratio
     version.refresh_from_db()
     assert (version.status, version.checksum) == (VersionStatus.READY, checksum)
     assert DatasetRow.objects.filter(version=version).count() == 18
+
+
+def test_an_empty_selection_fails_with_a_reason(dataset, author, sample_environments):
+    make_demonstration(sample_environments[0], "notice-moved-dentist")  # an eval task
+    version = build(dataset, author)
+    assert version.status == VersionStatus.FAILED
+    assert version.job.status == JobStatus.FAILED
+    assert version.job.message == (
+        "Nothing to build: the filter matches 1 approved demonstrations, 1 of eval tasks "
+        "(always kept out) and 0 duplicates. Approve train-task demonstrations in the review "
+        "queue, or widen the filter."
+    )
+    assert not DatasetRow.objects.filter(version=version).exists()

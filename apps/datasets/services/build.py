@@ -134,6 +134,17 @@ def dataset_version_build(context: JobContext) -> str:
         caps = tuple(sorted(set(capabilities or [])))
         candidates.append((pk, version_id, key, tokens, content, caps))
     seen.clear()
+    if not candidates:
+        raise ApplicationError(
+            f"Nothing to build: the filter matches {total} approved demonstrations"
+            + (
+                f", {excluded_eval} of eval tasks (always kept out)"
+                f" and {removed_duplicates} duplicates"
+                if total
+                else ""
+            )
+            + ". Approve train-task demonstrations in the review queue, or widen the filter."
+        )
 
     validation = choose_validation(
         {key: env["rows"] for key, env in environments.items()},
