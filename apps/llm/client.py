@@ -35,7 +35,7 @@ from apps.llm.exceptions import (
     LLMUnavailable,
 )
 from apps.llm.jsontext import JSONExtractionError, extract_json_object
-from apps.llm.models import LLMCall, LLMCallStatus, ModelEndpoint
+from apps.llm.models import LLMCall, LLMCallStatus, ModelEndpoint, api_key_env_allowed
 
 logger = logging.getLogger(__name__)
 
@@ -410,10 +410,17 @@ class _CallLog:
 def _api_key(endpoint: ModelEndpoint, log: _CallLog) -> str:
     if not endpoint.api_key_env:
         return ""
-    value = os.environ.get(endpoint.api_key_env, "")
+    # Checked again here, not only when the endpoint is saved: a row saved before the rule
+    # (or written around the form) must not send another server variable to its base URL.
+    allowed = api_key_env_allowed(endpoint.api_key_env)
+    value = os.environ.get(endpoint.api_key_env, "") if allowed else ""
     if value:
         return value
-    detail = f"Environment variable {endpoint.api_key_env} is not set on the server."
+    detail = (
+        f"Environment variable {endpoint.api_key_env} is not set on the server."
+        if allowed
+        else f"{endpoint.api_key_env} is not an API key variable (its name must end in API_KEY)."
+    )
     call = log.write(attempt=1, status=LLMCallStatus.ERROR, error=detail)
     raise LLMConfigurationError(
         f"Endpoint “{endpoint.name}” cannot be used: {detail}",

@@ -12,6 +12,15 @@ from django.db import models
 from django.db.models import Q
 
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Only variables named like an API key may be sent to an endpoint: the base URL is chosen by
+# any author, so naming SECRET_KEY or DATABASE_URL would hand the server's own secrets to it.
+API_KEY_ENV_SUFFIX = "API_KEY"
+
+
+def api_key_env_allowed(name: str) -> bool:
+    return bool(ENV_VAR_NAME.match(name)) and name.upper().endswith(API_KEY_ENV_SUFFIX)
+
+
 MAX_CONCURRENCY_LIMIT = 256
 
 
@@ -31,6 +40,11 @@ def validate_env_var_name(value: str) -> None:
         raise ValidationError(
             "Enter the NAME of an environment variable (letters, digits and underscores, "
             "e.g. OPENAI_API_KEY), never the key itself."
+        )
+    if value and not api_key_env_allowed(value):
+        raise ValidationError(
+            f"The variable's name must end in {API_KEY_ENV_SUFFIX} (e.g. OPENAI_API_KEY): "
+            "only API keys are ever sent to an endpoint, never the server's other settings."
         )
 
 

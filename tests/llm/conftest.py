@@ -3,7 +3,7 @@ import pytest
 from apps.llm.services import endpoint_create
 from tests.llm_server import LoopbackLLMServer
 
-TEST_KEY_ENV = "COWORKENV_TEST_LLM_KEY"
+TEST_KEY_ENV = "COWORKENV_TEST_LLM_API_KEY"
 TEST_KEY = "sk-loopback-test"
 
 

@@ -209,7 +209,7 @@ def test_400_is_not_retried_and_says_why(endpoint, llm_server):
 
 
 def test_wrong_key_is_a_401_request_error(endpoint, llm_server, monkeypatch):
-    monkeypatch.setenv("COWORKENV_TEST_LLM_KEY", "sk-wrong")
+    monkeypatch.setenv("COWORKENV_TEST_LLM_API_KEY", "sk-wrong")
     with pytest.raises(LLMRequestError) as raised:
         chat(endpoint)
     assert raised.value.detail == "HTTP 401: Incorrect API key provided."
@@ -260,11 +260,26 @@ def test_connection_refused_is_retried_then_unavailable(project, api_key):
 
 
 def test_unset_key_variable_fails_before_any_request(endpoint, llm_server, monkeypatch):
-    monkeypatch.delenv("COWORKENV_TEST_LLM_KEY")
+    monkeypatch.delenv("COWORKENV_TEST_LLM_API_KEY")
     with pytest.raises(LLMConfigurationError) as raised:
         chat(endpoint)
     assert raised.value.detail == (
-        "Environment variable COWORKENV_TEST_LLM_KEY is not set on the server."
+        "Environment variable COWORKENV_TEST_LLM_API_KEY is not set on the server."
+    )
+    assert llm_server.requests == []
+    assert LLMCall.objects.get().error == raised.value.detail
+
+
+def test_a_non_api_key_variable_is_never_sent(endpoint, llm_server, monkeypatch):
+    # A row saved around the form's rule (older data, a shell) still cannot send the server's
+    # own settings to its base URL as the bearer token.
+    monkeypatch.setenv("SECRET_KEY", "the-server-secret")
+    type(endpoint).objects.filter(pk=endpoint.pk).update(api_key_env="SECRET_KEY")
+    endpoint.refresh_from_db()
+    with pytest.raises(LLMConfigurationError) as raised:
+        chat(endpoint)
+    assert raised.value.detail == (
+        "SECRET_KEY is not an API key variable (its name must end in API_KEY)."
     )
     assert llm_server.requests == []
     assert LLMCall.objects.get().error == raised.value.detail

@@ -100,6 +100,9 @@ def test_create_get_renders_the_form(client_for, author, project):
     [
         ("base_url", "ftp://models.example/v1", "Enter an http:// or https:// address"),
         ("api_key_env", "sk-live-1234", "never the key itself"),
+        # Any server variable would be sent to the author's base URL as the bearer token.
+        ("api_key_env", "SECRET_KEY", "must end in API_KEY"),
+        ("api_key_env", "DATABASE_URL", "must end in API_KEY"),
         ("max_concurrency", "0", "greater than or equal to 1"),
         ("temperature", "3", "less than or equal to 2.0"),
     ],

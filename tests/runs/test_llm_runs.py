@@ -20,7 +20,7 @@ from tests.runs.conftest import import_valid
 
 pytestmark = pytest.mark.django_db
 
-KEY_ENV = "COWORKENV_TEST_RUNS_KEY"
+KEY_ENV = "COWORKENV_TEST_RUNS_API_KEY"
 KEY = "sk-loopback-runs"
 SYSTEM = "You are the assistant of me@acme.test. Act through the tools."
 ASK = "Email Dana the budget figure."
