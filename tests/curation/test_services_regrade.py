@@ -100,3 +100,23 @@ def test_regrade_by_hand_reuses_an_active_job(demonstrations, project, reviewer)
     first.refresh_from_db()
     assert (first.status, first.result["flipped"]) == (JobStatus.SUCCEEDED, [])
     assert Demonstration.objects.filter(regraded_at__isnull=False).count() == 3
+
+
+def test_a_whole_spec_edit_regrades_and_relinks_the_tasks(demonstrations, curation_environment):
+    from apps.environments.services import environment_replace_spec
+    from apps.environments.specs import environment_spec
+
+    document = environment_spec(curation_environment)
+    document["description"] = "Edited as a whole."
+    environment_replace_spec(environment=curation_environment, spec=document)
+    assert Demonstration.objects.filter(task__isnull=True).count() == 3  # rows recreated
+    _validate(curation_environment)
+    job = Job.objects.get(kind="curation.regrade")
+    regrade_demonstrations_task(job.pk)
+    job.refresh_from_db()
+    assert job.message == "Re-graded 3 demonstrations; 0 flipped."
+    for demo in demonstrations:
+        demo.refresh_from_db()
+        assert demo.task.key == demo.task_key
+        assert demo.task.environment_id == curation_environment.pk
+        assert demo.current_version.passed is True

@@ -48,21 +48,23 @@ def regrade_transcript(
 ) -> Regrade:
     """Replay ``transcript`` for the demonstration's task on the environment as it is now.
     ``loaded`` is a ``load_environment_spec`` result to reuse across demonstrations."""
-    task = demonstration.task
-    if task is None or demonstration.environment is None:
-        raise NotGradable(
-            "The task was deleted (or replaced by a whole-spec edit): there is nothing to "
-            "replay this transcript against."
-        )
     environment = demonstration.environment
+    if environment is None:
+        raise NotGradable(
+            "The environment was deleted: there is nothing to replay this transcript against."
+        )
+    # By key: a whole-spec edit recreates the task rows, but the task lives on under its key.
+    key = demonstration.task.key if demonstration.task is not None else demonstration.task_key
     spec, spec_hash = loaded or load_environment_spec(environment)
     try:
-        spec.task(task.key)
+        spec.task(key)
     except KeyError:
-        raise NotGradable(f"The environment no longer has the task “{task.key}”.") from None
+        raise NotGradable(
+            f"The environment no longer has the task “{key}” (deleted or renamed)."
+        ) from None
     run = demonstration.run
     result = replay_transcript(
-        spec, task.key, transcript, seed=seed if seed is not None else (run.seed if run else 0)
+        spec, key, transcript, seed=seed if seed is not None else (run.seed if run else 0)
     )
     grading = result.grading.to_dict()
     grading["divergent_calls"] = result.divergent_calls

@@ -59,6 +59,13 @@ def demonstration_regrade(*, demonstration: Demonstration, loaded=None) -> str:
         )
         demo = Demonstration.objects.select_for_update().get(pk=demonstration.pk)
         fields = {"score": graded.score, "regraded_at": timezone.now()}
+        if demo.task_id is None:
+            # A whole-spec edit recreated the task rows: link the task of the same key again.
+            from apps.environments.models import Task
+
+            fields["task"] = Task.objects.filter(
+                environment_id=demo.environment_id, key=demo.task_key
+            ).first()
         if flip:
             fields["regrade_flag"] = flip
             if demo.status != DemonstrationStatus.PENDING or demo.disputed:
@@ -77,7 +84,7 @@ def demonstration_regrade(*, demonstration: Demonstration, loaded=None) -> str:
 def stale_demonstrations(*, environment):
     """The environment's demonstrations graded on another revision than its current one."""
     return Demonstration.objects.filter(
-        environment=environment, current_version__isnull=False, task__isnull=False
+        environment=environment, current_version__isnull=False
     ).exclude(
         Q(current_version__environment_revision=environment.revision)
         & Q(current_version__spec_hash=environment.spec_hash)
@@ -119,7 +126,7 @@ def regrade_start_if_stale(*, environment) -> Job | None:
 
 def _targets(project, environment_id, only_stale):
     qs = Demonstration.objects.filter(
-        project=project, current_version__isnull=False, task__isnull=False
+        project=project, current_version__isnull=False, environment__isnull=False
     )
     if environment_id is not None:
         qs = qs.filter(environment_id=environment_id)
