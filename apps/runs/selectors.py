@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.urls import reverse
 
 from apps.environments.models import Task
@@ -50,6 +50,23 @@ def batch_list(*, project) -> QuerySet[RunBatch]:
 def batch_final_rows(*, batch: RunBatch) -> list[dict]:
     """The run that closes each slot (the latest attempt), as dicts for the evaluation."""
     return list(Run.objects.filter(batch=batch).filter(final_runs_q(batch)).values(*EVAL_FIELDS))
+
+
+def _final_rows_by_batch(batches: list[RunBatch]) -> dict[int, list[dict]]:
+    """``batch_final_rows`` for many batches in one query (``final_runs_q`` with each run's
+    own batch's ``max_attempts``), so evaluation pages do not query once per batch."""
+    rows: dict[int, list[dict]] = defaultdict(list)
+    if not batches:
+        return rows
+    final = (
+        Q(status__in=[RunStatus.SUCCEEDED, RunStatus.CANCELLED])
+        | Q(status=RunStatus.ERRORED, retryable=False)
+        | Q(status=RunStatus.ERRORED, attempt__gte=F("batch__max_attempts"))
+    )
+    runs = Run.objects.filter(batch_id__in=[b.pk for b in batches]).filter(final)
+    for row in runs.values(*EVAL_FIELDS):
+        rows[row["batch_id"]].append(row)
+    return rows
 
 
 def batch_metrics(*, batch: RunBatch) -> dict:
@@ -190,8 +207,9 @@ def model_evaluation(*, project, batch_ids: list[int] | None = None) -> dict:
         batches = [b for b in batches if b.pk in set(batch_ids)]
     by_model: dict[str, list[dict]] = defaultdict(list)
     trials_by_model: dict[str, int] = defaultdict(int)
+    final_rows = _final_rows_by_batch(batches)
     for batch in batches:
-        rows = batch_final_rows(batch=batch)
+        rows = final_rows[batch.pk]
         by_model[batch.policy_label].extend(rows)
         trials_by_model[batch.policy_label] = max(trials_by_model[batch.policy_label], batch.trials)
     models = []
@@ -210,13 +228,14 @@ def leaderboard(*, project) -> list[dict]:
     sets: dict[str, list[RunBatch]] = defaultdict(list)
     for batch in batches:
         sets[batch.task_set_key].append(batch)
+    final_rows = _final_rows_by_batch(batches)
     boards = []
     for key, members in sets.items():
         by_model: dict[str, list[dict]] = defaultdict(list)
         batch_ids: dict[str, list[int]] = defaultdict(list)
         k_max = max(b.trials for b in members)
         for batch in members:
-            by_model[batch.policy_label].extend(batch_final_rows(batch=batch))
+            by_model[batch.policy_label].extend(final_rows[batch.pk])
             batch_ids[batch.policy_label].append(batch.pk)
         rows = []
         for label, runs in by_model.items():

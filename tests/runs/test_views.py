@@ -2,6 +2,8 @@
 evaluation, leaderboard — success, wrong method, anonymous, outsider, viewer, htmx."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps.core.models import Job
@@ -287,3 +289,33 @@ def test_dashboard_counts_runs(client_for, viewer, finished_batch):
         f'<a class="stat" href="/p/acme/runs/"><div class="value">{runs}</div>'
         '<div class="label">Runs</div></a>'
     ) in page
+
+
+def test_evaluation_and_leaderboard_queries_do_not_grow_with_batches(
+    client_for, viewer, project, author, sample_environments, finished_batch
+):
+    client = client_for(viewer)
+    urls = [
+        reverse("runs:evaluation", args=["acme"]),
+        reverse("runs:leaderboard", args=["acme"]),
+    ]
+
+    def counts():
+        result = []
+        for url in urls:
+            with CaptureQueriesContext(connection) as queries:
+                assert client.get(url).status_code == 200
+            result.append(len(queries))
+        return result
+
+    one = counts()
+    for _ in range(3):
+        run_batch_execute_inline(
+            batch=run_batch_create(
+                project=project,
+                user=author,
+                selection=TaskSelection(environments=(sample_environments[0].pk,)),
+                executor=Executor.INLINE,
+            )
+        )
+    assert counts() == one
