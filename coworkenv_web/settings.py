@@ -233,9 +233,9 @@ SPECTACULAR_SETTINGS = {
         "RunRoleEnum": "apps.runs.models.RunRole",
         "RunPolicyKindEnum": "apps.runs.models.PolicyKind",
         "RoleEnum": "apps.accounts.models.Role",
-        "DatasetVersionStatusEnum": "apps.datasets.models.VersionStatus",
         "DemonstrationStatusEnum": "apps.curation.models.DemonstrationStatus",
         "ReviewDecisionEnum": "apps.curation.models.Decision",
+        "DatasetVersionStatusEnum": "apps.datasets.models.VersionStatus",
     },
 }
 
@@ -272,6 +272,26 @@ LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 4)
 LLM_MAX_TOTAL_WAIT_S = env_int("LLM_MAX_TOTAL_WAIT_S", 180)  # sleeping between attempts
 LLM_RETRY_AFTER_CAP_S = env_int("LLM_RETRY_AFTER_CAP_S", 60)  # longest Retry-After honoured
 LLM_SLOT_WAIT_S = env_int("LLM_SLOT_WAIT_S", 900)  # longest wait for a free concurrency slot
+
+
+def _key_hosts(value: str | None) -> dict[str, list[str]]:
+    """``OPENAI_API_KEY=api.openai.com,VLLM_API_KEY=gpu1.lan|gpu2.lan`` -> {name: [hosts]}."""
+    hosts: dict[str, list[str]] = {}
+    for item in (value or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, allowed = item.partition("=")
+        if not sep or not name.strip() or not allowed.strip():
+            raise ImproperlyConfigured(
+                f"LLM_KEY_HOSTS entries look like NAME=host|host, not {item.strip()!r}."
+            )
+        hosts[name.strip()] = [h.strip().lower() for h in allowed.split("|") if h.strip()]
+    return hosts
+
+
+# Which hosts each API-key variable may be sent to. Set it on any shared server: without it an
+# author could point an endpoint at their own server and receive the team's key.
+LLM_KEY_HOSTS = _key_hosts(env_str("LLM_KEY_HOSTS"))
 
 # Synthesis: a slot whose worker has not sent a heartbeat for this long may be taken over.
 SYNTHESIS_LEASE_S = env_int("SYNTHESIS_LEASE_S", 90)

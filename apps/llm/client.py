@@ -35,7 +35,13 @@ from apps.llm.exceptions import (
     LLMUnavailable,
 )
 from apps.llm.jsontext import JSONExtractionError, extract_json_object
-from apps.llm.models import LLMCall, LLMCallStatus, ModelEndpoint, api_key_env_allowed
+from apps.llm.models import (
+    LLMCall,
+    LLMCallStatus,
+    ModelEndpoint,
+    api_key_env_allowed,
+    api_key_host_refusal,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -413,14 +419,16 @@ def _api_key(endpoint: ModelEndpoint, log: _CallLog) -> str:
     # Checked again here, not only when the endpoint is saved: a row saved before the rule
     # (or written around the form) must not send another server variable to its base URL.
     allowed = api_key_env_allowed(endpoint.api_key_env)
-    value = os.environ.get(endpoint.api_key_env, "") if allowed else ""
+    refusal = api_key_host_refusal(endpoint.api_key_env, endpoint.base_url) if allowed else None
+    value = os.environ.get(endpoint.api_key_env, "") if allowed and not refusal else ""
     if value:
         return value
-    detail = (
-        f"Environment variable {endpoint.api_key_env} is not set on the server."
-        if allowed
-        else f"{endpoint.api_key_env} is not an API key variable (its name must end in API_KEY)."
-    )
+    if not allowed:
+        detail = (
+            f"{endpoint.api_key_env} is not an API key variable (its name must end in API_KEY)."
+        )
+    else:
+        detail = refusal or f"Environment variable {endpoint.api_key_env} is not set on the server."
     call = log.write(attempt=1, status=LLMCallStatus.ERROR, error=detail)
     raise LLMConfigurationError(
         f"Endpoint “{endpoint.name}” cannot be used: {detail}",

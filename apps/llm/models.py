@@ -21,6 +21,26 @@ def api_key_env_allowed(name: str) -> bool:
     return bool(ENV_VAR_NAME.match(name)) and name.upper().endswith(API_KEY_ENV_SUFFIX)
 
 
+def api_key_host_refusal(name: str, base_url: str) -> str | None:
+    """Why the key in ``name`` may not be sent to ``base_url``, or None if it may.
+
+    On a shared server the operator lists, in ``LLM_KEY_HOSTS``, which hosts each key
+    variable may reach (e.g. ``OPENAI_API_KEY=api.openai.com``); without that any author
+    could point an endpoint at their own server and receive the team's key. With no
+    ``LLM_KEY_HOSTS`` (a laptop) every host is allowed.
+    """
+    key_hosts: dict[str, list[str]] = getattr(settings, "LLM_KEY_HOSTS", {})
+    if not name or not key_hosts:
+        return None
+    host = (urlparse(base_url).hostname or "").lower()
+    allowed = key_hosts.get(name)
+    if allowed is None:
+        return f"{name} is not listed in the server's LLM_KEY_HOSTS."
+    if host not in allowed:
+        return f"{name} may only be sent to {', '.join(allowed)}, not to {host or 'this address'}."
+    return None
+
+
 MAX_CONCURRENCY_LIMIT = 256
 
 
@@ -134,6 +154,11 @@ class ModelEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        refusal = api_key_host_refusal(self.api_key_env, self.base_url)
+        if refusal:
+            raise ValidationError({"api_key_env": refusal})
 
     def cost_of(self, tokens_in: int, tokens_out: int) -> Decimal:
         """The price of one request, from this endpoint's prices per million tokens."""

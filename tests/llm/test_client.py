@@ -421,3 +421,43 @@ def test_llm_json_reask_exhausted_raises(endpoint, llm_server):
         llm_json(endpoint=endpoint, messages=HELLO, purpose="t", reask=1)
     assert raised.value.result.content == "still nope"
     assert len(llm_server.chat_requests()) == 2
+
+
+def test_key_is_only_sent_to_the_hosts_the_operator_listed(endpoint, llm_server, settings):
+    settings.LLM_KEY_HOSTS = {endpoint.api_key_env: ["api.example.com"]}
+    with pytest.raises(LLMConfigurationError, match=r"may only be sent to api\.example\.com"):
+        chat(endpoint)
+    assert llm_server.chat_requests() == []
+
+    settings.LLM_KEY_HOSTS = {"OTHER_API_KEY": ["127.0.0.1"]}
+    with pytest.raises(LLMConfigurationError, match="not listed in the server's LLM_KEY_HOSTS"):
+        chat(endpoint)
+    assert llm_server.chat_requests() == []
+
+    settings.LLM_KEY_HOSTS = {endpoint.api_key_env: ["127.0.0.1"]}
+    llm_server.script(Reply.text("Hi."))
+    assert chat(endpoint).content == "Hi."
+
+
+def test_endpoint_pointing_a_listed_key_elsewhere_is_refused_on_save(endpoint, settings):
+    from django.core.exceptions import ValidationError
+
+    settings.LLM_KEY_HOSTS = {endpoint.api_key_env: ["api.example.com"]}
+    endpoint.base_url = "https://attacker.example.net/v1"
+    with pytest.raises(ValidationError) as error:
+        endpoint.full_clean()
+    assert "may only be sent to api.example.com" in str(error.value.message_dict["api_key_env"])
+
+
+def test_llm_key_hosts_setting_is_parsed_strictly():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from coworkenv_web.settings import _key_hosts
+
+    assert _key_hosts("A_API_KEY=api.a.com|EU.a.com, B_API_KEY=b.lan") == {
+        "A_API_KEY": ["api.a.com", "eu.a.com"],
+        "B_API_KEY": ["b.lan"],
+    }
+    assert _key_hosts(None) == {}
+    with pytest.raises(ImproperlyConfigured):
+        _key_hosts("A_API_KEY")
