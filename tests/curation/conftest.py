@@ -17,17 +17,16 @@ from apps.runs.services import (
     run_batch_execute_inline,
 )
 
-EXAMPLE = Path("/work/shared/reference/example-environment.json")
+# A copy of the design's reference example (../shared/reference/), kept beside the tests so
+# the suite does not depend on files outside the repository.
+EXAMPLE = Path(__file__).resolve().parent / "example-environment.json"
 ROOT = Path(__file__).resolve().parents[2]
-SUPPORT_DESK = ROOT / "samples" / "support-desk.json"
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))
 
 
 def spec_document() -> dict:
-    """The shared example environment (three tasks: a booking, a clarification, a silent
-    calendar change), or the support-desk sample where the example is not present."""
-    path = EXAMPLE if EXAMPLE.exists() else SUPPORT_DESK
-    return json.loads(path.read_text())
+    """The reference example: a booking, a clarification and a silent calendar change."""
+    return json.loads(EXAMPLE.read_text())
 
 
 def import_valid(project, user, spec: dict) -> Environment:

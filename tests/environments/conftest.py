@@ -8,14 +8,13 @@ import pytest
 from apps.environments.services import environment_import
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = Path("/work/shared/reference/example-environment.json")
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))
 
 
 @pytest.fixture
 def example_spec() -> dict:
-    """A valid spec: the first sample (or the shared reference example)."""
-    return json.loads((SAMPLES[0] if SAMPLES else EXAMPLE).read_text())
+    """A valid spec: the first sample."""
+    return json.loads(SAMPLES[0].read_text())
 
 
 @pytest.fixture

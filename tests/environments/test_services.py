@@ -29,7 +29,6 @@ from apps.environments.specs import environment_spec
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = Path("/work/shared/reference/example-environment.json")
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))
 
 
@@ -39,7 +38,7 @@ def load(path: Path) -> dict:
 
 @pytest.fixture
 def example_spec():
-    return load(SAMPLES[0]) if SAMPLES else load(EXAMPLE)
+    return load(SAMPLES[0])
 
 
 @pytest.fixture
@@ -47,7 +46,7 @@ def environment(project, author, example_spec):
     return environment_import(project=project, spec=example_spec, user=author)
 
 
-@pytest.mark.parametrize("path", SAMPLES or [EXAMPLE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
 def test_round_trip_keeps_the_canonical_document(project, author, path):
     document = load(path)
     environment = environment_import(project=project, spec=document, user=author)
