@@ -25,8 +25,8 @@ def project_counts(*, project: Project) -> dict[str, int]:
     """The figures on a project's dashboard; each part of the pipeline adds its own line."""
     from apps.capabilities.models import Capability
     from apps.core.models import ACTIVE_JOB_STATUSES, Job
-    from apps.environments.selectors import project_environment_counts
     from apps.curation.selectors import pending_count
+    from apps.environments.selectors import project_environment_counts
     from apps.runs.models import Run
 
     return {
