@@ -26,6 +26,7 @@ def project_counts(*, project: Project) -> dict[str, int]:
     from apps.capabilities.models import Capability
     from apps.core.models import ACTIVE_JOB_STATUSES, Job
     from apps.curation.selectors import pending_count
+    from apps.datasets.models import Dataset
     from apps.environments.selectors import project_environment_counts
     from apps.runs.models import Run
 
@@ -36,6 +37,7 @@ def project_counts(*, project: Project) -> dict[str, int]:
         **project_environment_counts(project=project),
         "runs": Run.objects.filter(project=project).count(),
         "demonstrations_pending": pending_count(project=project),
+        "datasets": Dataset.objects.filter(project=project).count(),
         "active_jobs": Job.objects.filter(project=project, status__in=ACTIVE_JOB_STATUSES).count(),
         "members": Membership.objects.filter(project=project).count(),
     }

@@ -88,10 +88,38 @@ def project_dashboard(request, slug):
     context = {
         "project": project,
         "membership": check_project_role(request.user, project),
-        "counts": project_counts(project=project),
+        "counts": (counts := project_counts(project=project)),
+        "cards": _dashboard_cards(project, counts),
         "recent_jobs": job_list(project=project, limit=5),
     }
     return render_page(request, "accounts/project_dashboard.html", context)
+
+
+# Each figure of the dashboard: its label and the page that lists what it counts.
+DASHBOARD_CARDS = [
+    ("capabilities", "Capabilities", "capabilities:list", ""),
+    ("environments", "Environments", "environments:list", ""),
+    ("valid_environments", "Valid or approved environments", "environments:list", "?status=valid"),
+    ("tasks", "Tasks", "capabilities:coverage", ""),
+    ("runs", "Runs", "runs:batch_list", ""),
+    ("demonstrations_pending", "Demonstrations awaiting review", "curation:queue", "?stay=1"),
+    ("datasets", "Datasets", "datasets:list", ""),
+    ("active_jobs", "Jobs in progress", "core:job_list", "?status=running"),
+    ("members", "Members", "accounts:member_list", ""),
+]
+
+
+def _dashboard_cards(project, counts: dict[str, int]) -> list[dict]:
+    return [
+        {
+            "key": key,
+            "label": label,
+            "value": counts[key],
+            "url": reverse(url_name, args=[project.slug]) + query,
+        }
+        for key, label, url_name, query in DASHBOARD_CARDS
+        if key in counts
+    ]
 
 
 @login_required

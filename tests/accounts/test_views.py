@@ -2,6 +2,7 @@ import pytest
 from django.urls import reverse
 
 from apps.accounts.models import ApiToken, Membership, Project, Role
+from apps.accounts.views import DASHBOARD_CARDS
 from tests.conftest import HTMX_HEADERS
 from tests.factories import UserFactory
 
@@ -294,3 +295,15 @@ def test_cannot_revoke_someone_elses_token(client_for, viewer, admin):
     assert response.status_code == 404
     token.refresh_from_db()
     assert token.revoked_at is None
+
+
+def test_dashboard_cards_link_to_what_they_count(client_for, viewer, project):
+    response = client_for(viewer).get(reverse("accounts:project_dashboard", args=[project.slug]))
+    cards = {card["key"]: card for card in response.context["cards"]}
+    assert cards["members"]["value"] == 1
+    assert cards["environments"]["url"] == reverse("environments:list", args=[project.slug])
+    assert cards["datasets"]["url"] == reverse("datasets:list", args=[project.slug])
+    assert cards["active_jobs"]["url"] == reverse("core:job_list", args=[project.slug]) + (
+        "?status=running"
+    )
+    assert list(cards) == [key for key, *_ in DASHBOARD_CARDS]

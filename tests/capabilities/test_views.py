@@ -522,8 +522,8 @@ def test_nav_and_dashboard_link_to_capabilities_and_coverage(client_for, viewer,
         < nav.index(reverse("environments:list", args=[project.slug]))
         < nav.index(coverage_url)
     )
-    assert f'<a class="stat" href="{list_url}">' in html
-    assert f'<a class="stat" href="{coverage_url}"' in html
+    assert f'<a class="stat" href="{list_url}" data-testid="stat-capabilities">' in html
+    assert f'<a class="stat" href="{coverage_url}" data-testid="stat-tasks">' in html
 
 
 def test_nav_marks_the_current_page(client_for, viewer, project, policy):
