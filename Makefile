@@ -18,7 +18,7 @@ migrate: install
 	$(BIN)/python manage.py migrate --noinput
 
 seed: migrate
-	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py seed_demo --url http://$${HOST:-127.0.0.1}:$${PORT:-8000}/
 
 run: seed
 	$(BIN)/python scripts/run_local.py
