@@ -9,12 +9,12 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from apps.environments.models import Environment, Grader
-from tests.environments.conftest import EXAMPLE, SAMPLES
+from tests.environments.conftest import SAMPLES
 from tests.workers import WorkerProcess, purge_queues
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SPEC_PATH = SAMPLES[0] if SAMPLES else EXAMPLE
+SPEC_PATH = SAMPLES[0]
 TRIVIAL_CHECK = {"kind": "state", "query": "length(email.sent)", "op": ">=", "value": 0}
 JOB_TIMEOUT_MS = 120_000
 

@@ -8,11 +8,11 @@ from playwright.sync_api import expect
 
 from apps.core.models import Job
 from apps.environments.models import Environment
-from tests.environments.conftest import EXAMPLE, SAMPLES
+from tests.environments.conftest import SAMPLES
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SPEC_PATH = SAMPLES[0] if SAMPLES else EXAMPLE
+SPEC_PATH = SAMPLES[0]
 
 
 def test_author_imports_browses_filters_and_validates(login, live_server, project, author):
