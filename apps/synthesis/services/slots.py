@@ -23,6 +23,7 @@ from django.db import IntegrityError, close_old_connections, connection, transac
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
+from apps.accounts.models import Project
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
 from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.problems import SpecError
@@ -314,6 +315,9 @@ def _finish(slot: SynthesisSlot, lease: SlotLease, final: Final, *, fenced_only=
     sketch, shingle_count = document_sketch(document)
     signatures_refresh(project=synthesis.project)
     with transaction.atomic():
+        # One finishing slot per project at a time: on PostgreSQL two slots finishing at the
+        # same moment would not see each other's signature and miss their near-duplicate.
+        Project.objects.select_for_update().filter(pk=synthesis.project_id).first()
         if not lease._mine().update(
             status=final.status, error=final.error, finished_at=now, **lineage
         ):
