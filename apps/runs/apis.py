@@ -25,7 +25,13 @@ from apps.runs.models import (
     UserSide,
 )
 from apps.runs.selectors import RunFilters, batch_list, batch_metrics, run_list
-from apps.runs.services import BatchSettings, TaskSelection, run_batch_cancel, run_batch_create
+from apps.runs.services import (
+    BatchSettings,
+    TaskSelection,
+    run_batch_cancel,
+    run_batch_create,
+    run_batch_resume,
+)
 from apps.runs.services.batches import DEFAULT_STATUSES
 
 
@@ -216,6 +222,15 @@ class RunBatchCancelApi(APIView):
         return Response(RunBatchOutput(run_batch_cancel(batch=batch)).data)
 
 
+class RunBatchResumeApi(APIView):
+    @extend_schema(request=None, responses=RunBatchOutput, operation_id="run_batches_resume")
+    def post(self, request, pk):
+        batch = batch_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+        run_batch_resume(batch=batch)
+        batch.refresh_from_db()
+        return Response(RunBatchOutput(batch).data)
+
+
 RUN_FILTERS = [
     OpenApiParameter("batch", int, required=False, description="Only this batch's runs."),
     OpenApiParameter("task", int, required=False, description="Only runs of this task id."),
@@ -247,6 +262,7 @@ urlpatterns = [
     path("projects/<int:pk>/run-batches/", RunBatchListApi.as_view(), name="run_batch_list"),
     path("run-batches/<int:pk>/", RunBatchDetailApi.as_view(), name="run_batch_detail"),
     path("run-batches/<int:pk>/cancel/", RunBatchCancelApi.as_view(), name="run_batch_cancel"),
+    path("run-batches/<int:pk>/resume/", RunBatchResumeApi.as_view(), name="run_batch_resume"),
     path("projects/<int:pk>/runs/", RunListApi.as_view(), name="run_list"),
     path("runs/<int:pk>/", RunDetailApi.as_view(), name="run_detail"),
 ]

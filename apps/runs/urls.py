@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/batches/<int:pk>/", views.batch_detail_view, name="batch_detail"),
     path("runs/batches/<int:pk>/progress/", views.batch_progress_view, name="batch_progress"),
     path("runs/batches/<int:pk>/cancel/", views.batch_cancel_view, name="batch_cancel"),
+    path("runs/batches/<int:pk>/resume/", views.batch_resume_view, name="batch_resume"),
     path("runs/compare/", views.run_compare_view, name="compare"),
     path("runs/<int:pk>/", views.run_detail_view, name="detail"),
 ]

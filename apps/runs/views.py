@@ -26,7 +26,7 @@ from apps.runs.selectors import (
     sibling_runs,
     task_anchor,
 )
-from apps.runs.services import run_batch_cancel, run_batch_create
+from apps.runs.services import run_batch_cancel, run_batch_create, run_batch_resume
 from apps.runs.timeline import failures, run_timeline, verdict_rows
 
 RUNS_PER_PAGE = 50
@@ -169,6 +169,20 @@ def batch_cancel_view(request, pk):
         message = exc.message
     else:
         message = "Cancelled: pending runs will not start."
+    return redirect_after_post(request, reverse("runs:batch_detail", args=[batch.pk]), message)
+
+
+@login_required
+@require_POST
+def batch_resume_view(request, pk):
+    """Hand an unfinished batch to the workers again, e.g. after a worker or broker was lost."""
+    batch = batch_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    try:
+        enqueued = run_batch_resume(batch=batch)
+    except ApplicationError as exc:
+        message = exc.message
+    else:
+        message = f"Queued {enqueued} run(s) again." if enqueued else "Nothing to resume right now."
     return redirect_after_post(request, reverse("runs:batch_detail", args=[batch.pk]), message)
 
 

@@ -156,3 +156,22 @@ def test_schema_lists_the_runs_endpoints(api_client_for, viewer):
         "/api/v1/runs/{id}/",
     ):
         assert path in schema["paths"], path
+
+
+def test_resume(api_client_for, author, viewer, outsider, project, sample_environments):
+    batch = run_batch_create(project=project, user=author, executor=Executor.INLINE)
+    url = f"/api/v1/run-batches/{batch.pk}/resume/"
+    assert api_client_for(viewer).post(url).status_code == 403
+    assert api_client_for(outsider).post(url).status_code == 404
+    batch.refresh_from_db()
+    assert batch.executor == Executor.INLINE
+    response = api_client_for(author).post(url)
+    assert response.status_code == 200
+    batch.refresh_from_db()
+    assert batch.executor == Executor.CELERY
+    api_client_for(author).post(f"/api/v1/run-batches/{batch.pk}/cancel/")
+    again = api_client_for(author).post(url)
+    assert (again.status_code, again.json()["message"]) == (
+        400,
+        "This batch has already cancelled.",
+    )

@@ -192,6 +192,36 @@ def test_cancel_refuses_outsiders(client_for, outsider, pending_batch):
     assert Job.objects.get(pk=pending_batch.job_id).status == "pending"
 
 
+def test_resume_hands_an_inline_batch_to_the_workers(
+    client_for, author, viewer, pending_batch, django_capture_on_commit_callbacks
+):
+    url = reverse("runs:batch_resume", args=[pending_batch.pk])
+    assert client_for(viewer).post(url).status_code == 403
+    pending_batch.refresh_from_db()
+    assert pending_batch.executor == Executor.INLINE
+    client = client_for(author)
+    assert client.get(url).status_code == 405
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client.post(url, **HTMX_HEADERS)
+    assert response["HX-Redirect"] == f"/runs/batches/{pending_batch.pk}/"
+    pending_batch.refresh_from_db()
+    assert pending_batch.executor == Executor.CELERY
+    assert len(callbacks) >= 1  # runs queued after commit
+
+
+def test_resume_refuses_outsiders_and_finished_batches(
+    client_for, outsider, author, pending_batch, finished_batch
+):
+    url = reverse("runs:batch_resume", args=[pending_batch.pk])
+    assert client_for(outsider).post(url).status_code == 404
+    pending_batch.refresh_from_db()
+    assert pending_batch.executor == Executor.INLINE
+    response = client_for(author).post(
+        reverse("runs:batch_resume", args=[finished_batch.pk]), follow=True
+    )
+    assert "This batch has already succeeded." in response.content.decode()
+
+
 def test_progress_partial_polls_while_running_and_reloads_at_the_end(
     client_for, viewer, pending_batch, finished_batch
 ):
@@ -286,8 +316,8 @@ def test_dashboard_counts_runs(client_for, viewer, finished_batch):
     runs = Run.objects.count()
     assert runs == 2 * len(finished_batch.task_ids)
     assert (
-        f'<a class="stat" href="/p/acme/runs/"><div class="value">{runs}</div>'
-        '<div class="label">Runs</div></a>'
+        f'<a class="stat" href="/p/acme/runs/" data-testid="stat-runs">'
+        f'<div class="value">{runs}</div><div class="label">Runs</div></a>'
     ) in page
 
 
