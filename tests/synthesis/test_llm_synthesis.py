@@ -194,6 +194,10 @@ def test_all_slots_failing_fails_the_job(start_llm, llm_server):
 @pytest.mark.django_db(transaction=True)
 def test_concurrency_limit_holds_across_parallel_slots(start_llm, llm_server, endpoint):
     assert endpoint.max_concurrency == 2
+    # A generous client timeout: on a loaded machine a request abandoned at the fixture's
+    # 0.5 s would be retried while the server still works on it, and the server would
+    # rightly count three requests in flight.
+    type(endpoint).objects.filter(pk=endpoint.pk).update(request_timeout_s=10)
     spec = valid_spec()
     llm_server.latency = 0.3
     llm_server.responder = lambda request: Reply.json(copy.deepcopy(spec))
