@@ -37,7 +37,7 @@ os.environ["COWORKENV_VAR_DIR"] = str(TMP)
 os.environ["DATABASE_URL"] = f"sqlite://{TMP / 'bench.sqlite3'}"
 os.environ.pop("CELERY_BROKER_URL", None)
 os.environ["DJANGO_SETTINGS_MODULE"] = "coworkenv_web.settings"
-os.environ["BENCH_LLM_KEY"] = "sk-bench"
+os.environ["BENCH_LLM_API_KEY"] = "sk-bench"
 
 import django  # noqa: E402
 
@@ -142,7 +142,7 @@ def setup(server, concurrency: int, environments: int):
         name="teacher",
         base_url=server.base_url,
         model="bench-teacher",
-        api_key_env="BENCH_LLM_KEY",
+        api_key_env="BENCH_LLM_API_KEY",
         request_timeout_s=30,
         max_concurrency=concurrency,
     )
