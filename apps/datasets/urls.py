@@ -8,6 +8,8 @@ urlpatterns = [
     path("p/<slug:slug>/datasets/", views.dataset_list_view, name="list"),
     path("p/<slug:slug>/datasets/new/", views.dataset_create_view, name="create"),
     path("datasets/<int:pk>/", views.dataset_detail_view, name="detail"),
+    path("datasets/<int:pk>/edit/", views.dataset_edit_view, name="edit"),
+    path("datasets/<int:pk>/delete/", views.dataset_delete_view, name="delete"),
     path("datasets/<int:pk>/versions/new/", views.version_create_view, name="version_create"),
     path(
         "datasets/<int:pk>/versions/<int:number>/",

@@ -24,7 +24,9 @@ from apps.datasets.selectors import (
 from apps.datasets.services import (
     card_markdown,
     dataset_create,
+    dataset_delete,
     dataset_info,
+    dataset_update,
     dataset_version_create,
     dataset_version_rebuild,
     dataset_version_verify_start,
@@ -60,11 +62,7 @@ def dataset_create_view(request, slug):
         try:
             dataset = dataset_create(project=project, user=request.user, **form.cleaned_data)
         except ApplicationError as exc:
-            for field, errors in exc.extra.get("fields", {}).items():
-                for error in errors:
-                    form.add_error(field if field in form.fields else None, error)
-            if not exc.extra.get("fields"):
-                form.add_error(None, exc.message)
+            _form_errors_from(form, exc)
         else:
             return redirect_after_post(
                 request,
@@ -77,6 +75,64 @@ def dataset_create_view(request, slug):
         "form": form,
     }
     return render_page(request, "datasets/dataset_form.html", context, partial="form")
+
+
+def _form_errors_from(form, exc: ApplicationError) -> None:
+    for field, errors in exc.extra.get("fields", {}).items():
+        for error in errors:
+            form.add_error(field if field in form.fields else None, error)
+    if not exc.extra.get("fields"):
+        form.add_error(None, exc.message)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def dataset_edit_view(request, pk):
+    dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    initial = {"name": dataset.name, "description": dataset.description}
+    form = DatasetForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            dataset_update(dataset=dataset, **form.cleaned_data)
+        except ApplicationError as exc:
+            _form_errors_from(form, exc)
+        else:
+            return redirect_after_post(
+                request, reverse("datasets:detail", args=[dataset.pk]), "Saved the dataset."
+            )
+    context = {
+        "project": dataset.project,
+        "membership": check_project_role(request.user, dataset.project),
+        "form": form,
+        "dataset": dataset,
+    }
+    return render_page(request, "datasets/dataset_form.html", context, partial="form")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def dataset_delete_view(request, pk):
+    """GET asks for confirmation; POST deletes (admin only: consumers may pull its exports)."""
+    dataset = dataset_get_for_user(request.user, pk, min_role=Role.ADMIN)
+    if request.method == "POST":
+        try:
+            dataset_delete(dataset=dataset)
+        except ApplicationError as exc:
+            return redirect_after_post(
+                request, reverse("datasets:detail", args=[dataset.pk]), exc.message
+            )
+        return redirect_after_post(
+            request,
+            reverse("datasets:list", args=[dataset.project.slug]),
+            f"Deleted “{dataset.name}” with its versions and export files.",
+        )
+    context = {
+        "project": dataset.project,
+        "membership": check_project_role(request.user, dataset.project),
+        "dataset": dataset,
+        "version_count": dataset.versions.count(),
+    }
+    return render_page(request, "datasets/dataset_delete.html", context)
 
 
 @login_required

@@ -2,6 +2,7 @@
 rebuild and downloads — roles, htmx variants, escaping."""
 
 import pytest
+from django.urls import reverse
 
 from apps.core.models import Job
 from apps.datasets.models import Dataset, DatasetVersion
@@ -265,3 +266,54 @@ def test_page_queries_do_not_grow_with_rows(
             assert client.get("/p/acme/datasets/").status_code == 200
         listed.append(len(queries))
     assert listed[0] == listed[1]
+
+
+def test_edit_dataset(client, client_for, author, viewer, outsider, dataset):
+    url = reverse("datasets:edit", args=[dataset.pk])
+    assert client.get(url).status_code == 302
+    assert client_for(outsider).get(url).status_code == 404
+    assert client_for(viewer).post(url, {"name": "Hijacked", "description": ""}).status_code == 403
+    dataset.refresh_from_db()
+    assert dataset.name != "Hijacked"
+    editor = client_for(author)
+    assert editor.get(url).status_code == 200
+    invalid = editor.post(url, {"name": "", "description": ""}, **HTMX_HEADERS)
+    assert (invalid.status_code, b"<html" in invalid.content) == (200, False)
+    response = editor.post(url, {"name": "Renamed SFT", "description": "For the v2 student"})
+    assert response["Location"] == reverse("datasets:detail", args=[dataset.pk])
+    dataset.refresh_from_db()
+    assert (dataset.name, dataset.description) == ("Renamed SFT", "For the v2 student")
+
+
+def test_edit_dataset_name_clash_is_a_form_error(client_for, author, project, dataset):
+    dataset_create(project=project, name="Taken", user=author)
+    response = client_for(author).post(
+        reverse("datasets:edit", args=[dataset.pk]), {"name": "Taken", "description": ""}
+    )
+    assert response.status_code == 200
+    assert "Already taken in this project." in response.content.decode()
+
+
+def test_delete_dataset_removes_versions_and_files(
+    client_for, author, admin, built_version, django_capture_on_commit_callbacks
+):
+    from apps.datasets.models import DatasetExport
+    from apps.datasets.services import export_absolute_path
+
+    dataset = built_version.dataset
+    files = [
+        export_absolute_path(e)
+        for e in DatasetExport.objects.filter(version=built_version).exclude(path="")
+    ]
+    assert files and all(path.exists() for path in files)
+    url = reverse("datasets:delete", args=[dataset.pk])
+    assert client_for(author).post(url).status_code == 403  # only admins delete
+    assert Dataset.objects.filter(pk=dataset.pk).exists()
+    client = client_for(admin)
+    assert "1 version" in client.get(url).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url)
+    assert response["Location"] == reverse("datasets:list", args=[dataset.project.slug])
+    assert not Dataset.objects.filter(pk=dataset.pk).exists()
+    assert not DatasetVersion.objects.filter(pk=built_version.pk).exists()
+    assert not any(path.exists() for path in files)

@@ -92,6 +92,23 @@ def dataset_update(*, dataset: Dataset, name: str, description: str) -> Dataset:
     return dataset
 
 
+def dataset_delete(*, dataset: Dataset) -> None:
+    """Delete a dataset, its versions and their rows; the cached export files go once the
+    deletion has committed (a failed deletion keeps every file)."""
+    from apps.datasets.models import DatasetExport
+    from apps.datasets.services.exports import export_absolute_path
+
+    if DatasetVersion.objects.filter(dataset=dataset, status=VersionStatus.BUILDING).exists():
+        raise ApplicationError("A version of this dataset is still building; wait for it first.")
+    paths = [
+        export_absolute_path(export)
+        for export in DatasetExport.objects.filter(version__dataset=dataset).exclude(path="")
+    ]
+    with transaction.atomic():
+        dataset.delete()
+        transaction.on_commit(lambda: [path.unlink(missing_ok=True) for path in paths])
+
+
 def _check_filter(project, filters: VersionFilter) -> None:
     problems: dict[str, list[str]] = {}
     if filters.capabilities:
