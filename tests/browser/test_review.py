@@ -40,7 +40,11 @@ def test_review_with_the_keyboard_only(login, live_server, reviewer, project, qu
     page.keyboard.press("Control+Enter")
     expect(page.get_by_text("Version 2 saved and re-graded")).to_be_visible()
 
-    # k selects the turn before it, x excludes it from training.
+    # Esc leaves any editor (so the next keys are shortcuts, not text), once the swapped-in
+    # version has settled; k selects the turn before it, x excludes it from training.
+    page.keyboard.press("Escape")
+    expect(page.locator("details.edit-turn[open]")).to_have_count(0)
+    page.wait_for_function("document.activeElement === document.body")
     page.keyboard.press("k")
     expect(page.locator(".turn-row.selected")).to_have_count(1)
     page.keyboard.press("x")
