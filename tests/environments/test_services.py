@@ -12,6 +12,7 @@ from apps.environments.models import Environment, EnvironmentStatus, Grader, Val
 from apps.environments.services import (
     environment_approve,
     environment_archive,
+    environment_delete,
     environment_duplicate,
     environment_import,
     environment_replace_spec,
@@ -186,3 +187,13 @@ def test_duplicate_is_an_equal_copy(environment, author):
     assert copy.name.endswith("(copy)")
     original, duplicate = environment_spec(environment), environment_spec(copy)
     assert {**duplicate, "name": original["name"]} == original
+
+
+def test_delete_only_after_archive(environment):
+    with pytest.raises(ApplicationError, match="Archive this environment before deleting it"):
+        environment_delete(environment=environment)
+    assert Environment.objects.filter(pk=environment.pk).exists()
+    environment_archive(environment=environment)
+    environment.refresh_from_db()
+    environment_delete(environment=environment)
+    assert not Environment.objects.filter(pk=environment.pk).exists()

@@ -9,7 +9,6 @@ from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
-from apps.core.exceptions import ApplicationError
 from apps.environments.access import environment_get_for_user
 from apps.environments.apis.common import (
     E400,
@@ -156,8 +155,6 @@ class EnvironmentDetailApi(JsonApiView):
     )
     def delete(self, request, pk):
         environment = environment_get_for_user(request.user, pk, min_role=Role.AUTHOR)
-        if environment.status != EnvironmentStatus.ARCHIVED:
-            raise ApplicationError("Archive this environment before deleting it.")
         environment_delete(environment=environment)
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -142,6 +142,10 @@ def environment_restore(*, environment: Environment) -> Environment:
 
 
 def environment_delete(*, environment: Environment) -> None:
+    """Delete for good. Two steps on purpose: archive first (reversible), then delete, so an
+    environment in use cannot go with one stray click or request."""
+    if environment.status != EnvironmentStatus.ARCHIVED:
+        raise ApplicationError("Archive this environment before deleting it.")
     environment.delete()
 
 

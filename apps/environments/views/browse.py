@@ -379,13 +379,14 @@ def environment_delete_view(request, pk):
     environment = environment_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     archived = environment.status == EnvironmentStatus.ARCHIVED
     if request.method == "POST":
-        if not archived:
-            messages.error(request, "Archive this environment before deleting it.")
+        project, name = environment.project, environment.name
+        try:
+            environment_delete(environment=environment)
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
             return redirect_after_post(
                 request, reverse("environments:delete", args=[environment.pk])
             )
-        project, name = environment.project, environment.name
-        environment_delete(environment=environment)
         return redirect_after_post(
             request, _list_url(project), f"Deleted “{name}” and everything it held."
         )
