@@ -24,3 +24,14 @@ def redirect_after_post(request, url: str, message: str | None = None):
     if is_partial_request(request):
         return HttpResponseClientRedirect(url)
     return HttpResponseRedirect(url)
+
+
+def form_add_service_error(form, exc) -> None:
+    """Show an ApplicationError on a form: ``extra["fields"]`` beside their fields (or on top
+    for fields the form lacks), otherwise the message on top."""
+    fields = exc.extra.get("fields") or {}
+    for name, errors in fields.items():
+        for error in errors:
+            form.add_error(name if name in form.fields else None, error)
+    if not fields:
+        form.add_error(None, exc.message)

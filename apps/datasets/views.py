@@ -8,7 +8,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
-from apps.core.http import is_partial_request, redirect_after_post, render_page
+from apps.core.http import (
+    form_add_service_error,
+    is_partial_request,
+    redirect_after_post,
+    render_page,
+)
 from apps.datasets.access import dataset_get_for_user, version_get_for_user
 from apps.datasets.downloads import ExportUnavailable, export_for, export_response
 from apps.datasets.formats import FORMATS
@@ -62,7 +67,7 @@ def dataset_create_view(request, slug):
         try:
             dataset = dataset_create(project=project, user=request.user, **form.cleaned_data)
         except ApplicationError as exc:
-            _form_errors_from(form, exc)
+            form_add_service_error(form, exc)
         else:
             return redirect_after_post(
                 request,
@@ -77,14 +82,6 @@ def dataset_create_view(request, slug):
     return render_page(request, "datasets/dataset_form.html", context, partial="form")
 
 
-def _form_errors_from(form, exc: ApplicationError) -> None:
-    for field, errors in exc.extra.get("fields", {}).items():
-        for error in errors:
-            form.add_error(field if field in form.fields else None, error)
-    if not exc.extra.get("fields"):
-        form.add_error(None, exc.message)
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def dataset_edit_view(request, pk):
@@ -95,7 +92,7 @@ def dataset_edit_view(request, pk):
         try:
             dataset_update(dataset=dataset, **form.cleaned_data)
         except ApplicationError as exc:
-            _form_errors_from(form, exc)
+            form_add_service_error(form, exc)
         else:
             return redirect_after_post(
                 request, reverse("datasets:detail", args=[dataset.pk]), "Saved the dataset."

@@ -7,7 +7,7 @@ from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.core.access import job_get_for_user
 from apps.core.exceptions import ApplicationError
-from apps.core.http import redirect_after_post, render_page
+from apps.core.http import form_add_service_error, redirect_after_post, render_page
 from apps.llm.access import endpoint_get_for_user
 from apps.llm.forms import ModelEndpointForm
 from apps.llm.models import LLMCallStatus
@@ -20,15 +20,6 @@ from apps.llm.services import (
 )
 
 CALLS_PER_PAGE = 20
-
-
-def _apply_service_error(form, exc: ApplicationError) -> None:
-    fields = exc.extra.get("fields") or {}
-    for name, errors in fields.items():
-        for error in errors:
-            form.add_error(name if name in form.fields else None, error)
-    if not fields:
-        form.add_error(None, exc.message)
 
 
 @login_required
@@ -54,7 +45,7 @@ def endpoint_create_view(request, slug):
                 project=project, created_by=request.user, **form.cleaned_data
             )
         except ApplicationError as exc:
-            _apply_service_error(form, exc)
+            form_add_service_error(form, exc)
         else:
             url = reverse("llm:endpoint_detail", args=[endpoint.pk])
             return redirect_after_post(request, url, f"Added the endpoint “{endpoint.name}”.")
@@ -76,7 +67,7 @@ def endpoint_edit_view(request, pk):
         try:
             endpoint = endpoint_update(endpoint=endpoint, **form.cleaned_data)
         except ApplicationError as exc:
-            _apply_service_error(form, exc)
+            form_add_service_error(form, exc)
         else:
             url = reverse("llm:endpoint_detail", args=[endpoint.pk])
             return redirect_after_post(request, url, f"Saved “{endpoint.name}”.")

@@ -6,7 +6,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
-from apps.core.http import redirect_after_post, render_page
+from apps.core.http import form_add_service_error, redirect_after_post, render_page
 from apps.synthesis.access import slot_get_for_user, synthesis_get_for_user
 from apps.synthesis.forms import SynthesisForm
 from apps.synthesis.models import SlotStatus
@@ -46,12 +46,7 @@ def synthesis_create_view(request, slug):
         try:
             synthesis = synthesis_start(project=project, user=request.user, **form.service_kwargs())
         except ApplicationError as exc:
-            fields = exc.extra.get("fields") or {}
-            for name, errors in fields.items():
-                for error in errors:
-                    form.add_error(name if name in form.fields else None, error)
-            if not fields:
-                form.add_error(None, exc.message)
+            form_add_service_error(form, exc)
         else:
             url = reverse("synthesis:detail", args=[synthesis.pk])
             return redirect_after_post(request, url, "Synthesis job started.")
