@@ -18,6 +18,7 @@ from jmespath.exceptions import JMESPathError
 
 from .bindings import normalize_text
 from .safe_regex import UnsafeRegex, safe_search
+from .side_effects import Footprint, collateral, net_changes
 
 Judge = Callable[[str, dict[str, Any]], Any]
 MAX_DEPTH = 8
@@ -58,6 +59,7 @@ class Call:
     arguments: dict[str, Any]
     ok: bool
     error_code: str | None = None
+    diff: tuple[dict[str, Any], ...] = ()  # the state changes of a successful call
 
     @classmethod
     def of(cls, entry: Any) -> Call:
@@ -71,9 +73,16 @@ class Call:
                 entry.get("arguments") or {},
                 bool(entry["ok"]),
                 entry.get("error_code"),
+                tuple(entry.get("diff") or ()),
             )
         return cls(
-            entry.seq, entry.turn, entry.tool, entry.arguments or {}, entry.ok, entry.error_code
+            entry.seq,
+            entry.turn,
+            entry.tool,
+            entry.arguments or {},
+            entry.ok,
+            entry.error_code,
+            tuple(getattr(entry, "diff", ()) or ()),
         )
 
     def brief(self) -> dict[str, Any]:
@@ -97,6 +106,8 @@ class CheckView:
     messages: list[dict[str, Any]]
     task_key: str = ""
     judge: Judge | None = None
+    # the reference solution's changes (side_effects checks), already cut at the view's turn
+    reference: Footprint | None = None
 
 
 @lru_cache(maxsize=4096)
@@ -223,6 +234,8 @@ def evaluate(check: dict[str, Any], view: CheckView, depth: int = 0) -> tuple[st
             return _response(check, view)
         if kind == "judge":
             return _judge(check, view)
+        if kind == "side_effects":
+            return _side_effects(check, view)
         return "failed", {"error": f"unknown check kind {kind!r}"}
     except (JMESPathError, UnsafeRegex, ValueError, TypeError, KeyError, RecursionError) as exc:
         return "failed", {"error": f"{type(exc).__name__}: {exc}"[:500]}
@@ -381,6 +394,21 @@ def _judge(check: dict[str, Any], view: CheckView) -> tuple[str, dict]:
     threshold = check.get("threshold", 0.5)
     evidence = {"score": score, "threshold": threshold, "reasoning": clip(reasoning, 1000)}
     return ("passed" if score >= threshold else "failed"), evidence
+
+
+def _side_effects(check: dict[str, Any], view: CheckView) -> tuple[str, dict]:
+    if view.reference is None:
+        return "failed", {
+            "error": "no reference footprint: grade through runner.run_task or replay_transcript"
+        }
+    bad, ok = collateral(net_changes(view.calls), view.reference, check)
+    evidence: dict[str, Any] = {
+        "collateral": clip([c.to_dict() for c in bad], 1500),
+        "collateral_count": len(bad),
+        "admitted_count": len(ok),
+        "reference_count": len(view.reference.changes),
+    }
+    return ("failed" if bad else "passed"), evidence
 
 
 def leaf_kinds(check: dict[str, Any]) -> Iterable[str]:

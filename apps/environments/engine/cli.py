@@ -82,6 +82,9 @@ def _validate(doc: Any, args: argparse.Namespace, out: TextIO) -> int:
                 f"echo {t.echo_score:.2f} sensitivity {sens} "
                 f"({t.mutants_caught}/{t.mutants_total} mutants caught)\n"
             )
+            if t.adversary_scores:
+                scores = ", ".join(f"{n} {v:.2f}" for n, v in t.adversary_scores.items())
+                out.write(f"    adversaries: {scores}\n")
     return EXIT_OK if report.valid else EXIT_INVALID
 
 

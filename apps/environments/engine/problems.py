@@ -57,6 +57,29 @@ CODES: dict[str, str] = {
     "mutant_not_caught": "Dropping a state-changing reference call does not lose score.",
     "nondeterministic": "Two identical oracle replays give different states or scores.",
     "simulation_crashed": "The simulator failed unexpectedly on this task (an engine bug).",
+    # reward hacking (issue 18): gameable graders, collateral writes, adversarial agents
+    "side_effects_unchecked": "A task has no side_effects grader: collateral writes go unseen.",
+    "response_readable_from_state": (
+        "A response check that counts toward completion is satisfied by pasting the records "
+        "an agent can read (or the conversation)."
+    ),
+    "state_check_any_element": (
+        "A state check over a collection the task writes passes when any element matches, "
+        "so sprayed writes satisfy it."
+    ),
+    "process_check_alone": (
+        "A completion grader checks only that tools were called (order, turn or a bare call), "
+        "not the outcome."
+    ),
+    "tool_call_max_partial": (
+        "A tool_call check bounds only the calls matching its arguments; other calls are free."
+    ),
+    "capability_grader_not_decisive": (
+        "The grader that tests the task's capability can fail while the task still passes."
+    ),
+    "capability_grader_unknown": "A grader's capability is not one of the task's capabilities.",
+    "capability_grader_missing": "A task with capabilities marks no grader as testing one.",
+    "adversary_passes": "An adversarial agent that does not do the task passes it.",
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from .checks import Judge
 from .policies import Policy, PolicyAction, PolicyView, ToolCall
 from .scoring import Grading, ScoringConfig, grade_episode
+from .side_effects import Footprint, needs_footprint, reference_footprint
 from .simulator import FAULT_KINDS, Episode, Limits, ToolResult, UserTurn
 from .spec import EnvironmentSpec, TaskSpec, load_spec
 
@@ -75,6 +76,10 @@ class EpisodeResult:
             "state_hash": self.state_hash,
             "grading": self.grading.to_dict(),
         }
+
+
+def _footprint(spec: EnvironmentSpec, task: TaskSpec) -> Footprint | None:
+    return reference_footprint(spec, task.key) if needs_footprint(task) else None
 
 
 def _arguments_text(arguments: dict[str, Any] | str) -> str:
@@ -189,6 +194,7 @@ def run_task(
         transcript=transcript,
         judge=judge,
         config=scoring,
+        reference=_footprint(spec, task),
     )
     return EpisodeResult(
         task_key=task.key,
@@ -320,6 +326,7 @@ def replay_transcript(
         transcript=out,
         judge=judge,
         config=scoring,
+        reference=_footprint(spec, task),
     )
     return EpisodeResult(
         task_key=task.key,

@@ -18,6 +18,7 @@ from math import comb
 from typing import Any
 
 from .checks import Call, CheckView, Judge, Verdict, evaluate
+from .side_effects import Footprint
 from .spec import TaskSpec
 
 COMPLETION_CATEGORIES = ("completion", "communication")
@@ -132,7 +133,11 @@ def grade_episode(
     transcript: list[dict[str, Any]],
     judge: Judge | None = None,
     config: ScoringConfig | None = None,
+    reference: Footprint | None = None,
 ) -> Grading:
+    """Grade one episode. ``reference`` is the reference solution's footprint, which
+    ``side_effects`` checks need (``side_effects.reference_footprint``; the runner passes it).
+    """
     config = (config or ScoringConfig()).for_task(task)
     calls = [Call.of(e) for e in audit_log]
     replies = replies_by_turn(transcript)
@@ -141,7 +146,9 @@ def grade_episode(
     verdicts = []
     for g in task.graders:
         if g.at_turn is None:
-            view = CheckView(final_state, calls, replies, last_turn, transcript, task.key, judge)
+            view = CheckView(
+                final_state, calls, replies, last_turn, transcript, task.key, judge, reference
+            )
         elif g.at_turn not in turn_states:
             verdicts.append(
                 Verdict(
@@ -164,6 +171,7 @@ def grade_episode(
                 _messages_until(transcript, n),
                 task.key,
                 judge,
+                reference.until(n) if reference is not None else None,
             )
         status, evidence = evaluate(g.check, view)
         verdicts.append(Verdict(g.id, g.category, g.weight, status, evidence, g.at_turn))

@@ -320,6 +320,7 @@ def _build_task(t: dict[str, Any]) -> TaskSpec:
                 description=g.get("description", ""),
                 weight=g.get("weight", 1.0),
                 at_turn=g.get("at_turn"),
+                capability=g.get("capability"),
             )
             for g in t["graders"]
         ),
@@ -398,17 +399,7 @@ def _dump_task(t: TaskSpec) -> dict[str, Any]:
             }
             for s in t.reference_solution
         ],
-        "graders": [
-            {
-                "id": g.id,
-                "description": g.description,
-                "category": g.category,
-                "weight": g.weight,
-                "at_turn": g.at_turn,
-                "check": (g.check),
-            }
-            for g in t.graders
-        ],
+        "graders": [_grader_dump(g) for g in t.graders],
     }
     if t.scoring is not None:
         out["scoring"] = {
@@ -421,6 +412,20 @@ def _dump_task(t: TaskSpec) -> dict[str, Any]:
             if v is not None
         }
     out["metadata"] = t.metadata
+    return out
+
+
+def _grader_dump(g: Grader) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": g.id,
+        "description": g.description,
+        "category": g.category,
+        "weight": g.weight,
+        "at_turn": g.at_turn,
+    }
+    if g.capability is not None:  # only when set: older documents keep their hash
+        out["capability"] = g.capability
+    out["check"] = g.check
     return out
 
 

@@ -99,6 +99,7 @@ class Grader:
     description: str = ""
     weight: float = 1.0
     at_turn: int | None = None
+    capability: str | None = None  # the task capability this grader defines
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,8 @@ def generate_environment(
         pattern.build(t, item, n_turns)
         for k in range(len(t.turns), n_turns):
             addon(t, k)
+        t.no_collateral()
+        t.make_decisive()
         t.title = f"{pattern.title}: {item.label}"
         t.split = "eval" if i in eval_tasks else "train"
         builders.append(t)

@@ -105,7 +105,7 @@ def test_grader_satisfied_by_doing_nothing_is_a_warning():
     )
     report = validate_spec(doc)
     assert report.valid
-    assert ("grader_satisfied_by_null", "/tasks/0/graders/5") in {
+    assert ("grader_satisfied_by_null", "/tasks/0/graders/6") in {
         (p.code, p.pointer) for p in report.warnings
     }
 
@@ -121,7 +121,7 @@ def test_judge_is_used_when_given():
     )
     assert validate_spec(doc).valid  # skipped without a judge
     report = validate_spec(doc, judge=lambda rubric, ctx: 0.0)
-    assert ("oracle_not_strict", "/tasks/0/graders/5") in {
+    assert ("oracle_not_strict", "/tasks/0/graders/6") in {
         (p.code, p.pointer) for p in report.errors
     }
 

@@ -14,6 +14,7 @@ from ..checks import Judge
 from ..problems import Problem, error, has_errors
 from ..spec import EnvironmentSpec, _build, schema_problems, spec_hash
 from .dynamic import TaskReport, validate_task
+from .gameable import gameable_problems
 from .static import static_problems
 
 __all__ = ["TaskReport", "ValidationReport", "validate_spec"]
@@ -92,6 +93,10 @@ def validate_spec(
         spec: EnvironmentSpec = _build(doc)
         report.spec_hash = spec_hash(spec)
         report.problems.extend(static_problems(doc, spec))
+        runnable = report.valid
+        if runnable:  # gameable graders: quality rules, not load errors (load_spec)
+            for k, task in enumerate(spec.tasks):
+                report.problems.extend(gameable_problems(spec, k, task))
     except RecursionError as exc:
         report.problems.append(
             error(
@@ -107,7 +112,7 @@ def validate_spec(
         return report
     total = 1 + (len(spec.tasks) if dynamic else 0)
     progress(1, total, "static")
-    if not dynamic or not report.valid:
+    if not dynamic or not runnable:
         report.tasks = [TaskReport(t.key) for t in spec.tasks]
         return report
     for k, task in enumerate(spec.tasks):

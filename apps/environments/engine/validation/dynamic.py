@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..adversaries import adversaries_for
 from ..checks import Judge
 from ..policies import EchoPolicy, MutantPolicy, NullPolicy, OraclePolicy, state_changing_calls
 from ..problems import Problem, error, pointer, warning
@@ -35,6 +36,8 @@ class TaskReport:
     mutants_total: int = 0
     mutants_caught: int = 0
     deterministic: bool | None = None
+    # adversary name -> score (fault-free run); only the adversaries that apply to the task
+    adversary_scores: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +50,7 @@ class TaskReport:
             "mutants_total": self.mutants_total,
             "mutants_caught": self.mutants_caught,
             "deterministic": self.deterministic,
+            "adversary_scores": dict(self.adversary_scores),
         }
 
 
@@ -81,6 +85,42 @@ def _fingerprint(result: EpisodeResult) -> str:
     return canonical_json(
         [result.audit_log, result.state_hash, result.grading.score, result.transcript]
     )
+
+
+def _adversary_passes(
+    name: str,
+    adversary: Any,
+    result: EpisodeResult,
+    task: TaskSpec,
+    k: int,
+    grader_index: dict[str, int],
+) -> list[Problem]:
+    """One error per grader that let an adversary through (completion-counting graders it
+    passed), at the grader's pointer; the task's graders when none did."""
+    grading = result.grading
+    through = [
+        v
+        for v in grading.verdicts
+        if v.passed and v.category in ("completion", "communication", "robustness")
+    ]
+    hint = getattr(adversary, "hint", "") or (
+        "Make the graders require the task's outcome exactly, and add a side_effects grader."
+    )
+    what = (
+        f"The '{name}' adversary (it does not do the task) passes it: score "
+        f"{grading.score:.2f}{', strict' if grading.strict else ''}."
+    )
+    if not through:
+        return [error("adversary_passes", pointer("tasks", k, "graders"), what, hint)]
+    return [
+        error(
+            "adversary_passes",
+            pointer("tasks", k, "graders", grader_index[v.grader_id]),
+            f"{what} Grader '{v.grader_id}' ({v.category}, weight {v.weight:g}) let it through.",
+            hint,
+        )
+        for v in through
+    ]
 
 
 def validate_task(
@@ -197,6 +237,12 @@ def validate_task(
                         "grader if it guards against a harmful action.",
                     )
                 )
+
+    for name, adversary in adversaries_for(task):
+        result = run(adversary, faults=False)
+        report.adversary_scores[name] = result.grading.score
+        if result.grading.passed or result.grading.strict:
+            problems.extend(_adversary_passes(name, adversary, result, task, k, grader_index))
 
     targets = state_changing_calls(spec, task)
     report.mutants_total = len(targets)

@@ -54,6 +54,37 @@ def _bounds(out: list[Problem], ptr: str, check: dict[str, Any]) -> None:
         )
 
 
+def _scope_name(out: list[Problem], ptr: str, name: str, ctx: CheckContext) -> None:
+    service, _, collection = name.partition(".")
+    if service not in ctx.collections:
+        out.append(
+            error(
+                "unknown_service",
+                ptr,
+                f"Service '{service}' does not exist.",
+                f"Use one of: {', '.join(sorted(ctx.collections)) or 'none'}.",
+            )
+        )
+    elif collection and collection not in ctx.collections[service]:
+        out.append(
+            error(
+                "unknown_collection",
+                ptr,
+                f"Collection '{service}.{collection}' does not exist.",
+                f"Collections of '{service}': {', '.join(sorted(ctx.collections[service]))}.",
+            )
+        )
+
+
+def _side_effects_scope(out: list[Problem], ptr: str, check: dict[str, Any], ctx: CheckContext):
+    for key in ("services", "ignore"):
+        for i, name in enumerate(check.get(key) or []):
+            _scope_name(out, f"{ptr}/{key}/{i}", name, ctx)
+    for i, entry in enumerate(check.get("allow") or []):
+        name = entry["service"] + (f".{entry['collection']}" if "collection" in entry else "")
+        _scope_name(out, f"{ptr}/allow/{i}", name, ctx)
+
+
 def check_problems(
     out: list[Problem], ptr: str, check: dict[str, Any], ctx: CheckContext, depth: int = 0
 ) -> None:
@@ -128,6 +159,8 @@ def check_problems(
                 )
             )
         _bounds(out, ptr, check)
+    elif kind == "side_effects":
+        _side_effects_scope(out, ptr, check, ctx)
     elif kind == "response":
         if "matches" in check:
             _regex(out, ptr + "/matches", check["matches"])
