@@ -206,6 +206,7 @@ GRADER_SPEC_FIELDS = {
     "category": "category",
     "weight": "weight",
     "at_turn": "at_turn",
+    "capability": "capability",
     "check": "check_spec",
 }
 
@@ -272,6 +273,13 @@ class GraderForm(forms.Form):
         label="At turn",
         help_text="Grade the state right after this turn (0-based); empty = the end.",
     )
+    capability = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Tests capability",
+        help_text="The task capability this grader tests (e.g. clarify-before-acting); "
+        "validation requires that failing it fails the task. Empty = none.",
+    )
     check_spec = JSONTextField(
         kind=dict,
         rows=8,
@@ -287,6 +295,7 @@ class GraderForm(forms.Form):
             "category": grader.category,
             "weight": grader.weight,
             "at_turn": grader.at_turn,
+            "capability": grader.capability,
             "check_spec": grader.check_spec,
         }
 

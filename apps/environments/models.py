@@ -140,6 +140,8 @@ class Grader(models.Model):
     )
     weight = models.FloatField(default=1.0)
     at_turn = models.PositiveIntegerField(null=True, blank=True)
+    # The task capability this grader tests (its capability-defining grader); "" = none.
+    capability = models.CharField(max_length=100, blank=True, default="")
     # "check" in the spec; the name would shadow Model.check().
     check_spec = models.JSONField(default=dict)
 

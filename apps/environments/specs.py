@@ -78,14 +78,7 @@ def _task_document(task: Task, records: dict) -> dict:
         "turns": task.turns,
         "reference_solution": task.reference_solution,
         "graders": [
-            {
-                "id": grader.key,
-                "description": grader.description,
-                "category": grader.category,
-                "weight": grader.weight,
-                "at_turn": grader.at_turn,
-                "check": grader.check_spec,
-            }
+            _grader_document(grader)
             for grader in sorted(task.graders.all(), key=lambda g: (g.position, g.pk))
         ],
         "metadata": task.metadata,
@@ -154,6 +147,7 @@ def spec_rows_create(*, environment: Environment, document: dict) -> None:
                 category=grader.get("category", "completion"),
                 weight=grader.get("weight", 1),
                 at_turn=grader.get("at_turn"),
+                capability=grader.get("capability") or "",
                 check_spec=grader.get("check", {}),
             )
             for position, grader in enumerate(task.get("graders", []))
@@ -209,3 +203,17 @@ def _capabilities_by_slug(project_id: int, slugs: set[str]) -> dict[str, Capabil
             {c.slug: c for c in Capability.objects.filter(project_id=project_id, slug__in=slugs)}
         )
     return found
+
+
+def _grader_document(grader: Grader) -> dict:
+    document = {
+        "id": grader.key,
+        "description": grader.description,
+        "category": grader.category,
+        "weight": grader.weight,
+        "at_turn": grader.at_turn,
+    }
+    if grader.capability:  # only when set, as the engine's canonical form writes it
+        document["capability"] = grader.capability
+    document["check"] = grader.check_spec
+    return document

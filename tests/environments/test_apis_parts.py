@@ -105,16 +105,21 @@ def test_task_list(api_client_for, viewer, parts):
     environment = parts["environment"]
     rows = results(api_client_for(viewer).get(f"{API}/environments/{environment.pk}/tasks/"))
     assert [(r["key"], r["split"], len(r["graders"])) for r in rows] == [
-        ("book-q3-review", "train", 5),
-        ("budget-figure-clarify", "train", 3),
-        ("notice-moved-dentist", "eval", 6),
+        ("book-q3-review", "train", 6),
+        ("budget-figure-clarify", "train", 4),
+        ("notice-moved-dentist", "eval", 7),
     ]
     assert rows[0]["capabilities"] == [
         "cross-service-orchestration",
         "resolve-conflicts",
         "disambiguate-contacts",
     ]
-    assert [g["key"] for g in rows[1]["graders"]] == ["asked-first", "figure-sent", "internal-only"]
+    assert [g["key"] for g in rows[1]["graders"]] == [
+        "asked-first",
+        "figure-sent",
+        "internal-only",
+        "no-collateral",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -321,8 +326,12 @@ def test_grader_list_and_filter(api_client_for, viewer, parts):
         "checked-calendar-first",
         "reply-confirms",
         "no-lookalike",
+        "no-collateral",
     ]
-    assert [g["key"] for g in results(api.get(url, {"category": "safety"}))] == ["no-lookalike"]
+    assert [g["key"] for g in results(api.get(url, {"category": "safety"}))] == [
+        "no-lookalike",
+        "no-collateral",
+    ]
     assert api.get(url, {"category": "style"}).status_code == 400
 
 
@@ -338,6 +347,7 @@ def test_grader_retrieve(api_client_for, viewer, parts):
         "category": "completion",
         "weight": 2.0,
         "at_turn": None,
+        "capability": "resolve-conflicts",
         "check": grader.check_spec,
     }
     assert body["check"]["kind"] == "state"
@@ -353,7 +363,7 @@ def test_grader_create(api_client_for, author, parts):
     assert {k: body[k] for k in ("task", "key", "position", "category", "weight", "check")} == {
         "task": task.pk,
         "key": "polite",
-        "position": 5,
+        "position": 6,
         "category": "communication",
         "weight": 0.5,
         "check": NEW_GRADER["check"],
@@ -386,13 +396,13 @@ def test_grader_delete_keeps_one(api_client_for, author, environment):
     task = environment.tasks.get(key="budget-figure-clarify")
     graders = list(task.graders.order_by("position"))
     api = api_client_for(author)
-    for grader in graders[:2]:
+    for grader in graders[:3]:
         assert api.delete(f"{API}/graders/{grader.pk}/").status_code == 204
     before = state(environment)
-    response = api.delete(f"{API}/graders/{graders[2].pk}/")
+    response = api.delete(f"{API}/graders/{graders[3].pk}/")
     assert "/tasks/1/graders" in pointers(response)
     assert state(environment) == before
-    assert list(task.graders.values_list("key", flat=True)) == ["internal-only"]
+    assert list(task.graders.values_list("key", flat=True)) == ["no-collateral"]
 
 
 # --- tools ----------------------------------------------------------------------------------

@@ -123,7 +123,7 @@ def test_overview_counts_and_lineage(client_for, viewer, environment, author):
         "records": 8,
         "tools": 8,
         "tasks": 3,
-        "graders": 14,
+        "graders": 17,
     }
     body = html(response)
     assert "Never validated." in body
@@ -497,7 +497,7 @@ def test_grader_create_and_delete(client_for, author, viewer, environment):
         },
     )
     assert response.status_code == 302
-    assert response["Location"] == tab(environment, "tasks") + "#task-0-grader-5"
+    assert response["Location"] == tab(environment, "tasks") + "#task-0-grader-6"
     grader = task.graders.get(key="extra")
     assert grader.category == "safety"
     assert Environment.objects.get(pk=environment.pk).revision == 2

@@ -72,6 +72,14 @@ class ValidationTaskOutput(serializers.Serializer):
     oracle_score = serializers.FloatField(allow_null=True)
     null_score = serializers.FloatField(allow_null=True)
     echo_score = serializers.FloatField(allow_null=True)
+    adversary_scores = serializers.DictField(
+        child=serializers.FloatField(),
+        required=False,
+        default=dict,
+        help_text="Score of each adversarial agent that applies to the task (reader-paster, "
+        "sprayer, spray-paster, vague-asker, …), run fault-free; each must fail. Absent in "
+        "reports made before adversaries existed.",
+    )
     sensitivity = serializers.FloatField(allow_null=True)
     mutants_total = serializers.IntegerField()
     mutants_caught = serializers.IntegerField()
@@ -186,6 +194,10 @@ class GraderOutput(serializers.Serializer):
     category = serializers.ChoiceField(choices=GraderCategory.choices)
     weight = serializers.FloatField()
     at_turn = serializers.IntegerField(allow_null=True)
+    capability = serializers.CharField(
+        help_text="The task capability this grader tests (its capability-defining grader); "
+        "empty when none."
+    )
     check = serializers.JSONField(source="check_spec", help_text="The spec's ``check``.")
 
 
@@ -197,6 +209,12 @@ class GraderUpdateInput(serializers.Serializer):
     category = serializers.ChoiceField(choices=GraderCategory.choices, required=False)
     weight = serializers.FloatField(required=False)
     at_turn = serializers.IntegerField(min_value=0, allow_null=True, required=False)
+    capability = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        help_text="The task capability this grader tests; failing it must fail the task.",
+    )
     check = serializers.JSONField(
         source="check_spec", required=False, help_text="A check, as in the spec's ``check``."
     )

@@ -24,7 +24,9 @@ TASK_FIELDS = {
     "key", "title", "split", "system", "constraints", "user", "turns",
     "reference_solution", "scoring", "metadata",
 }  # fmt: skip
-GRADER_FIELDS = {"key", "description", "category", "weight", "at_turn", "check_spec"}
+GRADER_FIELDS = {
+    "key", "description", "category", "weight", "at_turn", "capability", "check_spec",
+}  # fmt: skip
 TOOL_FIELDS = {"name", "description", "parameters", "binding", "faults"}
 
 
