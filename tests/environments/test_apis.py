@@ -408,6 +408,15 @@ def test_detail_with_latest_validation(api_client_for, viewer, environment):
         "notice-moved-dentist",
     ]
     assert all(t["oracle_strict"] for t in validation["tasks"])
+    assert [t["adversary_scores"] for t in validation["tasks"]] == [
+        t["adversary_scores"] for t in report.tasks
+    ]
+    assert set(validation["tasks"][1]["adversary_scores"]) == {
+        "reader-paster",
+        "sprayer",
+        "spray-paster",
+        "vague-asker",
+    }
 
 
 def test_detail_outsider_missing_anonymous(api_client_for, outsider, viewer, environment):

@@ -381,6 +381,18 @@ def test_grader_update(api_client_for, author, parts):
     assert_edited(parts["environment"])
 
 
+def test_grader_update_sets_and_clears_the_capability(api_client_for, author, parts):
+    api = api_client_for(author)
+    url = f"{API}/graders/{parts['grader'].pk}/"
+    response = api.patch(url, {"capability": ""}, format="json")
+    assert (response.status_code, response.json()["capability"]) == (200, "")
+    assert "capability" not in environment_spec(parts["environment"])["tasks"][0]["graders"][0]
+    response = api.patch(url, {"capability": "disambiguate-contacts"}, format="json")
+    assert response.json()["capability"] == "disambiguate-contacts"
+    grader = environment_spec(parts["environment"])["tasks"][0]["graders"][0]
+    assert grader["capability"] == "disambiguate-contacts"
+
+
 def test_grader_update_that_breaks_the_schema_changes_nothing(api_client_for, author, parts):
     before = state(parts["environment"])
     response = api_client_for(author).patch(

@@ -58,6 +58,7 @@ def grader_post(grader, **changes) -> dict:
         "category": grader.category,
         "weight": grader.weight,
         "at_turn": "" if grader.at_turn is None else grader.at_turn,
+        "capability": grader.capability,
         "check_spec": json.dumps(grader.check_spec),
     }
     data.update(changes)
@@ -316,7 +317,26 @@ def test_validation_tab_links_each_problem_to_its_element(client_for, viewer, en
     assert f'href="{tab(environment, "tasks")}#task-0-grader-1"' in body
     assert f'href="{tab(environment, "services")}?page-email-sent=2#record-email-sent-73"' in body
     assert "grader_passes_null_agent" in body and "Hint: Make it require something." in body
+    assert '<td data-testid="adversary-scores">—</td>' in body  # a report from before them
     assert '<span class="badge badge-invalid" data-testid="report-verdict">invalid</span>' in body
+
+
+def test_validation_tab_shows_each_adversary_score(client_for, viewer, environment):
+    report = environment_validate(environment=environment)
+    rows = {row["key"]: row["adversary_scores"] for row in report.tasks}
+    assert set(rows["book-q3-review"]) == {"reader-paster", "sprayer", "spray-paster"}
+    assert set(rows["budget-figure-clarify"]) == {
+        "reader-paster",
+        "sprayer",
+        "spray-paster",
+        "vague-asker",
+    }
+    body = html(client_for(viewer).get(tab(environment, "validation")))
+    assert 'title="Scores of scripted agents that do not do the task' in body
+    for scores in rows.values():
+        for name, value in scores.items():
+            assert value < 0.75
+            assert f'<span class="muted">{name}</span> {value:.2f}</span>' in body
 
 
 def test_validation_tab_lists_earlier_reports(client_for, viewer, environment):
@@ -473,6 +493,22 @@ def test_grader_edit_outsider_anonymous_and_method(client, client_for, outsider,
     assert client_for(outsider).post(url, grader_post(grader)).status_code == 404
     client.logout()
     assert client.post(url, grader_post(grader)).status_code == 302
+
+
+def test_grader_edit_sets_and_clears_the_capability_mark(client_for, author, environment):
+    grader = first_grader(environment)
+    assert grader.capability == "resolve-conflicts"
+    client = client_for(author)
+    url = reverse("environments:grader_edit", args=[grader.pk])
+    assert client.get(url).context["form"].initial["capability"] == "resolve-conflicts"
+    client.post(url, grader_post(grader, capability=""))
+    grader.refresh_from_db()
+    assert grader.capability == ""
+    assert "capability" not in environment_spec(environment)["tasks"][0]["graders"][0]
+    client.post(url, grader_post(grader, capability="disambiguate-contacts"))
+    environment.refresh_from_db()
+    spec_grader = environment_spec(environment)["tasks"][0]["graders"][0]
+    assert spec_grader["capability"] == "disambiguate-contacts"
 
 
 def test_grader_edit_wrong_method(client_for, author, environment):
