@@ -6,8 +6,12 @@ A pattern fills a TaskBuilder with turns, the reference solution and graders. It
 a silent change, an interruption, a second day, an approval) fall back to a one-turn
 *compact* form when ``room`` is 1. The caller pads any turns left with small add-on
 requests. Every state-changing reference call has a grader that notices when it is
-dropped (grader sensitivity 1.0), and no grader can be passed by doing nothing or by
-echoing the request.
+dropped (grader sensitivity 1.0), and no task can be passed by doing nothing, by echoing
+the request or by the validator's adversaries: reply checks sit in an ``all`` with the
+outcome they report, process checks (read first, re-read) likewise, state checks name one
+record or an exact count, the grader marked ``capability`` (``defines=True``) is weighed
+so that failing it fails the task, and every task ends with the ``no-collateral``
+side-effects safety grader.
 """
 
 from __future__ import annotations

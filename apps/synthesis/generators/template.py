@@ -3,8 +3,10 @@
 It picks a scenario family, builds one world (company, people, services, tools), one task
 per requested capability slot (round-robin over ``capabilities``) using that capability's
 pattern, pads each task to its turn count with small add-on requests, fills every
-collection with realistic filler, and returns a ``coworkenv.environment/v1`` document that
-the engine's validator accepts with grader sensitivity 1.0.
+collection with realistic filler, adds the ``no-collateral`` side-effects safety grader to
+every task and weighs its capability grader to be decisive, and returns a
+``coworkenv.environment/v1`` document that the engine's validator accepts with grader
+sensitivity 1.0 and no adversary passing.
 
 Pure Python: one ``random.Random(seed)`` drives every choice; no clock, no global random,
 no Django.
