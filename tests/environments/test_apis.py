@@ -419,6 +419,20 @@ def test_detail_with_latest_validation(api_client_for, viewer, environment):
     }
 
 
+def test_a_report_from_before_adversaries_shows_none(api_client_for, viewer, environment):
+    report = ValidationReport.objects.create(
+        environment=environment,
+        revision=environment.revision,
+        valid=True,
+        tasks=[{"key": "book-q3-review", "oracle_score": 1.0, "null_score": 0.2,
+                "echo_score": 0.2, "sensitivity": 1.0, "mutants_total": 2, "mutants_caught": 2,
+                "oracle_strict": True, "deterministic": True}],
+    )  # fmt: skip
+    Environment.objects.filter(pk=environment.pk).update(latest_validation=report)
+    body = api_client_for(viewer).get(f"{API}/environments/{environment.pk}/").json()
+    assert body["latest_validation"]["tasks"][0]["adversary_scores"] == {}
+
+
 def test_detail_outsider_missing_anonymous(api_client_for, outsider, viewer, environment):
     url = f"{API}/environments/{environment.pk}/"
     response = api_client_for(outsider).get(url)

@@ -40,6 +40,7 @@ from ..spec import EnvironmentSpec, Grader, TaskSpec
 OUTCOME_CATEGORIES = COMPLETION_CATEGORIES  # rules 1-3: graders that add to completion
 SCORED_CATEGORIES = (*COMPLETION_CATEGORIES, "robustness")  # rule 4: anything but safety
 READ_OPS = ("list", "search", "get")
+MAX_PASTE_CHARS = 1_000_000  # bounds the work on huge states; a real paste is far shorter
 
 
 def _leaves(check: dict[str, Any], ptr: str, negated: bool = False) -> Iterator:
@@ -83,16 +84,17 @@ class _World:
         episode = Episode(spec, task.key, 0, faults=False)
         self.turn_states: dict[int, dict[str, Any]] = {}
         self.pastes: list[tuple[int, str]] = []
-        seen: list[str] = []
+        seen: dict[str, None] = {}  # every value an agent could quote so far, in order
         while (turn := episode.advance_turn()) is not None:
             state = episode.state_snapshot()
             self.turn_states[turn.index] = state
-            seen.append(turn.text)
+            seen.setdefault(turn.text)
             for service, cols in state.items():
                 for name, records in cols.items():
                     if (service, name) in readable:
-                        seen.extend(_scalars(records))
-            self.pastes.append((turn.index, "\n".join(dict.fromkeys(seen))))
+                        for value in _scalars(records):
+                            seen.setdefault(value)
+            self.pastes.append((turn.index, "\n".join(seen)[:MAX_PASTE_CHARS]))
         self.final = episode.state_snapshot()
         self.last_turn = len(task.turns) - 1
         self.task = task
