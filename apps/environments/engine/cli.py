@@ -32,7 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("play", help="run one task with a built-in policy")
     pl.add_argument("file")
     pl.add_argument("--task", required=True)
-    pl.add_argument("--policy", default="oracle", help="oracle | null | echo | mutant:N")
+    pl.add_argument(
+        "--policy",
+        default="oracle",
+        help="oracle | null | echo | mutant:N | an adversary (reader-paster, sprayer, …)",
+    )
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--no-faults", action="store_true", help="disable fault injection")
     pl.add_argument("--json", action="store_true")

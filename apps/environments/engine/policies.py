@@ -132,7 +132,7 @@ class MutantPolicy(OraclePolicy):
 
 
 def policy_by_name(name: str) -> Policy:
-    """``oracle``, ``null``, ``echo`` or ``mutant:N``."""
+    """``oracle``, ``null``, ``echo``, ``mutant:N`` or a registered adversary's name."""
     if name == "oracle":
         return OraclePolicy()
     if name == "null":
@@ -141,4 +141,11 @@ def policy_by_name(name: str) -> Policy:
         return EchoPolicy()
     if name.startswith("mutant:") and name[7:].isdigit():
         return MutantPolicy(int(name[7:]))
-    raise ValueError(f"unknown policy {name!r}: use oracle, null, echo or mutant:N")
+    from .adversaries import ADVERSARIES  # adversaries build on this module
+
+    if name in ADVERSARIES:
+        return ADVERSARIES[name].factory()
+    raise ValueError(
+        f"unknown policy {name!r}: use oracle, null, echo, mutant:N or an adversary "
+        f"({', '.join(ADVERSARIES)})"
+    )

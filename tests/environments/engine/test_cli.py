@@ -27,6 +27,10 @@ def test_validate_valid_file_exits_0(mini_file):
     code, out = _run("validate", mini_file)
     assert code == 0 and "VALID (0 errors, 0 warnings)" in out
     assert "task book: oracle 1.00" in out and "sensitivity 1.00" in out
+    assert (
+        "    adversaries: reader-paster 0.20, sprayer 0.00, spray-paster 0.00, vague-asker 0.00\n"
+        in out
+    )
 
 
 def test_validate_json_report(mini_file):
@@ -85,6 +89,14 @@ def test_play_json_and_policies(mini_file):
     result = json.loads(out)
     assert code == 0 and result["policy"] == "null" and result["seed"] == 4
     assert result["faults"] is False and result["grading"]["passed"] is False
+
+
+def test_play_an_adversary(mini_file):
+    code, out = _run("play", mini_file, "--task", "book", "--policy", "sprayer", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["policy"] == "sprayer"
+    verdicts = {v["grader_id"]: v["status"] for v in result["grading"]["verdicts"]}
+    assert verdicts["no-collateral"] == "failed" and result["grading"]["score"] == 0.0
 
 
 def test_play_unknown_task_or_policy_exits_2(mini_file, capsys):
