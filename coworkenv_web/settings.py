@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 import django
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.llm.origins import parse_key_hosts, parse_networks
 from coworkenv_web.env import env_bool, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -275,23 +276,33 @@ LLM_SLOT_WAIT_S = env_int("LLM_SLOT_WAIT_S", 900)  # longest wait for a free con
 
 
 def _key_hosts(value: str | None) -> dict[str, list[str]]:
-    """``OPENAI_API_KEY=api.openai.com,VLLM_API_KEY=gpu1.lan|gpu2.lan`` -> {name: [hosts]}."""
-    hosts: dict[str, list[str]] = {}
-    for item in (value or "").split(","):
-        if not item.strip():
-            continue
-        name, sep, allowed = item.partition("=")
-        if not sep or not name.strip() or not allowed.strip():
-            raise ImproperlyConfigured(
-                f"LLM_KEY_HOSTS entries look like NAME=host|host, not {item.strip()!r}."
-            )
-        hosts[name.strip()] = [h.strip().lower() for h in allowed.split("|") if h.strip()]
-    return hosts
+    """``OPENAI_API_KEY=https://api.openai.com,VLLM_API_KEY=http://gpu1.lan:8000|http://gpu2.lan:8000``
+    -> {name: [origins]}. A bare host (``api.openai.com``) means ``https://api.openai.com:443``."""
+    try:
+        return parse_key_hosts(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 
 
-# Which hosts each API-key variable may be sent to. Set it on any shared server: without it an
-# author could point an endpoint at their own server and receive the team's key.
+# Which origins (scheme + host + port) each API-key variable may be sent to. Set it on any
+# shared server: without it an author could point an endpoint at their own server and receive
+# the team's key.
 LLM_KEY_HOSTS = _key_hosts(env_str("LLM_KEY_HOSTS"))
+
+
+def _allowed_networks(value: str | None) -> list[str]:
+    try:
+        return parse_networks(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+# Model endpoints may only reach public addresses, plus these CIDR ranges (e.g. a lab vLLM:
+# "10.1.2.3/32"; "none" for no exception). The local mode (DEBUG=true) allows loopback by
+# default, where a user's own vLLM or Ollama listens; a server (DEBUG=false) allows nothing.
+LLM_ALLOWED_NETWORKS = _allowed_networks(
+    env_str("LLM_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "none")
+)
 
 # Synthesis: a slot whose worker has not sent a heartbeat for this long may be taken over.
 SYNTHESIS_LEASE_S = env_int("SYNTHESIS_LEASE_S", 90)

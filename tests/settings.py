@@ -17,3 +17,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A file, not memory, so that a real worker process can open the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+
+# The loopback LLM server the tests start listens on 127.0.0.1; nothing else non-public
+# (::1, 10.x, 169.254.x) is allowed, so the tests see the server mode's address guard.
+LLM_ALLOWED_NETWORKS = ["127.0.0.1/32"]

@@ -4,11 +4,11 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.access import project_get_for_user_by_pk
+from apps.accounts.access import check_project_role, project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.access import job_get_for_user
 from apps.core.api import paginated_response
-from apps.llm.access import endpoint_get_for_user
+from apps.llm.access import endpoint_get_for_user, error_bodies_visible
 from apps.llm.models import (
     MAX_CONCURRENCY_LIMIT,
     LLMCallStatus,
@@ -102,6 +102,20 @@ class LLMCallOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class LLMCallViewerOutput(LLMCallOutput):
+    """A call as a viewer sees it: without the body an endpoint sent with an error."""
+
+    response = serializers.SerializerMethodField()
+
+    def get_response(self, call) -> dict:
+        return {key: value for key, value in call.response.items() if key != "error_body"}
+
+
+def _call_output(user, project):
+    membership = check_project_role(user, project)
+    return LLMCallOutput if error_bodies_visible(membership) else LLMCallViewerOutput
+
+
 _STATUS_FILTER = OpenApiParameter(
     "status", str, enum=LLMCallStatus.values, required=False, description="Only this outcome."
 )
@@ -180,7 +194,9 @@ class EndpointCallListApi(APIView):
     def get(self, request, pk):
         endpoint = endpoint_get_for_user(request.user, pk)
         calls = llm_call_list(endpoint=endpoint, status=request.query_params.get("status", ""))
-        return paginated_response(request, self, calls, LLMCallOutput)
+        return paginated_response(
+            request, self, calls, _call_output(request.user, endpoint.project)
+        )
 
 
 class JobCallListApi(APIView):
@@ -192,7 +208,7 @@ class JobCallListApi(APIView):
     def get(self, request, pk):
         job = job_get_for_user(request.user, pk)
         calls = llm_call_list(job=job, status=request.query_params.get("status", ""))
-        return paginated_response(request, self, calls, LLMCallOutput)
+        return paginated_response(request, self, calls, _call_output(request.user, job.project))
 
 
 urlpatterns = [

@@ -8,7 +8,7 @@ from apps.accounts.models import Role
 from apps.core.access import job_get_for_user
 from apps.core.exceptions import ApplicationError
 from apps.core.http import form_add_service_error, redirect_after_post, render_page
-from apps.llm.access import endpoint_get_for_user
+from apps.llm.access import endpoint_get_for_user, error_bodies_visible
 from apps.llm.forms import ModelEndpointForm
 from apps.llm.models import LLMCallStatus
 from apps.llm.selectors import endpoint_list, llm_call_list, llm_call_totals
@@ -108,9 +108,11 @@ def endpoint_delete_view(request, pk):
 def _detail_context(request, endpoint, *, test=None):
     status = request.GET.get("status", "")
     calls = llm_call_list(endpoint=endpoint, status=status)
+    membership = check_project_role(request.user, endpoint.project)
     return {
         "project": endpoint.project,
-        "membership": check_project_role(request.user, endpoint.project),
+        "membership": membership,
+        "show_error_bodies": error_bodies_visible(membership),
         "endpoint": endpoint,
         "totals": llm_call_totals(endpoint=endpoint),
         "page": Paginator(calls, CALLS_PER_PAGE).get_page(request.GET.get("page")),
@@ -148,9 +150,11 @@ def job_calls_view(request, pk):
     job = job_get_for_user(request.user, pk)
     status = request.GET.get("status", "")
     calls = llm_call_list(job=job, status=status)
+    membership = check_project_role(request.user, job.project)
     context = {
         "project": job.project,
-        "membership": check_project_role(request.user, job.project),
+        "membership": membership,
+        "show_error_bodies": error_bodies_visible(membership),
         "job": job,
         "totals": llm_call_totals(job=job),
         "page": Paginator(calls, CALLS_PER_PAGE).get_page(request.GET.get("page")),
