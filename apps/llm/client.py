@@ -159,6 +159,7 @@ def llm_chat(
     max_tokens: int | None = None,
     extra_body: dict | None = None,
     retry: RetryPolicy | None = None,
+    timeout_s: float | None = None,
 ) -> LLMResult:
     """Send one chat completion request (retrying transient failures) and log every attempt.
 
@@ -171,6 +172,7 @@ def llm_chat(
     """
     ensure_outside_transaction("llm_chat()")
     policy = retry or RetryPolicy.from_settings()
+    timeout = float(endpoint.request_timeout_s if timeout_s is None else timeout_s)
     messages = _plain_json(list(messages))
     kwargs: dict = {
         "model": endpoint.model,
@@ -181,7 +183,7 @@ def llm_chat(
         "model": endpoint.model,
         "temperature": kwargs["temperature"],
         "max_tokens": kwargs["max_tokens"],
-        "timeout_s": endpoint.request_timeout_s,
+        "timeout_s": timeout,
         "tools": [_tool_name(tool) for tool in tools or []],
         "tool_choice": tool_choice,
         "response_format": None,
@@ -219,7 +221,7 @@ def llm_chat(
     client = _openai_client(
         endpoint.base_url,
         api_key or "not-needed",
-        float(endpoint.request_timeout_s),
+        timeout,
         allowed_networks(),  # part of the cache key: pooled connections were checked under it
     )
     while True:
@@ -232,7 +234,7 @@ def llm_chat(
                     failure = None
                 except openai.OpenAIError as exc:
                     completion = None
-                    failure = _classify(exc, endpoint)
+                    failure = _classify(exc, endpoint, timeout)
                 except AddressRefused as exc:  # raised by the connection, before any packet
                     completion = None
                     failure = _Failure(
@@ -490,10 +492,15 @@ def _openai_client(base_url: str, api_key: str, timeout: float, networks: tuple)
     )
 
 
-def _classify(exc: openai.OpenAIError, endpoint: ModelEndpoint) -> _Failure:
+def _classify(exc: openai.OpenAIError, endpoint: ModelEndpoint, timeout: float) -> _Failure:
     if isinstance(exc, openai.APITimeoutError):
         return _Failure(
-            f"No answer within {endpoint.request_timeout_s:g} s (the endpoint's request timeout).",
+            f"No answer within {timeout:g} s"
+            + (
+                " (the endpoint's request timeout)."
+                if timeout == endpoint.request_timeout_s
+                else " (the limit of this request)."
+            ),
             retryable=True,
         )
     if isinstance(exc, openai.APIConnectionError):
