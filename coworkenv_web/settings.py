@@ -6,6 +6,7 @@ filesystem Celery broker under ``var/``, DEBUG on and a generated development se
 """
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -51,6 +52,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "apps.core",
     "apps.accounts",
     "apps.capabilities",
@@ -72,6 +74,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "coworkenv_web.urls"
@@ -144,12 +148,37 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# The cache holds the API throttle counters. Per process by default; with several web
+# processes, CACHE_URL=redis://host:6379/2 shares it (Django's Redis backend).
+_cache_url = env_secret("CACHE_URL")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+    if _cache_url
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    # django-axes first: it refuses a locked-out sign-in before the password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Sign-in throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username
+# from one address, that pair is locked out for AXES_COOLOFF_MINUTES (a success resets the
+# count). Locked-out attempts get apps.accounts.views.locked_out (a page, HTTP 429).
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.accounts.views.locked_out"
+# The client address is REMOTE_ADDR: behind a reverse proxy make sure it is the client's (e.g.
+# the proxy's PROXY protocol or a server that rewrites it), or every user shares one address.
+
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "accounts:home"
 LOGOUT_REDIRECT_URL = "accounts:login"
@@ -198,6 +227,7 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         # The openai client's HTTP layer logs every request at INFO; apps.llm logs retries.
         "httpx2": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},  # keeps lockouts (WARNING), not every failed attempt
     },
 }
 
@@ -212,6 +242,19 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "apps.core.api.exception_handler",
+    # Rates per client: "user" per signed-in user or token, "anon" per address, and
+    # "token_failure": wrong API tokens per address, after which that address is refused
+    # (HTTP 429) until the window passes. Counters live in the default cache: on several web
+    # processes configure a shared one (CACHE_URL) so the limits hold across them.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "apps.accounts.throttling.UserRateThrottle",
+        "apps.accounts.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_str("API_THROTTLE_USER", "1200/min"),
+        "anon": env_str("API_THROTTLE_ANON", "60/min"),
+        "token_failure": env_str("API_THROTTLE_TOKEN_FAILURES", "10/min"),
+    },
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
 }

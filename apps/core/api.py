@@ -31,6 +31,10 @@ def exception_handler(exc, context):
     data = response.data
     if isinstance(exc, exceptions.ValidationError):
         response.data = {"message": "The request is not valid.", "details": data}
+    elif isinstance(exc, exceptions.Throttled):
+        wait = None if exc.wait is None else max(1, round(exc.wait))
+        message = "Too many requests." + (f" Try again in {wait} s." if wait else "")
+        response.data = {"message": message, "details": {"retry_after_s": wait}}
     elif isinstance(data, dict) and "detail" in data:
         response.data = {"message": str(data["detail"]), "details": {}}
     else:

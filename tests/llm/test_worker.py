@@ -1,4 +1,4 @@
-""""Test connection" runs on a real Celery worker: the web request only queues the job and
+""" "Test connection" runs on a real Celery worker: the web request only queues the job and
 the page's status partial polls it until the answer is in."""
 
 import pytest
