@@ -258,6 +258,9 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
 }
+# The OpenAPI schema and its docs pages: public in the local mode, for signed-in users (or
+# tokens) on a server unless this opens them.
+API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", DEBUG)
 SPECTACULAR_SETTINGS = {
     "TITLE": "CoworkEnv API",
     "DESCRIPTION": "Environments, synthesis, runs, review and datasets for AI coworker agents.",

@@ -1,13 +1,41 @@
 """API plumbing shared by every app: one error shape and one pagination."""
 
+import functools
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from apps.core.exceptions import ApplicationError
+
+
+class ApiDocsPermission(BasePermission):
+    """The OpenAPI schema is public in the local mode; on a server (``DEBUG=false``) it needs
+    a signed-in user or a token, unless the operator sets ``API_DOCS_PUBLIC=true``."""
+
+    message = "Sign in (or send an API token) to read the API schema."
+
+    def has_permission(self, request, view) -> bool:
+        return settings.API_DOCS_PUBLIC or bool(request.user and request.user.is_authenticated)
+
+
+def api_docs_view(view):
+    """The HTML API docs under the same rule; a visitor who is not signed in is sent to the
+    sign-in page (and back)."""
+
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not settings.API_DOCS_PUBLIC and not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        return view(request, *args, **kwargs)
+
+    return wrapped
 
 
 class StandardPagination(PageNumberPagination):
