@@ -17,7 +17,7 @@ def endpoint_get_for_user(user, pk, min_role: str = Role.VIEWER) -> ModelEndpoin
     )
     if endpoint is None:
         raise Http404("No such model endpoint.")
-    check_project_role(user, endpoint.project, min_role)
+    check_project_role(user, endpoint.project, min_role, missing="No such model endpoint.")
     return endpoint
 
 
