@@ -43,8 +43,48 @@ class StandardPagination(PageNumberPagination):
     max_page_size = 500
 
 
+# Error replies quote what was sent (DRF's '"…" is not a valid choice.', a spec problem's
+# value) but never all of it: a long string is cut with a marker, a long list shortened.
+ERROR_TEXT_LIMIT = 500
+ERROR_LIST_LIMIT = 100
+TRUNCATED = "… (truncated)"
+
+
+def bounded(value, depth: int = 0):
+    """``value`` with every string cut to ``ERROR_TEXT_LIMIT`` characters (plus a marker),
+    lists to ``ERROR_LIST_LIMIT`` items, and nesting to 32 levels. Keeps DRF's ErrorDetail
+    codes."""
+    if isinstance(value, str):
+        if len(value) <= ERROR_TEXT_LIMIT:
+            return value
+        cut = value[:ERROR_TEXT_LIMIT] + TRUNCATED
+        code = getattr(value, "code", None)
+        return exceptions.ErrorDetail(cut, code) if code is not None else cut
+    if depth >= 32:
+        return TRUNCATED
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {bounded(str(k)): bounded(v, depth + 1) for k, v in items[:ERROR_LIST_LIMIT]}
+        if len(items) > ERROR_LIST_LIMIT:
+            out[TRUNCATED] = f"{len(items) - ERROR_LIST_LIMIT} more"
+        return out
+    if isinstance(value, list | tuple):
+        out = [bounded(item, depth + 1) for item in value[:ERROR_LIST_LIMIT]]
+        if len(value) > ERROR_LIST_LIMIT:
+            out.append(f"{TRUNCATED} {len(value) - ERROR_LIST_LIMIT} more")
+        return out
+    return value
+
+
 def exception_handler(exc, context):
-    """Every API error is ``{"message": str, "details": ...}``."""
+    """Every API error is ``{"message": str, "details": ...}``, bounded (see ``bounded``)."""
+    response = _error_response(exc, context)
+    if response is not None:
+        response.data = bounded(response.data)
+    return response
+
+
+def _error_response(exc, context):
     if isinstance(exc, ApplicationError):
         return Response(
             {"message": exc.message, "details": exc.extra}, status=status.HTTP_400_BAD_REQUEST
