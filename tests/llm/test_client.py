@@ -477,3 +477,7 @@ def test_llm_key_hosts_setting_is_parsed_strictly():
     assert _key_hosts(None) == {}
     with pytest.raises(ImproperlyConfigured):
         _key_hosts("A_API_KEY")
+    with pytest.raises(ImproperlyConfigured, match="not an http:// or https:// origin"):
+        _key_hosts("A_API_KEY=ftp://files.a.com")
+    with pytest.raises(ImproperlyConfigured):
+        _key_hosts("A_API_KEY=https://api.a.com:notaport")
