@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "django.forms",  # its widget templates, for FORM_RENDERER below
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -98,6 +99,10 @@ TEMPLATES = [
         },
     }
 ]
+# Forms render through the project's templates, so templates/django/forms/errors/list/ul.html
+# (error messages cut at 500 characters) replaces Django's own.
+FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
+
 if django.VERSION < (6, 0):
     # Django 6.0 ships template partials ({% partialdef %}, "page.html#name"); before it,
     # the django-template-partials package provides the same syntax.

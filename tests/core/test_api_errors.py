@@ -97,3 +97,15 @@ def test_project_and_dataset_descriptions_are_bounded(api_client_for, admin, pro
     assert response.status_code == 400
     assert not Dataset.objects.exists()
     assert Project.objects.count() == 1
+
+
+def test_a_page_error_quotes_a_huge_value_only_in_part(client_for, author, project):
+    huge = "y" * 100_000
+    response = client_for(author).post(
+        reverse("runs:batch_create", args=[project.slug]), {"name": "b", "role": huge}
+    )
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert huge not in html
+    expected = "Select a valid choice. " + "y" * 477 + "… (truncated)"
+    assert f"<li>{expected}</li>" in html
