@@ -11,6 +11,7 @@ app.conf.task_queues = (Queue("default"), Queue("llm"), Queue("gpu"))
 app.conf.task_routes = {
     "apps.synthesis.tasks.*": {"queue": "llm"},
     "apps.runs.tasks.*": {"queue": "llm"},
+    "apps.llm.tasks.*": {"queue": "llm"},
     "apps.training.tasks.*": {"queue": "gpu"},
 }
 app.autodiscover_tasks()

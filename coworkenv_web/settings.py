@@ -6,12 +6,14 @@ filesystem Celery broker under ``var/``, DEBUG on and a generated development se
 """
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 import django
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.llm.origins import parse_key_hosts, parse_networks
 from coworkenv_web.env import env_bool, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -46,10 +48,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "django.forms",  # its widget templates, for FORM_RENDERER below
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "apps.core",
     "apps.accounts",
     "apps.capabilities",
@@ -71,6 +75,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "coworkenv_web.urls"
@@ -93,6 +99,10 @@ TEMPLATES = [
         },
     }
 ]
+# Forms render through the project's templates, so templates/django/forms/errors/list/ul.html
+# (error messages cut at 500 characters) replaces Django's own.
+FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
+
 if django.VERSION < (6, 0):
     # Django 6.0 ships template partials ({% partialdef %}, "page.html#name"); before it,
     # the django-template-partials package provides the same syntax.
@@ -143,12 +153,37 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# The cache holds the API throttle counters. Per process by default; with several web
+# processes, CACHE_URL=redis://host:6379/2 shares it (Django's Redis backend).
+_cache_url = env_secret("CACHE_URL")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+    if _cache_url
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    # django-axes first: it refuses a locked-out sign-in before the password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Sign-in throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username
+# from one address, that pair is locked out for AXES_COOLOFF_MINUTES (a success resets the
+# count). Locked-out attempts get apps.accounts.views.locked_out (a page, HTTP 429).
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.accounts.views.locked_out"
+# The client address is REMOTE_ADDR: behind a reverse proxy make sure it is the client's (e.g.
+# the proxy's PROXY protocol or a server that rewrites it), or every user shares one address.
+
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "accounts:home"
 LOGOUT_REDIRECT_URL = "accounts:login"
@@ -197,6 +232,7 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         # The openai client's HTTP layer logs every request at INFO; apps.llm logs retries.
         "httpx2": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},  # keeps lockouts (WARNING), not every failed attempt
     },
 }
 
@@ -211,9 +247,25 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "apps.core.api.exception_handler",
+    # Rates per client: "user" per signed-in user or token, "anon" per address, and
+    # "token_failure": wrong API tokens per address, after which that address is refused
+    # (HTTP 429) until the window passes. Counters live in the default cache: on several web
+    # processes configure a shared one (CACHE_URL) so the limits hold across them.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "apps.accounts.throttling.UserRateThrottle",
+        "apps.accounts.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_str("API_THROTTLE_USER", "1200/min"),
+        "anon": env_str("API_THROTTLE_ANON", "60/min"),
+        "token_failure": env_str("API_THROTTLE_TOKEN_FAILURES", "10/min"),
+    },
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
 }
+# The OpenAPI schema and its docs pages: public in the local mode, for signed-in users (or
+# tokens) on a server unless this opens them.
+API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", DEBUG)
 SPECTACULAR_SETTINGS = {
     "TITLE": "CoworkEnv API",
     "DESCRIPTION": "Environments, synthesis, runs, review and datasets for AI coworker agents.",
@@ -275,23 +327,33 @@ LLM_SLOT_WAIT_S = env_int("LLM_SLOT_WAIT_S", 900)  # longest wait for a free con
 
 
 def _key_hosts(value: str | None) -> dict[str, list[str]]:
-    """``OPENAI_API_KEY=api.openai.com,VLLM_API_KEY=gpu1.lan|gpu2.lan`` -> {name: [hosts]}."""
-    hosts: dict[str, list[str]] = {}
-    for item in (value or "").split(","):
-        if not item.strip():
-            continue
-        name, sep, allowed = item.partition("=")
-        if not sep or not name.strip() or not allowed.strip():
-            raise ImproperlyConfigured(
-                f"LLM_KEY_HOSTS entries look like NAME=host|host, not {item.strip()!r}."
-            )
-        hosts[name.strip()] = [h.strip().lower() for h in allowed.split("|") if h.strip()]
-    return hosts
+    """``OPENAI_API_KEY=https://api.openai.com,VLLM_API_KEY=http://gpu1.lan:8000|http://gpu2.lan:8000``
+    -> {name: [origins]}. A bare host (``api.openai.com``) means ``https://api.openai.com:443``."""
+    try:
+        return parse_key_hosts(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 
 
-# Which hosts each API-key variable may be sent to. Set it on any shared server: without it an
-# author could point an endpoint at their own server and receive the team's key.
+# Which origins (scheme + host + port) each API-key variable may be sent to. Set it on any
+# shared server: without it an author could point an endpoint at their own server and receive
+# the team's key.
 LLM_KEY_HOSTS = _key_hosts(env_str("LLM_KEY_HOSTS"))
+
+
+def _allowed_networks(value: str | None) -> list[str]:
+    try:
+        return parse_networks(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+# Model endpoints may only reach public addresses, plus these CIDR ranges (e.g. a lab vLLM:
+# "10.1.2.3/32"; "none" for no exception). The local mode (DEBUG=true) allows loopback by
+# default, where a user's own vLLM or Ollama listens; a server (DEBUG=false) allows nothing.
+LLM_ALLOWED_NETWORKS = _allowed_networks(
+    env_str("LLM_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "none")
+)
 
 # Synthesis: a slot whose worker has not sent a heartbeat for this long may be taken over.
 SYNTHESIS_LEASE_S = env_int("SYNTHESIS_LEASE_S", 90)

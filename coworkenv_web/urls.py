@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from apps.core.api import ApiDocsPermission, api_docs_view
+
 api_v1 = [
     path("", include("apps.accounts.apis")),
     path("", include("apps.core.apis")),
@@ -12,9 +14,21 @@ api_v1 = [
     path("", include("apps.runs.apis")),
     path("", include("apps.curation.apis")),
     path("", include("apps.datasets.apis")),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
-    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(permission_classes=[ApiDocsPermission]),
+        name="schema",
+    ),
+    path(
+        "docs/",
+        api_docs_view(SpectacularSwaggerView.as_view(url_name="api:schema")),
+        name="docs",
+    ),
+    path(
+        "redoc/",
+        api_docs_view(SpectacularRedocView.as_view(url_name="api:schema")),
+        name="redoc",
+    ),
 ]
 
 urlpatterns = [

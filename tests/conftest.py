@@ -76,6 +76,17 @@ def api_client_for():
 HTMX_HEADERS = {"HTTP_HX_REQUEST": "true"}
 
 
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """API throttle counters live in the (per-process) cache: each test starts with none.
+    Sign-in lockouts (django-axes) are database rows and go with each test's rollback."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Remove this run's own var folder (test database, broker queue) unless it was given."""
     import shutil

@@ -17,3 +17,19 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A file, not memory, so that a real worker process can open the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+
+# The loopback LLM server the tests start listens on 127.0.0.1; nothing else non-public
+# (::1, 10.x, 169.254.x) is allowed, so the tests see the server mode's address guard.
+LLM_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+
+# API throttles far above what any test sends (the throttling tests lower them); the counters
+# live in the cache, which tests/conftest.py clears around every test, as is django-axes's
+# sign-in lockout state (database rows, rolled back with each test).
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {
+        "user": "100000/min",
+        "anon": "100000/min",
+        "token_failure": "100000/min",
+    },
+}

@@ -1,7 +1,8 @@
 """Access helpers: the one way views and APIs resolve a project-scoped object.
 
-Other projects' objects are indistinguishable from missing ones (404); a member whose role
-is too low gets 403.
+Other projects' objects are indistinguishable from missing ones: the same 404 with the same
+message ("No such capability."), so an outsider cannot learn that an id exists. A member
+whose role is too low gets 403.
 """
 
 from django.core.exceptions import PermissionDenied
@@ -21,10 +22,17 @@ def membership_for(user, project: Project) -> Membership | None:
     return cache[project.pk]
 
 
-def check_project_role(user, project: Project, min_role: str = Role.VIEWER) -> Membership:
+def check_project_role(
+    user, project: Project, min_role: str = Role.VIEWER, *, missing: str = "No such project."
+) -> Membership:
+    """The user's membership of ``project`` with at least ``min_role``.
+
+    A non-member gets 404 with ``missing``: an entity's helper passes its own "No such …"
+    message, the one a missing id gets, so another project's object reads exactly the same.
+    """
     membership = membership_for(user, project)
     if membership is None:
-        raise Http404("No such project.")
+        raise Http404(missing)
     if not membership.has_role(min_role):
         raise PermissionDenied(f"This needs the {Role(min_role).label.lower()} role or higher.")
     return membership
@@ -54,5 +62,5 @@ def membership_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Membership
     )
     if membership is None:
         raise Http404("No such membership.")
-    check_project_role(user, membership.project, min_role)
+    check_project_role(user, membership.project, min_role, missing="No such membership.")
     return membership

@@ -9,7 +9,7 @@ from apps.accounts.access import (
     membership_get_for_user,
     project_get_for_user_by_pk,
 )
-from apps.accounts.models import ApiToken, Role
+from apps.accounts.models import PROJECT_DESCRIPTION_MAX_LENGTH, ApiToken, Role
 from apps.accounts.selectors import api_token_list, membership_list, project_list_for_user
 from apps.accounts.services import (
     api_token_create,
@@ -34,12 +34,16 @@ class ProjectOutput(serializers.Serializer):
 class ProjectCreateInput(serializers.Serializer):
     name = serializers.CharField(max_length=120)
     slug = serializers.SlugField(max_length=60, required=False, allow_blank=True, default="")
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    description = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=PROJECT_DESCRIPTION_MAX_LENGTH
+    )
 
 
 class ProjectUpdateInput(serializers.Serializer):
     name = serializers.CharField(max_length=120, required=False)
-    description = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(
+        required=False, allow_blank=True, max_length=PROJECT_DESCRIPTION_MAX_LENGTH
+    )
 
 
 class MembershipOutput(serializers.Serializer):

@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models import Q
 
@@ -17,10 +18,18 @@ def role_at_least(role: str, minimum: str) -> bool:
     return ROLE_RANK[Role(role)] >= ROLE_RANK[Role(minimum)]
 
 
+# Free text is bounded (model, forms and serializers): a description is a paragraph, not a file.
+PROJECT_DESCRIPTION_MAX_LENGTH = 2000
+
+
 class Project(models.Model):
     name = models.CharField(max_length=120)
     slug = models.SlugField(max_length=60, unique=True)
-    description = models.TextField(blank=True)
+    description = models.TextField(
+        blank=True,
+        max_length=PROJECT_DESCRIPTION_MAX_LENGTH,
+        validators=[MaxLengthValidator(PROJECT_DESCRIPTION_MAX_LENGTH)],
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

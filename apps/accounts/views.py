@@ -1,7 +1,9 @@
+import math
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -279,3 +281,18 @@ def token_revoke(request, pk):
         {"tokens": api_token_list(user=request.user), "form": ApiTokenForm()},
         partial="tokens",
     )
+
+
+def locked_out(request, original_response=None, credentials=None):
+    """The page django-axes shows instead of signing in once a username and address have
+    too many failures (``AXES_LOCKOUT_CALLABLE``); HTTP 429, the form is not processed."""
+    from axes.helpers import get_cool_off, get_failure_limit
+
+    cool_off = get_cool_off(request)
+    username = (credentials or {}).get("username") or request.POST.get("username", "")
+    context = {
+        "username": username[:150],
+        "failure_limit": get_failure_limit(request, credentials),
+        "cooloff_minutes": math.ceil(cool_off.total_seconds() / 60) if cool_off else None,
+    }
+    return render(request, "accounts/locked_out.html", context, status=429)

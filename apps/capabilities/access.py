@@ -13,5 +13,5 @@ def capability_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Capability
     )
     if capability is None:
         raise Http404("No such capability.")
-    check_project_role(user, capability.project, min_role)
+    check_project_role(user, capability.project, min_role, missing="No such capability.")
     return capability

@@ -9,6 +9,12 @@ from rest_framework.views import APIView
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.capabilities.access import capability_get_for_user
+from apps.capabilities.models import (
+    DESCRIPTION_MAX_LENGTH,
+    EXAMPLE_MAX_LENGTH,
+    EXAMPLES_MAX,
+    GUIDANCE_MAX_LENGTH,
+)
 from apps.capabilities.selectors import capability_get_with_counts, capability_list
 from apps.capabilities.services import (
     capability_archive,
@@ -61,13 +67,17 @@ class CapabilityCreateInput(serializers.Serializer):
     name = serializers.CharField(max_length=120)
     slug = serializers.SlugField(max_length=80, required=False, allow_blank=True, default="")
     group = serializers.CharField(max_length=60, required=False, allow_blank=True, default="")
-    description = serializers.CharField(required=False, allow_blank=True, default="")
-    guidance = serializers.CharField(required=False, allow_blank=True, default="")
+    description = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=DESCRIPTION_MAX_LENGTH
+    )
+    guidance = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=GUIDANCE_MAX_LENGTH
+    )
     examples = serializers.ListField(
-        child=serializers.CharField(max_length=2000, allow_blank=True),
+        child=serializers.CharField(max_length=EXAMPLE_MAX_LENGTH, allow_blank=True),
         required=False,
         default=list,
-        max_length=50,
+        max_length=EXAMPLES_MAX,
     )
 
 
@@ -79,12 +89,16 @@ class CapabilityUpdateInput(serializers.Serializer):
         help_text="Can change only while no task uses the capability.",
     )
     group = serializers.CharField(max_length=60, required=False, allow_blank=True)
-    description = serializers.CharField(required=False, allow_blank=True)
-    guidance = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(
+        required=False, allow_blank=True, max_length=DESCRIPTION_MAX_LENGTH
+    )
+    guidance = serializers.CharField(
+        required=False, allow_blank=True, max_length=GUIDANCE_MAX_LENGTH
+    )
     examples = serializers.ListField(
-        child=serializers.CharField(max_length=2000, allow_blank=True),
+        child=serializers.CharField(max_length=EXAMPLE_MAX_LENGTH, allow_blank=True),
         required=False,
-        max_length=50,
+        max_length=EXAMPLES_MAX,
     )
     archived = serializers.BooleanField(
         required=False, help_text="true archives the capability, false restores it."

@@ -1,6 +1,12 @@
 from django import forms
 
-from apps.capabilities.models import Capability
+from apps.capabilities.models import (
+    DESCRIPTION_MAX_LENGTH,
+    EXAMPLE_MAX_LENGTH,
+    EXAMPLES_MAX,
+    GUIDANCE_MAX_LENGTH,
+    Capability,
+)
 
 
 class CapabilityForm(forms.Form):
@@ -15,10 +21,13 @@ class CapabilityForm(forms.Form):
         required=False,
         help_text="Capabilities are listed by group, e.g. “Coordination” or “Policy and safety”.",
     )
-    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=DESCRIPTION_MAX_LENGTH
+    )
     guidance = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 5}),
         required=False,
+        max_length=GUIDANCE_MAX_LENGTH,
         help_text=Capability._meta.get_field("guidance").help_text
         + " Traps to seed, graders that catch a failure.",
     )
@@ -51,4 +60,11 @@ class CapabilityForm(forms.Form):
         return form
 
     def clean_examples(self) -> list[str]:
-        return [line.strip() for line in self.cleaned_data["examples"].splitlines() if line.strip()]
+        examples = [
+            line.strip() for line in self.cleaned_data["examples"].splitlines() if line.strip()
+        ]
+        if len(examples) > EXAMPLES_MAX:
+            raise forms.ValidationError(f"At most {EXAMPLES_MAX} examples.")
+        if any(len(example) > EXAMPLE_MAX_LENGTH for example in examples):
+            raise forms.ValidationError(f"Each example is at most {EXAMPLE_MAX_LENGTH} characters.")
+        return examples

@@ -1,5 +1,13 @@
 from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
+
+# Free text is bounded (model, forms and serializers): what a capability is, in a paragraph,
+# and what a synthesized task must do to exercise it, in a few.
+DESCRIPTION_MAX_LENGTH = 2000
+GUIDANCE_MAX_LENGTH = 5000
+EXAMPLE_MAX_LENGTH = 2000
+EXAMPLES_MAX = 50
 
 
 class Capability(models.Model):
@@ -10,10 +18,17 @@ class Capability(models.Model):
     )
     slug = models.SlugField(max_length=80)
     name = models.CharField(max_length=120)
-    description = models.TextField(blank=True)
+    description = models.TextField(
+        blank=True,
+        max_length=DESCRIPTION_MAX_LENGTH,
+        validators=[MaxLengthValidator(DESCRIPTION_MAX_LENGTH)],
+    )
     group = models.CharField(max_length=60, blank=True)
     guidance = models.TextField(
-        blank=True, help_text="What a synthesized task must do to exercise this capability."
+        blank=True,
+        max_length=GUIDANCE_MAX_LENGTH,
+        validators=[MaxLengthValidator(GUIDANCE_MAX_LENGTH)],
+        help_text="What a synthesized task must do to exercise this capability.",
     )
     examples = models.JSONField(
         default=list, blank=True, help_text="Example user requests, one string each."

@@ -9,5 +9,5 @@ def job_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Job:
     job = Job.objects.select_related("project", "started_by").filter(pk=pk).first()
     if job is None:
         raise Http404("No such job.")
-    check_project_role(user, job.project, min_role)
+    check_project_role(user, job.project, min_role, missing="No such job.")
     return job

@@ -47,10 +47,15 @@ def job_detail(request, pk):
 @login_required
 @require_GET
 def job_status(request, pk):
-    """The live status fragment; it keeps polling only while the job is active."""
+    """The live status fragment; it keeps polling only while the job is active. The poll
+    that sees the job ended fires a ``job-finished`` event, so parts of the page that show
+    the job's output (an LLM call log, a list) can reload themselves."""
     job = job_get_for_user(request.user, pk)
     context = {"job": job, "membership": check_project_role(request.user, job.project)}
-    return render_page(request, "core/job_detail.html", context, partial="status")
+    response = render_page(request, "core/job_detail.html", context, partial="status")
+    if not job.is_active:
+        response["HX-Trigger"] = "job-finished"
+    return response
 
 
 @login_required

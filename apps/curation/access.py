@@ -7,13 +7,6 @@ from apps.accounts.models import Role
 from apps.curation.models import Demonstration, ReviewReasonTag
 
 
-def _check_role(user, project, min_role: str, what: str) -> None:
-    try:
-        check_project_role(user, project, min_role)
-    except Http404:
-        raise Http404(f"No such {what}.") from None
-
-
 def demonstration_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Demonstration:
     demonstration = (
         Demonstration.objects.select_related(
@@ -26,7 +19,7 @@ def demonstration_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Demonst
     )
     if demonstration is None:
         raise Http404("No such demonstration.")
-    _check_role(user, demonstration.project, min_role, "demonstration")
+    check_project_role(user, demonstration.project, min_role, missing="No such demonstration.")
     return demonstration
 
 
@@ -38,5 +31,5 @@ def reason_tag_get_for_user(user, pk, min_role: str = Role.ADMIN) -> ReviewReaso
     )
     if tag is None:
         raise Http404("No such reason tag.")
-    _check_role(user, tag.project, min_role, "reason tag")
+    check_project_role(user, tag.project, min_role, missing="No such reason tag.")
     return tag

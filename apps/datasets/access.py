@@ -7,13 +7,6 @@ from apps.accounts.models import Role
 from apps.datasets.models import Dataset, DatasetVersion
 
 
-def _check_role(user, project, min_role: str, what: str) -> None:
-    try:
-        check_project_role(user, project, min_role)
-    except Http404:
-        raise Http404(f"No such {what}.") from None
-
-
 def dataset_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Dataset:
     dataset = (
         Dataset.objects.select_related("project", "created_by").filter(pk=pk).first()
@@ -22,7 +15,7 @@ def dataset_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Dataset:
     )
     if dataset is None:
         raise Http404("No such dataset.")
-    _check_role(user, dataset.project, min_role, "dataset")
+    check_project_role(user, dataset.project, min_role, missing="No such dataset.")
     return dataset
 
 
@@ -39,5 +32,5 @@ def version_get_for_user(user, dataset_pk, number, min_role: str = Role.VIEWER) 
     )
     if version is None:
         raise Http404("No such dataset version.")
-    _check_role(user, version.dataset.project, min_role, "dataset version")
+    check_project_role(user, version.dataset.project, min_role, missing="No such dataset version.")
     return version

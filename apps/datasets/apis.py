@@ -16,7 +16,13 @@ from apps.core.api import StandardPagination
 from apps.core.apis import JobOutput
 from apps.datasets.access import dataset_get_for_user, version_get_for_user
 from apps.datasets.downloads import ExportUnavailable, export_for, export_response
-from apps.datasets.models import MAX_VALIDATION_FRACTION, ExportFormat, RowSplit, VersionStatus
+from apps.datasets.models import (
+    DESCRIPTION_MAX_LENGTH,
+    MAX_VALIDATION_FRACTION,
+    ExportFormat,
+    RowSplit,
+    VersionStatus,
+)
 from apps.datasets.selectors import dataset_list, version_list, version_rows
 from apps.datasets.services import (
     VersionFilter,
@@ -41,7 +47,9 @@ class DatasetOutput(serializers.Serializer):
 
 class DatasetInput(serializers.Serializer):
     name = serializers.CharField(max_length=120)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    description = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=DESCRIPTION_MAX_LENGTH
+    )
 
 
 class ExportOutput(serializers.Serializer):

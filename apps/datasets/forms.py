@@ -1,7 +1,7 @@
 from django import forms
 
 from apps.capabilities.models import Capability
-from apps.datasets.models import MAX_VALIDATION_FRACTION
+from apps.datasets.models import DESCRIPTION_MAX_LENGTH, MAX_VALIDATION_FRACTION
 from apps.datasets.services import VersionFilter
 from apps.environments.models import Environment
 
@@ -10,6 +10,7 @@ class DatasetForm(forms.Form):
     name = forms.CharField(max_length=120, help_text="Unique in this project.")
     description = forms.CharField(
         required=False,
+        max_length=DESCRIPTION_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What it is for; it opens the dataset card.",
     )

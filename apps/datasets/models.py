@@ -8,11 +8,15 @@ under MEDIA_ROOT, one per (version, format, split), linted before they are offer
 """
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 MAX_VALIDATION_FRACTION = 0.5
+
+
+# A dataset's description opens its card: a paragraph, bounded like all free text.
+DESCRIPTION_MAX_LENGTH = 2000
 
 
 class Dataset(models.Model):
@@ -20,7 +24,11 @@ class Dataset(models.Model):
         "accounts.Project", on_delete=models.CASCADE, related_name="datasets"
     )
     name = models.CharField(max_length=120)
-    description = models.TextField(blank=True)
+    description = models.TextField(
+        blank=True,
+        max_length=DESCRIPTION_MAX_LENGTH,
+        validators=[MaxLengthValidator(DESCRIPTION_MAX_LENGTH)],
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -14,28 +14,19 @@ def _first_or_404(queryset, pk, what: str):
     return obj
 
 
-def _check_role(user, project, min_role: str, what: str) -> None:
-    """Like ``check_project_role``, but another project's object reads exactly like a missing
-    one ("No such task."), so the message does not reveal that the id exists."""
-    try:
-        check_project_role(user, project, min_role)
-    except Http404:
-        raise Http404(f"No such {what}.") from None
-
-
 def environment_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Environment:
     environment = _first_or_404(
         Environment.objects.select_related("project", "latest_validation", "created_by"),
         pk,
         "environment",
     )
-    _check_role(user, environment.project, min_role, "environment")
+    check_project_role(user, environment.project, min_role, missing="No such environment.")
     return environment
 
 
 def task_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Task:
     task = _first_or_404(Task.objects.select_related("environment__project"), pk, "task")
-    _check_role(user, task.environment.project, min_role, "task")
+    check_project_role(user, task.environment.project, min_role, missing="No such task.")
     return task
 
 
@@ -43,13 +34,13 @@ def grader_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Grader:
     grader = _first_or_404(
         Grader.objects.select_related("task__environment__project"), pk, "grader"
     )
-    _check_role(user, grader.task.environment.project, min_role, "grader")
+    check_project_role(user, grader.task.environment.project, min_role, missing="No such grader.")
     return grader
 
 
 def tool_get_for_user(user, pk, min_role: str = Role.VIEWER) -> ToolSchema:
     tool = _first_or_404(ToolSchema.objects.select_related("environment__project"), pk, "tool")
-    _check_role(user, tool.environment.project, min_role, "tool")
+    check_project_role(user, tool.environment.project, min_role, missing="No such tool.")
     return tool
 
 
@@ -57,5 +48,5 @@ def record_get_for_user(user, pk, min_role: str = Role.VIEWER) -> ServiceRecord:
     record = _first_or_404(
         ServiceRecord.objects.select_related("environment__project", "task"), pk, "record"
     )
-    _check_role(user, record.environment.project, min_role, "record")
+    check_project_role(user, record.environment.project, min_role, missing="No such record.")
     return record

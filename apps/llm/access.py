@@ -17,5 +17,14 @@ def endpoint_get_for_user(user, pk, min_role: str = Role.VIEWER) -> ModelEndpoin
     )
     if endpoint is None:
         raise Http404("No such model endpoint.")
-    check_project_role(user, endpoint.project, min_role)
+    check_project_role(user, endpoint.project, min_role, missing="No such model endpoint.")
     return endpoint
+
+
+def error_bodies_visible(membership) -> bool:
+    """Whether a member sees the bodies endpoints sent with their errors in the call log.
+
+    What the server at a base URL answers is for those who may edit the endpoint (authors
+    and above), not for every viewer of the project.
+    """
+    return membership is not None and membership.has_role(Role.AUTHOR)

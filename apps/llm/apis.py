@@ -4,11 +4,12 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.access import project_get_for_user_by_pk
+from apps.accounts.access import check_project_role, project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.access import job_get_for_user
 from apps.core.api import paginated_response
-from apps.llm.access import endpoint_get_for_user
+from apps.core.apis import JobOutput
+from apps.llm.access import endpoint_get_for_user, error_bodies_visible
 from apps.llm.models import (
     MAX_CONCURRENCY_LIMIT,
     LLMCallStatus,
@@ -16,7 +17,13 @@ from apps.llm.models import (
     validate_env_var_name,
 )
 from apps.llm.selectors import endpoint_list, llm_call_list
-from apps.llm.services import endpoint_create, endpoint_delete, endpoint_test, endpoint_update
+from apps.llm.services import (
+    TEST_TIMEOUT_CAP_S,
+    endpoint_create,
+    endpoint_delete,
+    endpoint_test_start,
+    endpoint_update,
+)
 
 
 class EndpointOutput(serializers.Serializer):
@@ -66,19 +73,6 @@ class EndpointInput(serializers.Serializer):
     supports_json_schema = serializers.BooleanField(required=False)
 
 
-class EndpointTestOutput(serializers.Serializer):
-    ok = serializers.BooleanField()
-    content = serializers.CharField(allow_null=True)
-    model = serializers.CharField()
-    latency_ms = serializers.IntegerField()
-    tokens_in = serializers.IntegerField()
-    tokens_out = serializers.IntegerField()
-    cost = serializers.DecimalField(max_digits=14, decimal_places=6)
-    error = serializers.CharField(help_text="The exact error, empty when ok.")
-    status_code = serializers.IntegerField(allow_null=True, help_text="HTTP status of a failure.")
-    call_id = serializers.IntegerField(allow_null=True)
-
-
 class LLMCallOutput(serializers.Serializer):
     id = serializers.IntegerField()
     project = serializers.IntegerField(source="project_id")
@@ -100,6 +94,20 @@ class LLMCallOutput(serializers.Serializer):
     latency_ms = serializers.IntegerField()
     cost = serializers.DecimalField(max_digits=14, decimal_places=6)
     created_at = serializers.DateTimeField()
+
+
+class LLMCallViewerOutput(LLMCallOutput):
+    """A call as a viewer sees it: without the body an endpoint sent with an error."""
+
+    response = serializers.SerializerMethodField()
+
+    def get_response(self, call) -> dict:
+        return {key: value for key, value in call.response.items() if key != "error_body"}
+
+
+def _call_output(user, project):
+    membership = check_project_role(user, project)
+    return LLMCallOutput if error_bodies_visible(membership) else LLMCallViewerOutput
 
 
 _STATUS_FILTER = OpenApiParameter(
@@ -161,14 +169,18 @@ class EndpointDetailApi(APIView):
 class EndpointTestApi(APIView):
     @extend_schema(
         request=None,
-        responses=EndpointTestOutput,
+        responses={202: JobOutput},
         operation_id="model_endpoints_test",
-        description="Send one tiny chat request now (not retried) and report the answer or "
-        "the exact error. A failure of the endpoint is reported with ok=false and status 200.",
+        description="Queue one tiny chat request (not retried, at most "
+        f"{TEST_TIMEOUT_CAP_S:g} s) as a job; poll `/api/v1/jobs/{{id}}/`. When it ends, the "
+        "job's `result` holds `ok`, `content`, `model`, `latency_ms`, `tokens_in`, "
+        "`tokens_out`, `cost`, `error` (the exact error), `status_code` and `call_id`; a "
+        "failure of the endpoint ends the job `failed` with the error as its message.",
     )
     def post(self, request, pk):
         endpoint = endpoint_get_for_user(request.user, pk, min_role=Role.AUTHOR)
-        return Response(EndpointTestOutput(endpoint_test(endpoint=endpoint)).data)
+        job = endpoint_test_start(endpoint=endpoint, started_by=request.user)
+        return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
 
 
 class EndpointCallListApi(APIView):
@@ -180,7 +192,9 @@ class EndpointCallListApi(APIView):
     def get(self, request, pk):
         endpoint = endpoint_get_for_user(request.user, pk)
         calls = llm_call_list(endpoint=endpoint, status=request.query_params.get("status", ""))
-        return paginated_response(request, self, calls, LLMCallOutput)
+        return paginated_response(
+            request, self, calls, _call_output(request.user, endpoint.project)
+        )
 
 
 class JobCallListApi(APIView):
@@ -192,7 +206,7 @@ class JobCallListApi(APIView):
     def get(self, request, pk):
         job = job_get_for_user(request.user, pk)
         calls = llm_call_list(job=job, status=request.query_params.get("status", ""))
-        return paginated_response(request, self, calls, LLMCallOutput)
+        return paginated_response(request, self, calls, _call_output(request.user, job.project))
 
 
 urlpatterns = [

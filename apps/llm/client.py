@@ -42,6 +42,8 @@ from apps.llm.models import (
     api_key_env_allowed,
     api_key_host_refusal,
 )
+from apps.llm.network import AddressRefused, allowed_networks, base_url_refusal, guarded_http_client
+from apps.llm.redaction import body_excerpt, redact
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +138,7 @@ class _Failure:
     status: int | None = None
     retry_after: float | None = None
     body: object = None
+    configuration: bool = False  # refused before any request: not the endpoint's answer
 
 
 # --- public API -------------------------------------------------------------------------
@@ -156,6 +159,7 @@ def llm_chat(
     max_tokens: int | None = None,
     extra_body: dict | None = None,
     retry: RetryPolicy | None = None,
+    timeout_s: float | None = None,
 ) -> LLMResult:
     """Send one chat completion request (retrying transient failures) and log every attempt.
 
@@ -168,6 +172,7 @@ def llm_chat(
     """
     ensure_outside_transaction("llm_chat()")
     policy = retry or RetryPolicy.from_settings()
+    timeout = float(endpoint.request_timeout_s if timeout_s is None else timeout_s)
     messages = _plain_json(list(messages))
     kwargs: dict = {
         "model": endpoint.model,
@@ -178,7 +183,7 @@ def llm_chat(
         "model": endpoint.model,
         "temperature": kwargs["temperature"],
         "max_tokens": kwargs["max_tokens"],
-        "timeout_s": endpoint.request_timeout_s,
+        "timeout_s": timeout,
         "tools": [_tool_name(tool) for tool in tools or []],
         "tool_choice": tool_choice,
         "response_format": None,
@@ -208,12 +213,16 @@ def llm_chat(
     kwargs["messages"] = messages
 
     log = _CallLog(endpoint=endpoint, job=job, purpose=purpose, messages=messages, params=summary)
+    _check_base_url(endpoint, log)
     api_key = _api_key(endpoint, log)
 
     waited = 0.0
     attempt = 0
     client = _openai_client(
-        endpoint.base_url, api_key or "not-needed", float(endpoint.request_timeout_s)
+        endpoint.base_url,
+        api_key or "not-needed",
+        timeout,
+        allowed_networks(),  # part of the cache key: pooled connections were checked under it
     )
     while True:
         attempt += 1
@@ -225,7 +234,12 @@ def llm_chat(
                     failure = None
                 except openai.OpenAIError as exc:
                     completion = None
-                    failure = _classify(exc, endpoint)
+                    failure = _classify(exc, endpoint, timeout)
+                except AddressRefused as exc:  # raised by the connection, before any packet
+                    completion = None
+                    failure = _Failure(
+                        f"Refused to connect: {exc.message}", retryable=False, configuration=True
+                    )
                 latency_ms = round((time.monotonic() - started) * 1000)
         except SlotTimeout as exc:
             call = log.write(attempt=attempt, status=LLMCallStatus.ERROR, error=str(exc))
@@ -269,11 +283,15 @@ def llm_chat(
             error=failure.detail,
             http_status=failure.status,
             latency_ms=latency_ms,
-            response={"error_body": _excerpt_body(failure.body)} if failure.body else {},
+            response={"error_body": body_excerpt(failure.body)} if failure.body else {},
         )
         if delay is None:
             error_class = LLMUnavailable if failure.retryable else LLMRequestError
-            if failure.retryable:
+            if failure.configuration:
+                error_class = LLMConfigurationError
+            if failure.configuration:
+                message = f"Endpoint “{endpoint.name}” cannot be used: {failure.detail}"
+            elif failure.retryable:
                 message = (
                     f"Endpoint “{endpoint.name}” is unavailable after {attempt} "
                     f"attempt{'s' if attempt != 1 else ''}: {failure.detail}"
@@ -413,6 +431,24 @@ class _CallLog:
             )
 
 
+def _check_base_url(endpoint: ModelEndpoint, log: _CallLog) -> None:
+    """Refuse a base URL of the wrong shape or with a refused IP literal before any request
+    (a row saved before the rule, or written around the services). Host names are checked at
+    the connection itself, after resolution (``apps.llm.network.GuardedNetworkBackend``)."""
+    refusal = base_url_refusal(endpoint.base_url, resolve_names=False)
+    if refusal is None:
+        return
+    detail = f"Refused to connect: {refusal}"
+    call = log.write(attempt=1, status=LLMCallStatus.ERROR, error=detail)
+    raise LLMConfigurationError(
+        f"Endpoint “{endpoint.name}” cannot be used: {detail}",
+        detail=detail,
+        endpoint=endpoint.name,
+        attempts=1,
+        call_id=call.pk,
+    )
+
+
 def _api_key(endpoint: ModelEndpoint, log: _CallLog) -> str:
     if not endpoint.api_key_env:
         return ""
@@ -440,19 +476,31 @@ def _api_key(endpoint: ModelEndpoint, log: _CallLog) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _openai_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+def _openai_client(base_url: str, api_key: str, timeout: float, networks: tuple) -> openai.OpenAI:
     """One client per endpoint configuration and process, reused across calls.
 
     Building a client loads the CA bundle and opens a new connection pool (tens of
-    milliseconds); the client is thread-safe, and its pool keeps connections alive.
+    milliseconds); the client is thread-safe, and its pool keeps connections alive. Every
+    connection goes through the address guard of ``apps.llm.network``.
     """
-    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+    return openai.OpenAI(
+        base_url=base_url,
+        api_key=api_key,
+        timeout=timeout,
+        max_retries=0,
+        http_client=guarded_http_client(timeout=timeout),
+    )
 
 
-def _classify(exc: openai.OpenAIError, endpoint: ModelEndpoint) -> _Failure:
+def _classify(exc: openai.OpenAIError, endpoint: ModelEndpoint, timeout: float) -> _Failure:
     if isinstance(exc, openai.APITimeoutError):
         return _Failure(
-            f"No answer within {endpoint.request_timeout_s:g} s (the endpoint's request timeout).",
+            f"No answer within {timeout:g} s"
+            + (
+                " (the endpoint's request timeout)."
+                if timeout == endpoint.request_timeout_s
+                else " (the limit of this request)."
+            ),
             retryable=True,
         )
     if isinstance(exc, openai.APIConnectionError):
@@ -568,6 +616,11 @@ def _retry_after(headers) -> float | None:
 
 
 def _error_text(body, response) -> str:
+    """The error message the server gave, shortened and with credentials redacted."""
+    return redact(_error_message(body, response))
+
+
+def _error_message(body, response) -> str:
     """The error message the server gave: ``{"error": {"message"}}``, ``{"message"}``,
     ``{"detail"}`` or its text, shortened."""
     if isinstance(body, dict):
@@ -582,13 +635,6 @@ def _error_text(body, response) -> str:
     if isinstance(body, str) and body.strip():
         return " ".join(body.split())[:500]
     return response.reason_phrase or "no message"
-
-
-def _excerpt_body(body) -> object:
-    if isinstance(body, dict | list):
-        text = json.dumps(body)
-        return body if len(text) <= ERROR_TEXT_LIMIT else text[:ERROR_TEXT_LIMIT]
-    return str(body)[:ERROR_TEXT_LIMIT]
 
 
 def _tool_name(tool: dict) -> str:

@@ -3,13 +3,15 @@
 import re
 import uuid
 from decimal import Decimal
-from urllib.parse import urlparse
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+
+from apps.llm.network import base_url_refusal
+from apps.llm.origins import origin_of
 
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Only variables named like an API key may be sent to an endpoint: the base URL is chosen by
@@ -24,20 +26,28 @@ def api_key_env_allowed(name: str) -> bool:
 def api_key_host_refusal(name: str, base_url: str) -> str | None:
     """Why the key in ``name`` may not be sent to ``base_url``, or None if it may.
 
-    On a shared server the operator lists, in ``LLM_KEY_HOSTS``, which hosts each key
-    variable may reach (e.g. ``OPENAI_API_KEY=api.openai.com``); without that any author
-    could point an endpoint at their own server and receive the team's key. With no
-    ``LLM_KEY_HOSTS`` (a laptop) every host is allowed.
+    On a shared server the operator lists, in ``LLM_KEY_HOSTS``, the origins (scheme + host
+    + port) each key variable may reach (e.g. ``OPENAI_API_KEY=https://api.openai.com``);
+    without that any author could point an endpoint at their own server and receive the
+    team's key. A bare host in the setting means https on port 443. With no
+    ``LLM_KEY_HOSTS`` (a laptop) every origin is allowed.
     """
     key_hosts: dict[str, list[str]] = getattr(settings, "LLM_KEY_HOSTS", {})
     if not name or not key_hosts:
         return None
-    host = (urlparse(base_url).hostname or "").lower()
     allowed = key_hosts.get(name)
     if allowed is None:
         return f"{name} is not listed in the server's LLM_KEY_HOSTS."
-    if host not in allowed:
-        return f"{name} may only be sent to {', '.join(allowed)}, not to {host or 'this address'}."
+    allowed_origins = [origin_of(entry) for entry in allowed]
+    try:
+        origin = origin_of(base_url)
+    except ValueError:
+        origin = None
+    if origin not in allowed_origins:
+        return (
+            f"{name} may only be sent to {', '.join(allowed_origins)}, "
+            f"not to {origin or 'this address'}."
+        )
     return None
 
 
@@ -45,14 +55,11 @@ MAX_CONCURRENCY_LIMIT = 256
 
 
 def validate_base_url(value: str) -> None:
-    """An http(s) URL with a host. Hosts without a dot (``vllm``, ``localhost``) are fine."""
-    parsed = urlparse(value)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValidationError(
-            "Enter an http:// or https:// address with a host, e.g. https://api.openai.com/v1."
-        )
-    if any(ch.isspace() for ch in value):
-        raise ValidationError("The address must not contain spaces.")
+    """An http(s) URL with a host, no query string or fragment, that may be reached from the
+    server (see ``apps.llm.network``). Hosts without a dot (``vllm``) are fine."""
+    refusal = base_url_refusal(value)
+    if refusal:
+        raise ValidationError(refusal)
 
 
 def validate_env_var_name(value: str) -> None:

@@ -5,6 +5,7 @@ from decimal import Decimal
 from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
+from apps.core.models import Job
 from apps.llm.models import LLMCall, LLMCallStatus, ModelEndpoint
 
 _ZERO_COST = Decimal("0")
@@ -22,6 +23,21 @@ def endpoint_list(*, project) -> QuerySet[ModelEndpoint]:
             cost_total=Coalesce(Sum("calls__cost"), _ZERO_COST),
         )
         .order_by("name", "id")
+    )
+
+
+def endpoint_last_test(*, endpoint) -> Job | None:
+    """The endpoint's latest "Test connection" job, if any."""
+    from apps.llm.services import ENDPOINT_TEST_KIND
+
+    return (
+        Job.objects.filter(
+            project_id=endpoint.project_id,
+            kind=ENDPOINT_TEST_KIND,
+            params__endpoint_id=endpoint.pk,
+        )
+        .order_by("-created_at", "-id")
+        .first()
     )
 
 

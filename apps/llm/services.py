@@ -1,6 +1,6 @@
-"""Writes for model endpoints: create, update, delete, and the "Test connection" request."""
+"""Writes for model endpoints: create, update, delete, and the "Test connection" job."""
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -8,6 +8,8 @@ from django.db import transaction
 from django.db.models import ProtectedError, RestrictedError
 
 from apps.core.exceptions import ApplicationError
+from apps.core.models import Job
+from apps.core.services import JobContext, job_create
 from apps.llm.client import RetryPolicy, llm_chat
 from apps.llm.concurrency import slots_sync
 from apps.llm.exceptions import LLMError
@@ -28,7 +30,11 @@ EDITABLE_FIELDS = (
 )
 
 TEST_PROMPT = "This is a connection test. Reply with the single word: pong"
-TEST_SLOT_WAIT_S = 15.0
+# A connection test is a job on the llm queue; it waits at most this long for a free slot and
+# for the answer, whatever the endpoint's own request timeout (which may be up to an hour).
+TEST_TIMEOUT_CAP_S = 10.0
+TEST_SLOT_WAIT_S = 10.0
+ENDPOINT_TEST_KIND = "endpoint_test"
 
 
 def _check_fields(fields: dict) -> None:
@@ -106,15 +112,18 @@ class EndpointTestResult:
     call_id: int | None = None
 
 
-def endpoint_test(*, endpoint: ModelEndpoint) -> EndpointTestResult:
-    """One tiny request, not retried, so the answer or the exact error shows at once."""
+def endpoint_test(*, endpoint: ModelEndpoint, job: Job | None = None) -> EndpointTestResult:
+    """One tiny request, not retried and capped at ``TEST_TIMEOUT_CAP_S``, so the answer or
+    the exact error shows quickly. Called by the "Test connection" job, never by a view."""
     try:
         result = llm_chat(
             endpoint=endpoint,
             messages=[{"role": "user", "content": TEST_PROMPT}],
             purpose="endpoint.test",
+            job=job,
             max_tokens=min(endpoint.max_tokens, 16),
             retry=RetryPolicy.from_settings(max_attempts=1, slot_wait_s=TEST_SLOT_WAIT_S),
+            timeout_s=min(float(endpoint.request_timeout_s), TEST_TIMEOUT_CAP_S),
         )
     except LLMError as exc:
         return EndpointTestResult(
@@ -129,4 +138,42 @@ def endpoint_test(*, endpoint: ModelEndpoint) -> EndpointTestResult:
         tokens_out=result.tokens_out,
         cost=result.cost,
         call_id=result.call_id,
+    )
+
+
+def endpoint_test_start(*, endpoint: ModelEndpoint, started_by) -> Job:
+    """Queue a connection test as a job (the web request only creates the row)."""
+    from apps.llm.tasks import check_endpoint_task
+
+    return job_create(
+        project=endpoint.project,
+        kind=ENDPOINT_TEST_KIND,
+        title=f"Test connection to “{endpoint.name}”",
+        started_by=started_by,
+        params={"endpoint_id": endpoint.pk},
+        enqueue=check_endpoint_task.delay,
+    )
+
+
+def endpoint_test_run(context: JobContext) -> str:
+    """The job's work: one test request; the outcome goes to ``job.result`` and the message.
+
+    A failure of the endpoint fails the job with the exact error (it is the answer the
+    person asked for, not a fault of the job).
+    """
+    job = context.job
+    endpoint = ModelEndpoint.objects.filter(pk=job.params.get("endpoint_id")).first()
+    if endpoint is None:
+        raise ApplicationError("The endpoint was deleted before the test ran.")
+    outcome = endpoint_test(endpoint=endpoint, job=job)
+    result = {**asdict(outcome), "cost": str(outcome.cost)}
+    Job.objects.filter(pk=job.pk).update(result=result)
+    job.result = result
+    call = f" (call #{outcome.call_id})" if outcome.call_id else ""
+    if not outcome.ok:
+        raise ApplicationError(f"It failed: {outcome.error}{call}")
+    return (
+        f"Connected. It answered “{outcome.content or ''}” · model {outcome.model} · "
+        f"{outcome.latency_ms} ms · {outcome.tokens_in} tokens in, {outcome.tokens_out} out · "
+        f"${outcome.cost:.6f}{call}."
     )

@@ -7,15 +7,21 @@ from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.core.access import job_get_for_user
 from apps.core.exceptions import ApplicationError
-from apps.core.http import form_add_service_error, redirect_after_post, render_page
-from apps.llm.access import endpoint_get_for_user
+from apps.core.http import (
+    form_add_service_error,
+    is_partial_request,
+    redirect_after_post,
+    render_page,
+)
+from apps.llm.access import endpoint_get_for_user, error_bodies_visible
 from apps.llm.forms import ModelEndpointForm
 from apps.llm.models import LLMCallStatus
-from apps.llm.selectors import endpoint_list, llm_call_list, llm_call_totals
+from apps.llm.selectors import endpoint_last_test, endpoint_list, llm_call_list, llm_call_totals
 from apps.llm.services import (
+    TEST_TIMEOUT_CAP_S,
     endpoint_create,
     endpoint_delete,
-    endpoint_test,
+    endpoint_test_start,
     endpoint_update,
 )
 
@@ -105,19 +111,22 @@ def endpoint_delete_view(request, pk):
     return render_page(request, "llm/endpoint_delete.html", context)
 
 
-def _detail_context(request, endpoint, *, test=None):
+def _detail_context(request, endpoint):
     status = request.GET.get("status", "")
     calls = llm_call_list(endpoint=endpoint, status=status)
+    membership = check_project_role(request.user, endpoint.project)
     return {
         "project": endpoint.project,
-        "membership": check_project_role(request.user, endpoint.project),
+        "membership": membership,
+        "show_error_bodies": error_bodies_visible(membership),
         "endpoint": endpoint,
         "totals": llm_call_totals(endpoint=endpoint),
         "page": Paginator(calls, CALLS_PER_PAGE).get_page(request.GET.get("page")),
         "status": status,
         "statuses": LLMCallStatus.choices,
         "calls_url": reverse("llm:endpoint_detail", args=[endpoint.pk]),
-        "test": test,
+        "test_job": endpoint_last_test(endpoint=endpoint),
+        "test_cap_s": f"{TEST_TIMEOUT_CAP_S:g}",
     }
 
 
@@ -133,13 +142,19 @@ def endpoint_detail_view(request, pk):
 @login_required
 @require_POST
 def endpoint_test_view(request, pk):
-    """Make one tiny request now and show its answer or its exact error."""
+    """Queue one tiny request as a job; its status partial polls until the answer is in."""
     endpoint = endpoint_get_for_user(request.user, pk, min_role=Role.AUTHOR)
-    test = endpoint_test(endpoint=endpoint)
-    context = _detail_context(request, endpoint, test=test)
-    response = render_page(request, "llm/endpoint_detail.html", context, partial="test_result")
-    response["HX-Trigger"] = "llm-calls-changed"  # the call log below reloads itself
-    return response
+    job = endpoint_test_start(endpoint=endpoint, started_by=request.user)
+    if not is_partial_request(request):
+        return redirect_after_post(request, reverse("llm:endpoint_detail", args=[endpoint.pk]))
+    context = {
+        "project": endpoint.project,
+        "membership": check_project_role(request.user, endpoint.project),
+        "endpoint": endpoint,
+        "test_job": job,
+        "test_cap_s": f"{TEST_TIMEOUT_CAP_S:g}",
+    }
+    return render_page(request, "llm/endpoint_detail.html", context, partial="test_result")
 
 
 @login_required
@@ -148,9 +163,11 @@ def job_calls_view(request, pk):
     job = job_get_for_user(request.user, pk)
     status = request.GET.get("status", "")
     calls = llm_call_list(job=job, status=status)
+    membership = check_project_role(request.user, job.project)
     context = {
         "project": job.project,
-        "membership": check_project_role(request.user, job.project),
+        "membership": membership,
+        "show_error_bodies": error_bodies_visible(membership),
         "job": job,
         "totals": llm_call_totals(job=job),
         "page": Paginator(calls, CALLS_PER_PAGE).get_page(request.GET.get("page")),

@@ -7,13 +7,6 @@ from apps.accounts.models import Role
 from apps.runs.models import Run, RunBatch
 
 
-def _check_role(user, project, min_role: str, what: str) -> None:
-    try:
-        check_project_role(user, project, min_role)
-    except Http404:
-        raise Http404(f"No such {what}.") from None
-
-
 def batch_get_for_user(user, pk, min_role: str = Role.VIEWER) -> RunBatch:
     batch = (
         RunBatch.objects.select_related("project", "job", "endpoint", "created_by")
@@ -24,7 +17,7 @@ def batch_get_for_user(user, pk, min_role: str = Role.VIEWER) -> RunBatch:
     )
     if batch is None:
         raise Http404("No such run batch.")
-    _check_role(user, batch.project, min_role, "run batch")
+    check_project_role(user, batch.project, min_role, missing="No such run batch.")
     return batch
 
 
@@ -38,5 +31,5 @@ def run_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Run:
     )
     if run is None:
         raise Http404("No such run.")
-    _check_role(user, run.project, min_role, "run")
+    check_project_role(user, run.project, min_role, missing="No such run.")
     return run

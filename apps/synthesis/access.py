@@ -17,7 +17,7 @@ def synthesis_get_for_user(user, pk, min_role: str = Role.VIEWER) -> SynthesisJo
     )
     if synthesis is None:
         raise Http404("No such synthesis job.")
-    check_project_role(user, synthesis.project, min_role)
+    check_project_role(user, synthesis.project, min_role, missing="No such synthesis job.")
     return synthesis
 
 
@@ -33,5 +33,5 @@ def slot_get_for_user(user, pk, min_role: str = Role.VIEWER) -> SynthesisSlot:
     )
     if slot is None:
         raise Http404("No such synthesis slot.")
-    check_project_role(user, slot.synthesis.project, min_role)
+    check_project_role(user, slot.synthesis.project, min_role, missing="No such synthesis slot.")
     return slot

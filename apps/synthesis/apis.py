@@ -17,6 +17,7 @@ from apps.synthesis.models import (
     MAX_REPAIR_ROUNDS,
     MAX_TASKS_PER_ENVIRONMENT,
     MAX_TURNS,
+    SCENARIO_HINT_MAX_LENGTH,
     Difficulty,
     Generator,
     SlotStatus,
@@ -117,7 +118,9 @@ class SynthesisInput(serializers.Serializer):
         min_value=0, max_value=MAX_REPAIR_ROUNDS, default=3
     )
     domain_hint = serializers.CharField(max_length=200, required=False, default="")
-    scenario_hint = serializers.CharField(required=False, default="", allow_blank=True)
+    scenario_hint = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=SCENARIO_HINT_MAX_LENGTH
+    )
     seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
 
 

@@ -8,6 +8,7 @@ from apps.synthesis.models import (
     MAX_REPAIR_ROUNDS,
     MAX_TASKS_PER_ENVIRONMENT,
     MAX_TURNS,
+    SCENARIO_HINT_MAX_LENGTH,
     Difficulty,
     Generator,
 )
@@ -55,6 +56,7 @@ class SynthesisForm(forms.Form):
     scenario_hint = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
         required=False,
+        max_length=SCENARIO_HINT_MAX_LENGTH,
         help_text="A sentence about the workplace to imagine (LLM only).",
     )
     seed = forms.IntegerField(

@@ -12,6 +12,7 @@ each environment's text, for near-duplicate detection without re-reading specs.
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models import F, Q
 
@@ -56,6 +57,9 @@ class AttemptKind(models.TextChoices):
     REPAIR = "repair", "Repair"
 
 
+SCENARIO_HINT_MAX_LENGTH = 2000  # a sentence or a paragraph about the workplace to imagine
+
+
 class SynthesisJob(models.Model):
     project = models.ForeignKey(
         "accounts.Project", on_delete=models.CASCADE, related_name="synthesis_jobs"
@@ -67,7 +71,11 @@ class SynthesisJob(models.Model):
     # The slugs in the order they were given: task i of an environment exercises slug i mod n.
     capability_slugs = models.JSONField(default=list)
     domain_hint = models.CharField(max_length=200, blank=True)
-    scenario_hint = models.TextField(blank=True)
+    scenario_hint = models.TextField(
+        blank=True,
+        max_length=SCENARIO_HINT_MAX_LENGTH,
+        validators=[MaxLengthValidator(SCENARIO_HINT_MAX_LENGTH)],
+    )
     services = models.JSONField(default=list, blank=True)
     count = models.PositiveIntegerField()
     tasks_per_environment = models.PositiveIntegerField(default=3)

@@ -5,6 +5,7 @@ from playwright.sync_api import expect
 
 from apps.llm.models import LLMCall
 from tests.llm_server import LoopbackLLMServer, Reply
+from tests.workers import WorkerProcess, purge_queues
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -15,8 +16,16 @@ def llm_server():
         yield server
 
 
+@pytest.fixture
+def worker(tmp_path):
+    purge_queues()
+    process = WorkerProcess(concurrency=1, log_path=tmp_path / "worker.log").start()
+    yield process
+    process.stop()
+
+
 def test_add_endpoint_test_connection_and_read_the_call(
-    login, live_server, author, project, llm_server
+    login, live_server, author, project, llm_server, worker
 ):
     llm_server.script(
         Reply.text("pong <script>window.__pwned = 1</script>", usage=(21, 4), model="loop-9b")
@@ -38,9 +47,11 @@ def test_add_endpoint_test_connection_and_read_the_call(
     expect(page.get_by_text("No LLM calls yet.")).to_be_visible()
 
     page.get_by_role("button", name="Send a test request").click()
-    result = page.get_by_test_id("test-ok")
-    expect(result).to_contain_text("pong <script>window.__pwned = 1</script>")
-    expect(result).to_contain_text("Model loop-9b")
+    # A worker sends the request; the job's status partial polls until it is in.
+    result = page.get_by_test_id("endpoint-test").get_by_test_id("job-status")
+    expect(result).to_have_attribute("data-status", "succeeded", timeout=90_000)
+    expect(result).to_contain_text("It answered “pong <script>window.__pwned = 1</script>”")
+    expect(result).to_contain_text("model loop-9b")
     expect(result).to_contain_text("21 tokens in, 4 out")
     # The call log below reloads itself and shows the call, escaped.
     call = page.get_by_test_id("llm-call")

@@ -1,6 +1,7 @@
 import pytest
 from django.urls import reverse
 
+from apps.core.models import Job
 from apps.llm.models import EndpointSlot, LLMCall, ModelEndpoint
 from tests.llm.conftest import TEST_KEY_ENV
 from tests.llm_server import Reply
@@ -112,30 +113,39 @@ def test_delete(api_client_for, admin, endpoint):
     assert not ModelEndpoint.objects.exists()
 
 
-def test_test_connection(api_client_for, author, endpoint, llm_server):
+def test_test_connection_is_a_job(api_client_for, author, endpoint, llm_server):
+    from apps.llm.tasks import check_endpoint_task
+
     llm_server.script(Reply.text("pong", usage=(20, 1)))
     url = reverse("api:model_endpoint_test", args=[endpoint.pk])
     response = api_client_for(author).post(url)
-    assert response.status_code == 200
-    data = response.data
-    assert (data["ok"], data["content"], data["model"], data["tokens_in"], data["tokens_out"]) == (
-        True,
-        "pong",
-        "loop-large",
-        20,
-        1,
-    )
-    assert data["cost"] == "0.000060"
-    assert data["error"] == "" and data["status_code"] is None
-    assert data["call_id"] == LLMCall.objects.get().pk
+    assert response.status_code == 202
+    job = Job.objects.get()
+    assert response.json()["id"] == job.pk
+    assert (response.json()["kind"], response.json()["status"]) == ("endpoint_test", "pending")
+    assert llm_server.requests == []
+
+    check_endpoint_task(job.pk)  # what the worker does (tests/llm/test_worker.py: a real one)
+    data = api_client_for(author).get(reverse("api:job_detail", args=[job.pk])).json()
+    assert data["status"] == "succeeded"
+    result = data["result"]
+    assert (result["ok"], result["content"], result["model"]) == (True, "pong", "loop-large")
+    assert (result["tokens_in"], result["tokens_out"], result["cost"]) == (20, 1, "0.000060")
+    assert result["error"] == "" and result["status_code"] is None
+    assert result["call_id"] == LLMCall.objects.get().pk
 
 
 def test_test_connection_failure(api_client_for, author, endpoint, llm_server):
+    from apps.llm.tasks import check_endpoint_task
+
     llm_server.script(Reply.error(404, "The model `loop-large` does not exist."))
     url = reverse("api:model_endpoint_test", args=[endpoint.pk])
-    data = api_client_for(author).post(url).data
-    assert (data["ok"], data["status_code"]) == (False, 404)
-    assert data["error"] == "HTTP 404: The model `loop-large` does not exist."
+    job_id = api_client_for(author).post(url).json()["id"]
+    check_endpoint_task(job_id)
+    data = api_client_for(author).get(reverse("api:job_detail", args=[job_id])).json()
+    assert data["status"] == "failed"
+    assert (data["result"]["ok"], data["result"]["status_code"]) == (False, 404)
+    assert data["result"]["error"] == "HTTP 404: The model `loop-large` does not exist."
 
 
 def test_test_connection_refusals(api_client_for, viewer, outsider, endpoint, llm_server):

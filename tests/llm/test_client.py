@@ -137,9 +137,9 @@ def test_429_with_retry_after_waits_the_header_then_succeeds(endpoint, llm_serve
     ]
     assert calls[0].error == "HTTP 429: Rate limit reached."
     assert calls[0].group == calls[1].group
-    # The SDK unwraps {"error": {...}}; the log keeps what it saw.
+    # The SDK unwraps {"error": {...}}; the log keeps a redacted text excerpt of it.
     assert calls[0].response == {
-        "error_body": {"message": "Rate limit reached.", "type": "loopback_error", "code": 429}
+        "error_body": '{"message": "Rate limit reached.", "type": "loopback_error", "code": 429}'
     }
 
 
@@ -425,7 +425,17 @@ def test_llm_json_reask_exhausted_raises(endpoint, llm_server):
 
 def test_key_is_only_sent_to_the_hosts_the_operator_listed(endpoint, llm_server, settings):
     settings.LLM_KEY_HOSTS = {endpoint.api_key_env: ["api.example.com"]}
-    with pytest.raises(LLMConfigurationError, match=r"may only be sent to api\.example\.com"):
+    with pytest.raises(LLMConfigurationError) as error:
+        chat(endpoint)
+    assert error.value.detail == (
+        f"{endpoint.api_key_env} may only be sent to https://api.example.com:443, "
+        f"not to http://127.0.0.1:{llm_server.port}."
+    )
+    assert llm_server.chat_requests() == []
+
+    # The same host on another scheme or port is another origin: refused.
+    settings.LLM_KEY_HOSTS = {endpoint.api_key_env: ["127.0.0.1", "http://127.0.0.1:1"]}
+    with pytest.raises(LLMConfigurationError, match="may only be sent to"):
         chat(endpoint)
     assert llm_server.chat_requests() == []
 
@@ -434,7 +444,7 @@ def test_key_is_only_sent_to_the_hosts_the_operator_listed(endpoint, llm_server,
         chat(endpoint)
     assert llm_server.chat_requests() == []
 
-    settings.LLM_KEY_HOSTS = {endpoint.api_key_env: ["127.0.0.1"]}
+    settings.LLM_KEY_HOSTS = {endpoint.api_key_env: [f"http://127.0.0.1:{llm_server.port}"]}
     llm_server.script(Reply.text("Hi."))
     assert chat(endpoint).content == "Hi."
 
@@ -446,7 +456,10 @@ def test_endpoint_pointing_a_listed_key_elsewhere_is_refused_on_save(endpoint, s
     endpoint.base_url = "https://attacker.example.net/v1"
     with pytest.raises(ValidationError) as error:
         endpoint.full_clean()
-    assert "may only be sent to api.example.com" in str(error.value.message_dict["api_key_env"])
+    assert error.value.message_dict["api_key_env"] == [
+        f"{endpoint.api_key_env} may only be sent to https://api.example.com:443, "
+        "not to https://attacker.example.net:443."
+    ]
 
 
 def test_llm_key_hosts_setting_is_parsed_strictly():
@@ -454,10 +467,17 @@ def test_llm_key_hosts_setting_is_parsed_strictly():
 
     from coworkenv_web.settings import _key_hosts
 
-    assert _key_hosts("A_API_KEY=api.a.com|EU.a.com, B_API_KEY=b.lan") == {
-        "A_API_KEY": ["api.a.com", "eu.a.com"],
-        "B_API_KEY": ["b.lan"],
+    # A bare host (the older form) means https on port 443; an origin names scheme and port.
+    assert _key_hosts(
+        "A_API_KEY=api.a.com|EU.a.com:8443, B_API_KEY=http://b.lan:8000|https://[::1]"
+    ) == {
+        "A_API_KEY": ["https://api.a.com:443", "https://eu.a.com:8443"],
+        "B_API_KEY": ["http://b.lan:8000", "https://[::1]:443"],
     }
     assert _key_hosts(None) == {}
     with pytest.raises(ImproperlyConfigured):
         _key_hosts("A_API_KEY")
+    with pytest.raises(ImproperlyConfigured, match="not an http:// or https:// origin"):
+        _key_hosts("A_API_KEY=ftp://files.a.com")
+    with pytest.raises(ImproperlyConfigured):
+        _key_hosts("A_API_KEY=https://api.a.com:notaport")

@@ -1,6 +1,7 @@
 import pytest
 from django.urls import reverse
 
+from apps.core.models import Job, JobStatus
 from apps.llm.models import EndpointSlot, LLMCall, ModelEndpoint
 from apps.llm.services import endpoint_create
 from tests.conftest import HTMX_HEADERS
@@ -274,39 +275,93 @@ def test_delete_refusals(client_for, author, outsider, endpoint):
 # --- test connection ------------------------------------------------------------------
 
 
-def test_test_connection_shows_answer_model_latency_tokens(
+def _run_queued_test(job_id):
+    """What the worker does with the queued message (tests/llm/test_worker.py runs a real
+    worker); here the task runs in the test process so the page can be checked after it."""
+    from apps.llm.tasks import check_endpoint_task
+
+    check_endpoint_task(job_id)
+    return Job.objects.get(pk=job_id)
+
+
+def test_test_connection_queues_a_job_and_the_status_partial_polls_it(
     client_for, author, endpoint, llm_server
 ):
     llm_server.script(Reply.text("pong", usage=(21, 1), model="loop-large-2025"))
-    response = client_for(author).post(
-        reverse("llm:endpoint_test", args=[endpoint.pk]), **HTMX_HEADERS
-    )
+    client = client_for(author)
+    response = client.post(reverse("llm:endpoint_test", args=[endpoint.pk]), **HTMX_HEADERS)
     assert response.status_code == 200
+    job = Job.objects.get()
+    assert (job.kind, job.status, job.params, job.started_by) == (
+        "endpoint_test",
+        JobStatus.PENDING,
+        {"endpoint_id": endpoint.pk},
+        author,
+    )
     html = response.content.decode()
     assert html.lstrip().startswith('<section class="panel" id="endpoint-test"')
-    assert "pong" in html
-    assert 'Model <span class="mono">loop-large-2025</span>' in html
-    assert "21 tokens in, 1 out" in html
+    status_url = reverse("core:job_status", args=[job.pk])
+    assert f'hx-get="{status_url}" hx-trigger="every 2s"' in html  # polls while pending
+    assert llm_server.requests == []  # the web request sent nothing itself
+
+    job = _run_queued_test(job.pk)
     call = LLMCall.objects.get()
-    assert f"{call.latency_ms} ms" in html
-    assert response["HX-Trigger"] == "llm-calls-changed"
+    assert job.status == JobStatus.SUCCEEDED
+    assert job.message == (
+        f"Connected. It answered “pong” · model loop-large-2025 · {call.latency_ms} ms · "
+        f"21 tokens in, 1 out · $0.000062 (call #{call.pk})."
+    )
+    assert job.result["ok"] is True and job.result["call_id"] == call.pk
+    assert (call.purpose, call.status, call.job_id) == ("endpoint.test", "ok", job.pk)
     body = llm_server.chat_requests()[0].body
     assert body["max_tokens"] == 16
-    assert (call.purpose, call.status) == ("endpoint.test", "ok")
+
+    poll = client.get(status_url, **HTMX_HEADERS)
+    assert poll["HX-Trigger"] == "job-finished"  # the call log below reloads itself
+    assert "hx-trigger" not in poll.content.decode()  # polling stops
+    assert "Connected. It answered “pong”" in poll.content.decode()
+    # The endpoint page shows the latest test where it was started.
+    page = client.get(reverse("llm:endpoint_detail", args=[endpoint.pk])).content.decode()
+    assert "Connected. It answered “pong”" in page
+
+
+def test_test_connection_without_htmx_redirects_to_the_page_with_the_job(
+    client_for, author, endpoint, llm_server
+):
+    response = client_for(author).post(reverse("llm:endpoint_test", args=[endpoint.pk]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("llm:endpoint_detail", args=[endpoint.pk])
+    job = Job.objects.get()
+    page = client_for(author).get(response["Location"]).content.decode()
+    assert f'id="job-status-{job.pk}"' in page
+    assert 'data-status="pending"' in page
+
+
+def test_test_connection_caps_the_wait_whatever_the_endpoint_timeout(
+    client_for, author, endpoint, llm_server
+):
+    from apps.llm.services import TEST_TIMEOUT_CAP_S, endpoint_update
+
+    endpoint_update(endpoint=endpoint, request_timeout_s=3600)
+    client_for(author).post(reverse("llm:endpoint_test", args=[endpoint.pk]), **HTMX_HEADERS)
+    llm_server.script(Reply.text("pong"))
+    job = _run_queued_test(Job.objects.get().pk)
+    assert job.status == JobStatus.SUCCEEDED
+    assert LLMCall.objects.get().request_params["timeout_s"] == TEST_TIMEOUT_CAP_S == 10.0
 
 
 def test_test_connection_unset_variable_is_shown_exactly(
     client_for, author, endpoint, llm_server, monkeypatch
 ):
     monkeypatch.delenv(TEST_KEY_ENV)
-    response = client_for(author).post(reverse("llm:endpoint_test", args=[endpoint.pk]))
-    assert response.status_code == 200
-    html = response.content.decode()
-    assert "<html" in html  # without htmx: the whole page, with the result in place
-    assert (
-        f'<span data-testid="test-error-text">Environment variable {TEST_KEY_ENV} is not set '
-        "on the server.</span>"
-    ) in html
+    client_for(author).post(reverse("llm:endpoint_test", args=[endpoint.pk]))
+    job = _run_queued_test(Job.objects.get().pk)
+    call = LLMCall.objects.get()
+    assert job.status == JobStatus.FAILED
+    assert job.message == (
+        f"It failed: Environment variable {TEST_KEY_ENV} is not set on the server. "
+        f"(call #{call.pk})"
+    )
     assert llm_server.requests == []
 
 
@@ -314,20 +369,20 @@ def test_test_connection_401_is_shown_exactly_and_not_retried(
     client_for, author, endpoint, llm_server, monkeypatch
 ):
     monkeypatch.setenv(TEST_KEY_ENV, "sk-wrong")
-    response = client_for(author).post(
-        reverse("llm:endpoint_test", args=[endpoint.pk]), **HTMX_HEADERS
-    )
-    html = response.content.decode()
-    assert (
-        '<span data-testid="test-error-text">HTTP 401: Incorrect API key provided.</span>' in html
-    )
+    client_for(author).post(reverse("llm:endpoint_test", args=[endpoint.pk]), **HTMX_HEADERS)
+    job = _run_queued_test(Job.objects.get().pk)
+    assert job.message.startswith("It failed: HTTP 401: Incorrect API key provided. (call #")
+    assert (job.result["ok"], job.result["status_code"]) == (False, 401)
     assert len(llm_server.chat_requests()) == 1
+    html = client_for(author).get(reverse("llm:endpoint_detail", args=[endpoint.pk])).content
+    assert b"It failed: HTTP 401: Incorrect API key provided." in html
 
 
 def test_test_connection_5xx_is_not_retried(client_for, author, endpoint, llm_server):
     llm_server.script(Reply.error(503, "loading model"), Reply.text("pong"))
-    response = client_for(author).post(reverse("llm:endpoint_test", args=[endpoint.pk]))
-    assert response.context["test"].error == "HTTP 503: loading model"
+    client_for(author).post(reverse("llm:endpoint_test", args=[endpoint.pk]))
+    job = _run_queued_test(Job.objects.get().pk)
+    assert job.result["error"] == "HTTP 503: loading model"
     assert len(llm_server.chat_requests()) == 1
 
 
@@ -340,6 +395,7 @@ def test_test_connection_refusals(client, client_for, viewer, outsider, endpoint
     assert client.post(url).status_code == 302
     assert llm_server.requests == []
     assert not LLMCall.objects.exists()
+    assert not Job.objects.exists()
 
 
 # --- job calls --------------------------------------------------------------------------
