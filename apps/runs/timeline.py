@@ -30,19 +30,38 @@ def _parsed(text: Any) -> Any:
 
 
 def record_diff(change: dict) -> dict:
-    """One changed record: {title, op, fields: [{name, before, after, changed}]}."""
-    before = change.get("before") if isinstance(change.get("before"), dict) else {}
-    after = change.get("after") if isinstance(change.get("after"), dict) else {}
-    names = list(before) + [name for name in after if name not in before]
-    fields = [
-        {
-            "name": name,
-            "before": compact(before.get(name)) if name in before else "",
-            "after": compact(after.get(name)) if name in after else "",
-            "changed": before.get(name) != after.get(name) or (name in before) != (name in after),
-        }
-        for name in names
-    ]
+    """One changed record: {title, op, fields: [{name, before, after, changed}], changed}.
+
+    The one reader of both diff shapes the engine writes: a tool call's update lists only
+    what changed (``changes: {field: {before, after}}``); a create has ``after``, a delete
+    ``before``, and an exogenous update both whole records (fields that stayed the same are
+    listed too, unmarked)."""
+    if isinstance(change.get("changes"), dict):
+        fields = []
+        for name, values in change["changes"].items():
+            values = values if isinstance(values, dict) else {}
+            fields.append(
+                {
+                    "name": name,
+                    "before": compact(values.get("before")) if "before" in values else "",
+                    "after": compact(values.get("after")) if "after" in values else "",
+                    "changed": True,
+                }
+            )
+    else:
+        before = change.get("before") if isinstance(change.get("before"), dict) else {}
+        after = change.get("after") if isinstance(change.get("after"), dict) else {}
+        names = list(before) + [name for name in after if name not in before]
+        fields = [
+            {
+                "name": name,
+                "before": compact(before.get(name)) if name in before else "",
+                "after": compact(after.get(name)) if name in after else "",
+                "changed": before.get(name) != after.get(name)
+                or (name in before) != (name in after),
+            }
+            for name in names
+        ]
     where = f"{change.get('service', '')}.{change.get('collection', '')}"
     return {
         "title": f"{where}/{change.get('id', '')}",
