@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "apps.runs",
     "apps.curation",
     "apps.datasets",
+    "apps.workspace",
 ]
 
 MIDDLEWARE = [

@@ -14,6 +14,7 @@ api_v1 = [
     path("", include("apps.runs.apis")),
     path("", include("apps.curation.apis")),
     path("", include("apps.datasets.apis")),
+    path("", include("apps.workspace.apis")),
     path(
         "schema/",
         SpectacularAPIView.as_view(permission_classes=[ApiDocsPermission]),
@@ -41,6 +42,7 @@ urlpatterns = [
     path("", include("apps.runs.urls")),
     path("", include("apps.curation.urls")),
     path("", include("apps.datasets.urls")),
+    path("", include("apps.workspace.urls")),
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),
 ]

@@ -10,14 +10,13 @@ from apps.accounts.access import (
     project_get_for_user_by_pk,
 )
 from apps.accounts.models import PROJECT_DESCRIPTION_MAX_LENGTH, ApiToken, Role
-from apps.accounts.selectors import api_token_list, membership_list, project_list_for_user
+from apps.accounts.selectors import api_token_list, membership_list
 from apps.accounts.services import (
     api_token_create,
     api_token_revoke,
     membership_add,
     membership_change_role,
     membership_remove,
-    project_create,
     project_update,
 )
 from apps.core.api import paginated_response
@@ -78,21 +77,6 @@ class TokenCreateInput(serializers.Serializer):
 
 class TokenCreatedOutput(TokenOutput):
     token = serializers.CharField(help_text="The secret. Shown in this response only.")
-
-
-class ProjectListApi(APIView):
-    @extend_schema(responses=ProjectOutput(many=True), operation_id="projects_list")
-    def get(self, request):
-        return paginated_response(
-            request, self, project_list_for_user(user=request.user), ProjectOutput
-        )
-
-    @extend_schema(request=ProjectCreateInput, responses={201: ProjectOutput})
-    def post(self, request):
-        data = ProjectCreateInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        project = project_create(creator=request.user, **data.validated_data)
-        return Response(ProjectOutput(project).data, status=status.HTTP_201_CREATED)
 
 
 class ProjectDetailApi(APIView):
@@ -186,7 +170,6 @@ class TokenDetailApi(APIView):
 
 
 urlpatterns = [
-    path("projects/", ProjectListApi.as_view(), name="project_list"),
     path("projects/<int:pk>/", ProjectDetailApi.as_view(), name="project_detail"),
     path("projects/<int:pk>/memberships/", MembershipListApi.as_view(), name="membership_list"),
     path(

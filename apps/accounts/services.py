@@ -7,7 +7,6 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from apps.accounts.models import ApiToken, Membership, Project, Role
-from apps.capabilities.services import capability_catalogue_seed
 from apps.core.exceptions import ApplicationError
 
 TOKEN_PREFIX = "cwe"
@@ -15,7 +14,8 @@ TOKEN_PREFIX = "cwe"
 
 @transaction.atomic
 def project_create(*, name: str, creator, description: str = "", slug: str = "") -> Project:
-    """A new project, its creator as admin, and the standard capability catalogue."""
+    """A new project with its creator as admin. What a new project is given besides (the
+    capability catalogue) is added by ``apps.workspace.services.project_start``."""
     slug = slug or slugify(name)[:60]
     if not slug:
         raise ApplicationError("A project needs a name with at least one letter or digit.")
@@ -25,7 +25,6 @@ def project_create(*, name: str, creator, description: str = "", slug: str = "")
     project.full_clean()
     project.save()
     Membership.objects.create(project=project, user=creator, role=Role.ADMIN)
-    capability_catalogue_seed(project=project, user=creator)
     return project
 
 

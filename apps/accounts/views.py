@@ -23,7 +23,6 @@ from apps.accounts.models import ApiToken, Role
 from apps.accounts.selectors import (
     api_token_list,
     membership_list,
-    project_counts,
     project_list_for_user,
 )
 from apps.accounts.services import (
@@ -32,12 +31,10 @@ from apps.accounts.services import (
     membership_add,
     membership_change_role,
     membership_remove,
-    project_create,
     project_update,
 )
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
-from apps.core.selectors import job_list
 
 CURRENT_PROJECT_SESSION_KEY = "current_project"
 
@@ -50,7 +47,7 @@ def home(request):
         return redirect("accounts:project_list")
     remembered = request.session.get(CURRENT_PROJECT_SESSION_KEY)
     project = next((p for p in projects if p.slug == remembered), projects[0])
-    return redirect("accounts:project_dashboard", slug=project.slug)
+    return redirect("workspace:dashboard", slug=project.slug)
 
 
 @login_required
@@ -60,68 +57,6 @@ def project_list(request):
     return render_page(
         request, "accounts/project_list.html", {"projects": projects, "form": ProjectForm()}
     )
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def project_create_view(request):
-    form = ProjectForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            project = project_create(
-                name=form.cleaned_data["name"],
-                slug=form.cleaned_data["slug"],
-                description=form.cleaned_data["description"],
-                creator=request.user,
-            )
-        except ApplicationError as exc:
-            form.add_error(None, exc.message)
-        else:
-            url = reverse("accounts:project_dashboard", args=[project.slug])
-            return redirect_after_post(request, url, f"Created {project.name}.")
-    return render_page(request, "accounts/project_create.html", {"form": form}, partial="form")
-
-
-@login_required
-@require_GET
-def project_dashboard(request, slug):
-    project = project_get_for_user(request.user, slug)
-    request.session[CURRENT_PROJECT_SESSION_KEY] = project.slug
-    context = {
-        "project": project,
-        "membership": check_project_role(request.user, project),
-        "counts": (counts := project_counts(project=project)),
-        "cards": _dashboard_cards(project, counts),
-        "recent_jobs": job_list(project=project, limit=5),
-    }
-    return render_page(request, "accounts/project_dashboard.html", context)
-
-
-# Each figure of the dashboard: its label and the page that lists what it counts.
-DASHBOARD_CARDS = [
-    ("capabilities", "Capabilities", "capabilities:list", ""),
-    ("environments", "Environments", "environments:list", ""),
-    ("valid_environments", "Valid or approved environments", "environments:list", "?status=valid"),
-    ("tasks", "Tasks", "capabilities:coverage", ""),
-    ("runs", "Runs", "runs:batch_list", ""),
-    ("demonstrations_pending", "Demonstrations awaiting review", "curation:queue", "?stay=1"),
-    ("datasets", "Datasets", "datasets:list", ""),
-    ("active_jobs", "Jobs in progress", "core:job_list", "?status=running"),
-    ("members", "Members", "accounts:member_list", ""),
-]
-
-
-def _dashboard_cards(project, counts: dict[str, int]) -> list[dict]:
-    return [
-        {
-            "key": key,
-            "label": label,
-            "value": counts[key],
-            "url": reverse(url_name, args=[project.slug]) + query,
-        }
-        for key, label, url_name, query in DASHBOARD_CARDS
-        if key in counts
-    ]
 
 
 @login_required

@@ -2,8 +2,6 @@
 in-process, whose passing runs become pending demonstrations (the oracle stands in for a
 teacher model so that the demo needs no LLM)."""
 
-import json
-
 from apps.core.exceptions import ApplicationError
 from apps.runs.models import Executor, PolicyKind, RunBatch, RunRole
 from apps.runs.services import (
@@ -16,16 +14,13 @@ from apps.runs.services import (
 DEMO_TEACHER_BATCH_NAME = "Teacher (oracle) · sample environments"
 
 
-def demo_teacher_batch(*, project, user) -> RunBatch | None:
+def demo_teacher_batch(*, project, user, environments) -> RunBatch | None:
     """Run the teacher batch once (idempotent: a project that has it already is left alone).
     Finishing it offers every passing run for review. Returns the batch, or None."""
-    from apps.accounts.demo import SAMPLES_DIR
-
     if RunBatch.objects.filter(project=project, role=RunRole.TEACHER).exists():
         return None
-    names = {json.loads(path.read_text()).get("name") for path in SAMPLES_DIR.glob("*.json")}
-    samples = tuple(project.environments.filter(name__in=names).values_list("pk", flat=True))
-    if not samples:
+    environments = tuple(environments)
+    if not environments:
         return None
     try:
         batch = run_batch_create(
@@ -34,7 +29,7 @@ def demo_teacher_batch(*, project, user) -> RunBatch | None:
             name=DEMO_TEACHER_BATCH_NAME,
             policy_kind=PolicyKind.ORACLE,
             role=RunRole.TEACHER,
-            selection=TaskSelection(environments=samples),
+            selection=TaskSelection(environments=environments),
             settings=BatchSettings(trials=1, concurrency=1),
             executor=Executor.INLINE,
         )

@@ -86,7 +86,12 @@ def status_counts(*, project) -> dict[str, int]:
 
 
 def pending_count(*, project) -> int:
-    return Demonstration.objects.filter(project=project, status=DemonstrationStatus.PENDING).count()
+    """Pending demonstrations the review queue serves (train tasks only)."""
+    return (
+        Demonstration.objects.filter(project=project, status=DemonstrationStatus.PENDING)
+        .exclude(Q(split="eval") | Q(task__split="eval"))
+        .count()
+    )
 
 
 # --------------------------------------------------------------------------- queue and lists
@@ -195,13 +200,17 @@ def demonstration_list(*, project, filters: DemonstrationFilters | None = None) 
 
 
 def queue_queryset(*, project, filters: DemonstrationFilters | None = None) -> QuerySet:
-    """What the review queue walks: the filtered pending demonstrations."""
+    """What the review queue walks: the filtered pending demonstrations of train tasks (an
+    eval-task one — made before eval runs stopped becoming demonstrations, or whose task
+    moved to eval since — could never be used, so it is not served)."""
     filters = filters or DemonstrationFilters()
     base = demonstration_list(
         project=project,
         filters=DemonstrationFilters(**{**filters.__dict__, "status": DemonstrationStatus.PENDING}),
     )
-    return Demonstration.objects.filter(pk__in=base.values("pk"))
+    return Demonstration.objects.filter(pk__in=base.values("pk")).exclude(
+        Q(split="eval") | Q(task__split="eval")
+    )
 
 
 def filter_choices(*, project) -> dict:

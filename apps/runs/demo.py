@@ -1,8 +1,6 @@
 """The demo's run batch: the oracle over every sample task, executed in-process (the worker
 may not be up yet when ``make run`` seeds the demo)."""
 
-import json
-
 from apps.core.exceptions import ApplicationError
 from apps.runs.models import Executor, PolicyKind, RunBatch, RunRole
 from apps.runs.services import (
@@ -15,17 +13,14 @@ from apps.runs.services import (
 DEMO_BATCH_NAME = "Oracle · sample environments"
 
 
-def demo_oracle_batch(*, project, user) -> RunBatch | None:
+def demo_oracle_batch(*, project, user, environments) -> RunBatch | None:
     """Run the oracle over the sample environments' valid tasks, three trials each, once
     (idempotent: a project that has any batch already is left alone). Returns the batch, or
     None if nothing was run."""
-    from apps.accounts.demo import SAMPLES_DIR
-
     if RunBatch.objects.filter(project=project).exists():
         return None
-    names = {json.loads(path.read_text()).get("name") for path in SAMPLES_DIR.glob("*.json")}
-    samples = tuple(project.environments.filter(name__in=names).values_list("pk", flat=True))
-    if not samples:
+    environments = tuple(environments)
+    if not environments:
         return None
     try:
         batch = run_batch_create(
@@ -34,7 +29,7 @@ def demo_oracle_batch(*, project, user) -> RunBatch | None:
             name=DEMO_BATCH_NAME,
             policy_kind=PolicyKind.ORACLE,
             role=RunRole.EVAL,
-            selection=TaskSelection(environments=samples),
+            selection=TaskSelection(environments=environments),
             settings=BatchSettings(trials=3, concurrency=1),
             executor=Executor.INLINE,
         )

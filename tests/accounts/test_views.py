@@ -1,8 +1,7 @@
 import pytest
 from django.urls import reverse
 
-from apps.accounts.models import ApiToken, Membership, Project, Role
-from apps.accounts.views import DASHBOARD_CARDS
+from apps.accounts.models import ApiToken, Membership, Role
 from tests.conftest import HTMX_HEADERS
 from tests.factories import UserFactory
 
@@ -16,7 +15,7 @@ def test_anonymous_is_sent_to_login(client, project):
     for url in [
         reverse("accounts:home"),
         reverse("accounts:project_list"),
-        reverse("accounts:project_dashboard", args=[project.slug]),
+        reverse("workspace:dashboard", args=[project.slug]),
         reverse("accounts:member_list", args=[project.slug]),
         reverse("accounts:token_list"),
         reverse("accounts:password_change"),
@@ -33,7 +32,7 @@ def test_login_page_and_login(client, admin, project):
     )
     assert response.status_code == 302
     response = client.get(reverse("accounts:home"))
-    assert response["Location"] == reverse("accounts:project_dashboard", args=[project.slug])
+    assert response["Location"] == reverse("workspace:dashboard", args=[project.slug])
 
 
 def test_wrong_password_shows_error(client, admin):
@@ -52,72 +51,20 @@ def test_home_without_projects_goes_to_project_list(client_for, db):
 def test_home_remembers_last_project(client_for, admin, project, other_project):
     Membership.objects.create(project=other_project, user=admin, role=Role.VIEWER)
     client = client_for(admin)
-    client.get(reverse("accounts:project_dashboard", args=[other_project.slug]))
+    client.get(reverse("workspace:dashboard", args=[other_project.slug]))
     assert client.get(reverse("accounts:home"))["Location"].endswith(f"/p/{other_project.slug}/")
 
 
 # --- dashboard --------------------------------------------------------------------------------
 
 
-def test_dashboard_for_member(client_for, viewer, project):
-    response = client_for(viewer).get(reverse("accounts:project_dashboard", args=[project.slug]))
-    assert response.status_code == 200
-    assert response.context["counts"]["members"] == 1
-    assert b"No background work yet" in response.content
-    # A viewer cannot start work, so the button is not offered.
-    assert b"Check background worker" not in response.content
-
-
-def test_dashboard_outsider_gets_404(client_for, outsider, project):
-    response = client_for(outsider).get(reverse("accounts:project_dashboard", args=[project.slug]))
-    assert response.status_code == 404
-
-
-def test_dashboard_wrong_method(client_for, viewer, project):
-    response = client_for(viewer).post(reverse("accounts:project_dashboard", args=[project.slug]))
-    assert response.status_code == 405
-
-
 def test_project_switcher_lists_only_my_projects(client_for, admin, project, other_project):
-    response = client_for(admin).get(reverse("accounts:project_dashboard", args=[project.slug]))
+    response = client_for(admin).get(reverse("workspace:dashboard", args=[project.slug]))
     assert b"Acme agents" in response.content
     assert b"Other team" not in response.content
 
 
 # --- projects -------------------------------------------------------------------------------
-
-
-def test_create_project_makes_creator_admin(client_for, db):
-    user = UserFactory(username="maker")
-    response = client_for(user).post(
-        reverse("accounts:project_create"), {"name": "Support bots", "slug": "", "description": ""}
-    )
-    assert response.status_code == 302
-    project = Project.objects.get(slug="support-bots")
-    assert Membership.objects.get(project=project, user=user).role == Role.ADMIN
-
-
-def test_create_project_duplicate_slug_htmx(client_for, project):
-    user = UserFactory(username="maker")
-    response = client_for(user).post(
-        reverse("accounts:project_create"),
-        {"name": "Acme", "slug": "acme", "description": ""},
-        **HTMX_HEADERS,
-    )
-    assert response.status_code == 200
-    assert b"<html" not in response.content  # only the form partial
-    assert b"already exists" in response.content or b"is taken" in response.content
-    assert Project.objects.filter(slug="acme").count() == 1
-
-
-def test_create_project_htmx_success_redirects_client(client_for, db):
-    response = client_for(UserFactory()).post(
-        reverse("accounts:project_create"),
-        {"name": "Bots", "slug": "bots", "description": ""},
-        **HTMX_HEADERS,
-    )
-    assert response.status_code == 200
-    assert response["HX-Redirect"] == "/p/bots/"
 
 
 def test_settings_admin_only(client_for, admin, author, project):
@@ -295,15 +242,3 @@ def test_cannot_revoke_someone_elses_token(client_for, viewer, admin):
     assert response.status_code == 404
     token.refresh_from_db()
     assert token.revoked_at is None
-
-
-def test_dashboard_cards_link_to_what_they_count(client_for, viewer, project):
-    response = client_for(viewer).get(reverse("accounts:project_dashboard", args=[project.slug]))
-    cards = {card["key"]: card for card in response.context["cards"]}
-    assert cards["members"]["value"] == 1
-    assert cards["environments"]["url"] == reverse("environments:list", args=[project.slug])
-    assert cards["datasets"]["url"] == reverse("datasets:list", args=[project.slug])
-    assert cards["active_jobs"]["url"] == reverse("core:job_list", args=[project.slug]) + (
-        "?status=running"
-    )
-    assert list(cards) == [key for key, *_ in DASHBOARD_CARDS]

@@ -7,7 +7,6 @@ import pytest
 from django.core.management import call_command
 
 from apps.accounts.models import Project
-from apps.accounts.services import project_create
 from apps.capabilities.models import Capability
 from apps.capabilities.services import (
     capability_archive,
@@ -21,6 +20,7 @@ from apps.capabilities.services import (
 from apps.core.exceptions import ApplicationError
 from apps.environments.models import TaskCapability
 from apps.environments.services import environment_import
+from apps.workspace.services import project_start
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -97,7 +97,7 @@ def test_seed_never_overwrites_edits_and_fills_gaps(project, other_project):
 
 def test_project_create_seeds_the_catalogue(db):
     creator = UserFactory(username="founder")
-    project = project_create(name="Fresh team", creator=creator)
+    project = project_start(name="Fresh team", creator=creator)
     slugs = set(Capability.objects.filter(project=project).values_list("slug", flat=True))
     assert slugs == set(CATALOGUE_SLUGS)
     assert Capability.objects.filter(project=project, created_by=creator).count() == len(slugs)
@@ -105,9 +105,9 @@ def test_project_create_seeds_the_catalogue(db):
 
 def test_project_create_failure_seeds_nothing(db):
     creator = UserFactory(username="founder")
-    project_create(name="Taken", creator=creator)
+    project_start(name="Taken", creator=creator)
     with pytest.raises(ApplicationError):
-        project_create(name="Taken", creator=creator)
+        project_start(name="Taken", creator=creator)
     assert Project.objects.count() == 1
     assert Capability.objects.count() == len(CATALOGUE_SLUGS)
 

@@ -512,7 +512,7 @@ def test_coverage_query_count_is_flat(
 
 
 def test_nav_and_dashboard_link_to_capabilities_and_coverage(client_for, viewer, project):
-    html = client_for(viewer).get(reverse("accounts:project_dashboard", args=[project.slug]))
+    html = client_for(viewer).get(reverse("workspace:dashboard", args=[project.slug]))
     html = html.content.decode()
     list_url = reverse("capabilities:list", args=[project.slug])
     coverage_url = reverse("capabilities:coverage", args=[project.slug])

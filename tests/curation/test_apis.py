@@ -30,6 +30,8 @@ def test_list_with_a_token_and_filters(reviewer, project, demonstrations):
     assert first["current_version"] == 1
     assert first["score"] == 1.0
     assert first["task_key"] == demonstrations[0].task_key
+    # One recorded as of an eval task (made before eval runs stopped becoming demonstrations).
+    Demonstration.objects.filter(pk=demonstrations[2].pk).update(split="eval")
     split = client.get(f"/api/v1/projects/{project.pk}/demonstrations/?split=eval").json()
     assert [row["task_key"] for row in split["results"]] == ["notice-moved-dentist"]
     none = client.get(f"/api/v1/projects/{project.pk}/demonstrations/?status=approved").json()

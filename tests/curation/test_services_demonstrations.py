@@ -147,3 +147,82 @@ def test_deleting_the_batch_keeps_the_demonstration(teacher_batch):
     demo.refresh_from_db()
     assert demo.run_id is None
     assert demo.current_version.transcript
+
+
+# --------------------------------------------------------------------------- eval tasks
+
+
+@pytest.fixture
+def with_eval_task(project, author):
+    """The reference example as written: its third task (notice-moved-dentist) is eval."""
+    from tests.curation.conftest import import_valid, spec_document
+
+    return import_valid(project, author, spec_document(eval_tasks=True))
+
+
+def test_a_teacher_batch_offers_only_its_train_tasks(project, author, with_eval_task):
+    batch = teacher_batch_run(project, author, with_eval_task)
+    assert Run.objects.filter(batch=batch, passed=True).count() == 3
+    demos = Demonstration.objects.order_by("id")
+    assert [(d.task_key, d.split) for d in demos] == [
+        ("book-q3-review", "train"),
+        ("budget-figure-clarify", "train"),
+    ]
+    assert demonstrations_from_batch(batch=batch) == 0  # the eval run stays a run
+
+
+def test_an_eval_task_run_cannot_be_promoted_by_hand(project, author, reviewer, with_eval_task):
+    batch = teacher_batch_run(project, author, with_eval_task, role=RunRole.EVAL)
+    run = Run.objects.get(batch=batch, task_key="notice-moved-dentist")
+    with pytest.raises(ApplicationError) as refused:
+        demonstration_from_run(run=run, user=reviewer)
+    assert refused.value.message == (
+        f"Run #{run.pk} is of an eval task (notice-moved-dentist): eval tasks measure models "
+        "and never become demonstrations or dataset rows. To train on this task, move it to "
+        "the train split in its environment first."
+    )
+    assert not Demonstration.objects.exists()
+    # The task's current split decides: moved to train, the same run can be promoted.
+    run.task.split = "train"
+    run.task.save(update_fields=["split"])
+    run.refresh_from_db()
+    assert demonstration_from_run(run=run, user=reviewer).split == "train"
+
+
+def test_a_run_whose_task_is_gone_goes_by_its_recorded_split(project, author, with_eval_task):
+    batch = teacher_batch_run(project, author, with_eval_task, role=RunRole.EVAL)
+    run = Run.objects.get(batch=batch, task_key="notice-moved-dentist")
+    Run.objects.filter(pk=run.pk).update(task=None)
+    run.refresh_from_db()
+    with pytest.raises(ApplicationError):
+        demonstration_from_run(run=run)
+    assert not Demonstration.objects.exists()
+
+
+def test_eval_task_demonstrations_stay_out_of_the_queue_and_cannot_be_approved(
+    project, reviewer, demonstrations
+):
+    from apps.curation.selectors import pending_count, queue_queryset
+    from apps.curation.services import demonstration_review
+
+    first, second, third = demonstrations
+    # One recorded as eval (made before the rule), one whose task became eval since.
+    Demonstration.objects.filter(pk=first.pk).update(split="eval")
+    second.task.split = "eval"
+    second.task.save(update_fields=["split"])
+    assert list(queue_queryset(project=project)) == [third]
+    assert pending_count(project=project) == 1
+    for demo in (first, second):
+        with pytest.raises(ApplicationError) as refused:
+            demonstration_review(demonstration=demo, user=reviewer, decision="approved")
+        assert refused.value.message == (
+            "This demonstration is of an eval task: eval tasks never enter a dataset, so it "
+            "cannot be approved. Reject it, or move the task to the train split first."
+        )
+    assert set(Demonstration.objects.values_list("status", flat=True)) == {"pending"}
+    review = demonstration_review(
+        demonstration=first, user=reviewer, decision="rejected", comment="eval task"
+    )
+    assert review.decision == "rejected"
+    first.refresh_from_db()
+    assert first.status == DemonstrationStatus.REJECTED

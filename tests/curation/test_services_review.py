@@ -132,6 +132,7 @@ def test_dataset_filters(demonstrations, reviewer, project, other_project):
         demonstration_review(demonstration=demo, user=reviewer, decision="approved")
     ids = lambda qs: [d.pk for d in qs]  # noqa: E731
     first, second, third = demonstrations
+    Demonstration.objects.filter(pk=third.pk).update(split="eval")  # recorded as eval
     assert ids(demonstrations_for_dataset(project=other_project)) == []
     assert ids(demonstrations_for_dataset(project=project, splits=["eval"])) == [third.pk]
     assert ids(

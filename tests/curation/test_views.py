@@ -261,6 +261,7 @@ def test_list_filters_counts_and_htmx(client_for, viewer, reviewer, demonstratio
     assert len(response.context["page"].object_list) == 3
     response = client.get(reverse("curation:list", args=["acme"]) + "?status=approved")
     assert [d.pk for d in response.context["page"].object_list] == [demonstrations[0].pk]
+    Demonstration.objects.filter(pk=demonstrations[2].pk).update(split="eval")
     response = client.get(reverse("curation:list", args=["acme"]) + "?split=eval", **HTMX_HEADERS)
     assert response.content.lstrip().startswith(b'<div id="demonstration-rows">')
     assert response.content.decode().count('data-testid="demonstration-row"') == 1
@@ -308,6 +309,24 @@ def test_promote_a_run_by_hand(client_for, reviewer, author, project, curation_e
     demo = Demonstration.objects.get()
     assert response["Location"] == reverse("curation:detail", args=[demo.pk])
     assert demo.promoted_by == reviewer
+
+
+def test_an_eval_task_run_shows_no_promote_button_and_is_refused(
+    client_for, reviewer, author, project
+):
+    from tests.curation.conftest import import_valid, spec_document
+
+    environment = import_valid(project, author, spec_document(eval_tasks=True))
+    batch = teacher_batch_run(project, author, environment, role=RunRole.EVAL)
+    run = Run.objects.get(batch=batch, task_key="notice-moved-dentist")
+    client = client_for(reviewer)
+    page = client.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert 'data-testid="promote"' not in page
+    assert 'data-testid="eval-not-promotable"' in page
+    response = client.post(reverse("curation:promote", args=[run.pk]), follow=True)
+    assert response.redirect_chain[-1][0] == reverse("runs:detail", args=[run.pk])
+    assert "is of an eval task (notice-moved-dentist)" in response.content.decode()
+    assert not Demonstration.objects.exists()
 
 
 def test_adjudication_page(client_for, reviewer, admin, demonstrations):

@@ -11,6 +11,7 @@ from apps.accounts.services import api_token_create
 from apps.datasets.models import Dataset, DatasetVersion
 from apps.datasets.services import export_absolute_path
 from apps.datasets.services.datasets import dataset_create
+from tests.datasets.conftest import make_demonstration
 from tests.datasets.test_formats import OPENAI_LINE_SCHEMA
 
 
@@ -129,9 +130,10 @@ def test_a_linter_failure_is_409_with_the_errors(
     assert empty.json()["message"] == "The validation split of version 1 has no rows."
 
 
-def test_a_building_version_is_409(token_client, dataset, author):
+def test_a_building_version_is_409(token_client, dataset, author, sample_environments):
     from apps.datasets.services import VersionFilter, dataset_version_create
 
+    make_demonstration(sample_environments[0], "book-q3-review")
     version = dataset_version_create(dataset=dataset, user=author, filters=VersionFilter())
     response = token_client.get(_export_url(version, format="openai", split="train"))
     assert response.status_code == 409
@@ -292,3 +294,19 @@ def test_the_schema_describes_the_export(db):
     assert {p["name"] for p in export["parameters"]} >= {"format", "split", "If-None-Match"}
     assert "/api/v1/datasets/{id}/versions/{number}/export/" not in paths
     assert "/api/v1/projects/{id}/datasets/" in paths
+
+
+def test_an_empty_build_is_refused_by_the_api_before_a_version_exists(
+    api_client_for, author, dataset, sample_environments
+):
+    make_demonstration(sample_environments[0], "notice-moved-dentist")  # an eval task
+    response = api_client_for(author).post(
+        f"/api/v1/datasets/{dataset.pk}/versions/", {}, format="json"
+    )
+    assert response.status_code == 400
+    assert response.json()["message"] == (
+        "Nothing to build: the filter matches 1 approved demonstration, all of eval tasks, "
+        "which never enter a dataset. Approve train-task demonstrations in the review queue, "
+        "or widen the filter."
+    )
+    assert not DatasetVersion.objects.exists()

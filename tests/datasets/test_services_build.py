@@ -2,17 +2,22 @@
 
 import json
 
-from apps.core.models import JobStatus
+import pytest
+
+from apps.core.exceptions import ApplicationError
+from apps.core.models import Job, JobStatus
 from apps.curation.models import DemonstrationStatus
 from apps.datasets.models import (
     DatasetExport,
     DatasetRow,
+    DatasetVersion,
     ExportStatus,
     VersionStatus,
 )
 from apps.datasets.services import (
     VersionFilter,
     dataset_version_build_job,
+    dataset_version_create,
     dataset_version_rebuild,
     dataset_version_verify_job,
     dataset_version_verify_start,
@@ -273,14 +278,49 @@ def test_a_redelivered_build_does_nothing(dataset, author, approved_demonstratio
     assert DatasetRow.objects.filter(version=version).count() == 18
 
 
-def test_an_empty_selection_fails_with_a_reason(dataset, author, sample_environments):
+def test_an_empty_selection_is_refused_before_a_version_exists(
+    dataset, author, sample_environments
+):
+    with pytest.raises(ApplicationError) as refused:
+        build(dataset, author)
+    assert refused.value.message == (
+        "Nothing to build yet: this project has no approved train-task demonstration. "
+        "Approve some in the review queue first."
+    )
     make_demonstration(sample_environments[0], "notice-moved-dentist")  # an eval task
-    version = build(dataset, author)
+    with pytest.raises(ApplicationError) as refused:
+        build(dataset, author)
+    assert refused.value.message == (
+        "Nothing to build: the filter matches 1 approved demonstration, all of eval tasks, "
+        "which never enter a dataset. Approve train-task demonstrations in the review queue, "
+        "or widen the filter."
+    )
+    make_demonstration(sample_environments[0], "book-q3-review")
+    with pytest.raises(ApplicationError) as refused:
+        build(dataset, author, filters=VersionFilter(capabilities=("respect-confidentiality",)))
+    assert refused.value.message == (
+        "Nothing to build: no approved train-task demonstration matches this filter. "
+        "Widen the filter, or approve more in the review queue."
+    )
+    assert not DatasetVersion.objects.exists()
+    assert not Job.objects.exists()
+
+
+def test_a_selection_emptied_after_the_check_fails_the_build_with_a_reason(
+    dataset, author, sample_environments
+):
+    demonstration = make_demonstration(sample_environments[0], "book-q3-review")
+    version = dataset_version_create(
+        dataset=dataset, user=author, filters=VersionFilter(), enqueue=False
+    )
+    demonstration.status = DemonstrationStatus.REJECTED  # decided again before the build ran
+    demonstration.save(update_fields=["status"])
+    dataset_version_build_job(version.job_id)
+    version.refresh_from_db()
     assert version.status == VersionStatus.FAILED
     assert version.job.status == JobStatus.FAILED
     assert version.job.message == (
-        "Nothing to build: the filter matches 1 approved demonstrations, 1 of eval tasks "
-        "(always kept out) and 0 duplicates. Approve train-task demonstrations in the review "
-        "queue, or widen the filter."
+        "Nothing to build: the filter matches 0 approved demonstrations. Approve train-task "
+        "demonstrations in the review queue, or widen the filter."
     )
     assert not DatasetRow.objects.filter(version=version).exists()

@@ -8,6 +8,7 @@ from apps.core.models import Job
 from apps.datasets.models import Dataset, DatasetVersion
 from apps.datasets.services import dataset_create
 from tests.conftest import HTMX_HEADERS
+from tests.datasets.conftest import make_demonstration
 
 
 def _urls(version):
@@ -120,6 +121,26 @@ def test_new_version_form_builds_through_a_job(
     assert DatasetVersion.objects.count() == 1
 
 
+def test_a_build_that_would_be_empty_is_refused_on_the_form(
+    client_for, author, dataset, sample_environments
+):
+    from tests.datasets.conftest import make_demonstration
+
+    make_demonstration(sample_environments[0], "notice-moved-dentist")  # an eval task
+    url = f"/datasets/{dataset.pk}/versions/new/"
+    for headers in ({}, HTMX_HEADERS):
+        response = client_for(author).post(
+            url, {"seed": "1", "validation_fraction": "0.1"}, **headers
+        )
+        assert response.status_code == 200
+        assert (
+            "Nothing to build: the filter matches 1 approved demonstration, all of eval tasks"
+            in response.content.decode()
+        )
+    assert not DatasetVersion.objects.exists()
+    assert not Job.objects.exists()
+
+
 def test_new_version_refusals(client, client_for, viewer, outsider, dataset):
     url = f"/datasets/{dataset.pk}/versions/new/"
     data = {"seed": "1", "validation_fraction": "0.1"}
@@ -174,9 +195,12 @@ def test_lint_errors_are_shown_and_nothing_is_offered(
     assert client_for(viewer).get(_urls(version)["download"]).status_code == 404
 
 
-def test_progress_partial_polls_until_done(client_for, viewer, dataset, author):
+def test_progress_partial_polls_until_done(
+    client_for, viewer, dataset, author, sample_environments
+):
     from apps.datasets.services import VersionFilter, dataset_version_create
 
+    make_demonstration(sample_environments[0], "book-q3-review")
     version = dataset_version_create(dataset=dataset, user=author, filters=VersionFilter())
     client = client_for(viewer)
     polling = client.get(_urls(version)["progress"], **HTMX_HEADERS)

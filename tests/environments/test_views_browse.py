@@ -801,7 +801,7 @@ def test_validation_job_page_links_back_to_the_environments(
 
 def test_nav_has_environments_and_marks_detail_pages(client_for, viewer, project, environment):
     client = client_for(viewer)
-    dashboard = client.get(reverse("accounts:project_dashboard", args=[project.slug]))
+    dashboard = client.get(reverse("workspace:dashboard", args=[project.slug]))
     html = dashboard.content.decode()
     assert f'<a href="{list_url(project)}">Environments</a>' in html
     detail = client.get(detail_url(environment)).content.decode()

@@ -5,10 +5,10 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from apps.accounts.demo import DEMO_PROJECT_SLUG
 from apps.core.models import JobStatus
 from apps.synthesis.models import SlotStatus, SynthesisJob
 from apps.synthesis.services import synthesis_demo_seed
+from apps.workspace.demo import DEMO_PROJECT_SLUG, DEMO_SYNTHESIZED
 
 pytestmark = pytest.mark.django_db
 
@@ -83,4 +83,4 @@ def test_seed_demo_includes_the_synthesis_job():
     call_command("seed_demo", stdout=io.StringIO())
     synthesis = SynthesisJob.objects.get(project__slug=DEMO_PROJECT_SLUG)
     assert synthesis.generator == "template"
-    assert synthesis.slots.filter(status=SlotStatus.VALID).count() == 2
+    assert synthesis.slots.filter(status=SlotStatus.VALID).count() == DEMO_SYNTHESIZED

@@ -29,12 +29,22 @@ def grading_from_run(run: Run) -> dict:
     }
 
 
+def is_eval_task_run(run: Run) -> bool:
+    """Whether the run's task is (now) an eval task: its current split, or the split the run
+    recorded once the task is gone."""
+    task = run.task
+    split = task.split if task is not None else run.split
+    return split == "eval"
+
+
 def demonstration_from_run(*, run: Run, user=None) -> Demonstration:
     """The run's demonstration, created (pending, version 1 = the run's transcript) if it
     has none yet. Idempotent: a second call, or a concurrent one, returns the same row.
 
-    Any graded run can be promoted by hand (``user`` is who promoted it); the automatic
-    promotion of passing teacher runs is ``demonstrations_from_batch``.
+    Any graded run of a train task can be promoted by hand (``user`` is who promoted it);
+    the automatic promotion of passing teacher runs is ``demonstrations_from_batch``. A run of
+    an eval task is refused: eval tasks measure models and never enter a dataset, so a
+    review of one could lead nowhere.
     """
     existing = Demonstration.objects.filter(run=run).first()
     if existing is not None:
@@ -45,6 +55,12 @@ def demonstration_from_run(*, run: Run, user=None) -> Demonstration:
         )
     if not run.transcript:
         raise ApplicationError("This run has no transcript to review.")
+    if is_eval_task_run(run):
+        raise ApplicationError(
+            f"Run #{run.pk} is of an eval task ({run.task_key}): eval tasks measure models and "
+            "never become demonstrations or dataset rows. To train on this task, move it to "
+            "the train split in its environment first."
+        )
     settings = curation_settings_get(project=run.project)
     task = run.task
     batch = run.batch
@@ -103,11 +119,17 @@ def demonstration_from_run(*, run: Run, user=None) -> Demonstration:
 def qualifying_runs(*, batch: RunBatch):
     """The batch's graded runs that pass the project's promotion rule."""
     settings = curation_settings_get(project=batch.project)
-    runs = Run.objects.filter(
-        batch=batch,
-        status=RunStatus.SUCCEEDED,
-        score__gte=settings.pass_threshold,
-        demonstration__isnull=True,
+    runs = (
+        Run.objects.filter(
+            batch=batch,
+            status=RunStatus.SUCCEEDED,
+            score__gte=settings.pass_threshold,
+            demonstration__isnull=True,
+        )
+        # Eval tasks never become demonstrations (the task's current split decides; a run
+        # whose task is gone goes by the split it recorded).
+        .exclude(task__split="eval")
+        .exclude(task__isnull=True, split="eval")
     )
     if settings.strict_only:
         runs = runs.filter(strict=True)
@@ -115,9 +137,10 @@ def qualifying_runs(*, batch: RunBatch):
 
 
 def demonstrations_from_batch(*, batch: RunBatch) -> int:
-    """Promote every passing run of a TEACHER batch to a pending demonstration (score at
-    least the project's ``pass_threshold``, and strict if ``strict_only``). Other roles
-    promote nothing. Idempotent. Returns how many demonstrations were created."""
+    """Promote every passing run of a TEACHER batch's train tasks to a pending demonstration
+    (score at least the project's ``pass_threshold``, and strict if ``strict_only``). Eval
+    tasks and other roles promote nothing. Idempotent. Returns how many demonstrations were
+    created."""
     if batch.role != RunRole.TEACHER:
         return 0
     created = 0

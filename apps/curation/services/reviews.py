@@ -50,6 +50,19 @@ def _clean_reasons(project, reason_tags, decision: str, comment: str) -> list[st
     return tags
 
 
+def _refuse_eval_approval(demo: Demonstration, decision: str) -> None:
+    """An eval-task demonstration (made before the rule, or whose task moved to eval since)
+    cannot be approved: no dataset would ever contain it. Rejecting it is allowed."""
+    if decision != Decision.APPROVED:
+        return
+    task_split = demo.task.split if demo.task_id and demo.task else None
+    if demo.split == "eval" or task_split == "eval":
+        raise ApplicationError(
+            "This demonstration is of an eval task: eval tasks never enter a dataset, so it "
+            "cannot be approved. Reject it, or move the task to the train split first."
+        )
+
+
 def demonstration_review(
     *,
     demonstration: Demonstration,
@@ -73,6 +86,7 @@ def demonstration_review(
             raise ApplicationError(
                 "This demonstration's reviewers disagree; an admin adjudicates it."
             )
+        _refuse_eval_approval(demo, decision)
         now = timezone.now()
         if (
             demo.claimed_by_id not in (None, user.pk)
@@ -132,6 +146,7 @@ def demonstration_adjudicate(
         demo = Demonstration.objects.select_for_update().get(pk=demonstration.pk)
         if not demo.disputed or demo.status != DemonstrationStatus.PENDING:
             raise ApplicationError("Only a demonstration whose reviewers disagree is adjudicated.")
+        _refuse_eval_approval(demo, decision)
         tags = _clean_reasons(demo.project, reason_tags, decision, comment)
         review = Review(
             demonstration=demo,

@@ -136,7 +136,8 @@ def dataset_version_build(context: JobContext) -> str:
     seen.clear()
     if not candidates:
         raise ApplicationError(
-            f"Nothing to build: the filter matches {total} approved demonstrations"
+            f"Nothing to build: the filter matches {total} approved demonstration"
+            f"{'' if total == 1 else 's'}"
             + (
                 f", {excluded_eval} of eval tasks (always kept out)"
                 f" and {removed_duplicates} duplicates"

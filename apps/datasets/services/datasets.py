@@ -7,10 +7,12 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
+from django.template.defaultfilters import pluralize
 
 from apps.capabilities.models import Capability
 from apps.core.exceptions import ApplicationError
 from apps.core.services import job_create
+from apps.curation.selectors import demonstrations_for_dataset
 from apps.datasets.models import (
     MAX_VALIDATION_FRACTION,
     Dataset,
@@ -33,6 +35,15 @@ class VersionFilter:
     min_score: float | None = None
     min_agreement: float | None = None
     splits: tuple[str, ...] = field(default=("train",))
+
+    @property
+    def is_default(self) -> bool:
+        return not (
+            self.capabilities
+            or self.environments
+            or self.min_score is not None
+            or self.min_agreement is not None
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +120,39 @@ def dataset_delete(*, dataset: Dataset) -> None:
         transaction.on_commit(lambda: [path.unlink(missing_ok=True) for path in paths])
 
 
+def _check_not_empty(project, filters: VersionFilter) -> None:
+    """Refuse, before any version exists, a build that would have no row: the filter must
+    match at least one approved demonstration of a train task (eval-task ones never enter)."""
+    matching = demonstrations_for_dataset(
+        project=project,
+        capabilities=list(filters.capabilities) or None,
+        environment_ids=list(filters.environments) or None,
+        min_score=filters.min_score,
+        min_agreement=filters.min_agreement,
+    )
+    train = matching.filter(split="train").exclude(task__split="eval")
+    if train.exists():
+        return
+    total = matching.count()
+    if total:
+        message = (
+            f"Nothing to build: the filter matches {total} approved demonstration"
+            f"{pluralize(total)}, all of eval tasks, which never enter a dataset. Approve "
+            "train-task demonstrations in the review queue, or widen the filter."
+        )
+    elif filters.is_default:
+        message = (
+            "Nothing to build yet: this project has no approved train-task demonstration. "
+            "Approve some in the review queue first."
+        )
+    else:
+        message = (
+            "Nothing to build: no approved train-task demonstration matches this filter. "
+            "Widen the filter, or approve more in the review queue."
+        )
+    raise ApplicationError(message)
+
+
 def _check_filter(project, filters: VersionFilter) -> None:
     problems: dict[str, list[str]] = {}
     if filters.capabilities:
@@ -151,8 +195,12 @@ def dataset_version_create(
     seed: int = 0,
     validation_fraction: float = 0.1,
     rebuilt_from: DatasetVersion | None = None,
+    enqueue: bool = True,
 ) -> DatasetVersion:
-    """Number the next version, create its build job and enqueue it once this commits."""
+    """Number the next version, create its build job and enqueue it once this commits
+    (``enqueue=False``: the caller runs ``dataset_version_build_job`` itself). A filter that
+    matches no approved train-task demonstration is refused here, so no failed version is
+    left behind."""
     from apps.datasets.tasks import build_dataset_version_task
 
     _check_filter(dataset.project, filters)
@@ -161,6 +209,7 @@ def dataset_version_create(
             f"The validation fraction is between 0 and {MAX_VALIDATION_FRACTION}.",
             {"fields": {"validation_fraction": [f"Between 0 and {MAX_VALIDATION_FRACTION}."]}},
         )
+    _check_not_empty(dataset.project, filters)
     # Lock the dataset row so two versions created at once get different numbers.
     Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
     number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
@@ -170,7 +219,7 @@ def dataset_version_create(
         title=f"Build {dataset.name} v{number}",
         started_by=user,
         params={"dataset": dataset.pk, "number": number},
-        enqueue=build_dataset_version_task.delay,
+        enqueue=build_dataset_version_task.delay if enqueue else None,
     )
     version = DatasetVersion(
         dataset=dataset,

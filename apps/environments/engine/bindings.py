@@ -14,7 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .spec import Binding
+from .spec_model import Binding
 from .state import WorldState, json_size
 
 DEFAULT_LIMIT = 50

@@ -17,6 +17,7 @@ from typing import Any
 
 from .bindings import OpContext, ToolError, execute
 from .formats import validator_for
+from .limits import Limits
 from .spec import EnvironmentSpec, Update, load_spec
 from .state import BaseState, WorldState, build_base, json_size
 
@@ -28,16 +29,6 @@ _FAULT_MESSAGES = {
     "server_error": "500 Internal Server Error: the service failed, try again",
     "timeout": f"the request timed out after {TIMEOUT_SECONDS} s and was not applied",
 }
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_calls: int = 200
-    max_state_bytes: int = 5_000_000
-    max_record_bytes: int = 50_000
-    max_result_chars: int = 20_000
-    max_argument_chars: int = 20_000
-    max_rounds_per_turn: int = 40
 
 
 class ToolResult:

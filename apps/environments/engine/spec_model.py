@@ -175,8 +175,3 @@ class EnvironmentSpec:
     def openai_tools(self) -> list[dict[str, Any]]:
         """The tool list in OpenAI function-tool format (``tools=`` of chat completions)."""
         return [t.openai() for t in self.tools]
-
-    def to_dict(self) -> dict[str, Any]:
-        from .spec import canonical_dump
-
-        return canonical_dump(self)

@@ -1,4 +1,4 @@
-"""The demo's synthesis job: two template environments, made inline (no worker needed)."""
+"""The demo's synthesis job: a few template environments, made inline (no worker needed)."""
 
 from apps.capabilities.models import Capability
 from apps.synthesis.models import Generator, SynthesisJob
@@ -8,7 +8,7 @@ DEMO_CAPABILITIES = ("clarify-before-acting", "disambiguate-contacts", "notice-s
 DEMO_SEED = 2026
 
 
-def synthesis_demo_seed(*, project, user) -> SynthesisJob | None:
+def synthesis_demo_seed(*, project, user, count: int = 2) -> SynthesisJob | None:
     """Run one small template synthesis job once per project; later calls do nothing."""
     if SynthesisJob.objects.filter(project=project).exists():
         return None
@@ -24,7 +24,7 @@ def synthesis_demo_seed(*, project, user) -> SynthesisJob | None:
         project=project,
         user=user,
         capabilities=capabilities,
-        count=2,
+        count=count,
         generator=Generator.TEMPLATE,
         tasks_per_environment=3,
         seed=DEMO_SEED,

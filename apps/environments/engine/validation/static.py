@@ -11,9 +11,9 @@ from typing import Any
 from .. import library
 from ..bindings import placeholder_name
 from ..formats import schema_problem, validator_for
+from ..limits import Limits
 from ..problems import Problem, error, pointer, warning
-from ..simulator import Limits
-from ..spec import EnvironmentSpec, TaskSpec, ToolSpec
+from ..spec_model import EnvironmentSpec, TaskSpec, ToolSpec
 from ..state import json_size
 from .static_checks import CheckContext, check_problems
 

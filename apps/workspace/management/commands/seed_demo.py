@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from apps.accounts.demo import DEMO_PASSWORD, DEMO_USERNAME, demo_seed
+from apps.workspace.demo import DEMO_PASSWORD, DEMO_USERNAME, demo_seed
 
 
 class Command(BaseCommand):
@@ -14,6 +14,12 @@ class Command(BaseCommand):
         for name in summary.imported:
             state = "valid" if name in summary.validated else "INVALID"
             self.stdout.write(f"  imported sample environment “{name}” ({state})")
+        version = summary.dataset_version
+        if version is not None:
+            self.stdout.write(
+                f"  built dataset “{version.dataset.name}” v{version.number}: "
+                f"{version.train_rows} train and {version.validation_rows} validation rows"
+            )
         self.stdout.write(self.style.SUCCESS(f"Demo ready: project “{summary.project.name}”."))
         self.stdout.write(f"  URL:      {url}")
         self.stdout.write(f"  User:     {DEMO_USERNAME}")

@@ -1,0 +1,183 @@
+"""The house's layering, read from the source (every import statement, function-level ones
+included, parsed with ``ast``; nothing is imported):
+
+- ``apps.core`` and ``apps.accounts`` (the ground floor) import no domain app;
+- ``apps.workspace`` composes the others, and no app imports it;
+- no import circle between modules crosses apps;
+- the engine is a library: no circle among its modules, nothing from Django, DRF, Celery or
+  another part of the project.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUND_FLOOR = {"core", "accounts"}
+ENGINE = "apps.environments.engine"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted((ROOT / "apps").rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if "migrations" in relative.parts:
+            continue
+        name = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
+        if name != "apps":  # the namespace itself belongs to no app
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The project module an import names (its nearest enclosing module), or None."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+@cache
+def imports_of(module: str) -> frozenset[str]:
+    """Every dotted name ``module`` imports (``from a import b`` gives ``a.b`` when that is
+    a module, else ``a``), relative imports resolved."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                names.add(candidate if candidate in MODULES else base)
+    return frozenset(names)
+
+
+def project_edges() -> dict[str, set[str]]:
+    edges = {}
+    for module in MODULES:
+        targets = {_resolve(name) for name in imports_of(module) if name.startswith("apps.")}
+        edges[module] = {t for t in targets if t and t != module}
+    return edges
+
+
+def app_of(module: str) -> str:
+    return module.split(".")[1]
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+# ----------------------------------------------------------------------------- the checker
+
+
+def test_the_checker_finds_a_circle_and_its_modules():
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(edges) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    assert imports_of("apps.workspace.demo") >= {"apps.curation.demo", "apps.runs.demo"}
+    # relative imports are resolved: ``from .spec_model import Binding`` in the engine
+    assert "apps.environments.engine.spec_model" in imports_of(f"{ENGINE}.bindings")
+    # a function-level import counts like any other
+    assert f"{ENGINE}.validation.static" in imports_of(f"{ENGINE}.spec")
+
+
+# ----------------------------------------------------------------------------- the rules
+
+
+def test_the_ground_floor_imports_no_domain_app():
+    offending = sorted(
+        f"{module} imports {target}"
+        for module, targets in project_edges().items()
+        if app_of(module) in GROUND_FLOOR
+        for target in targets
+        if app_of(target) not in GROUND_FLOOR
+    )
+    assert offending == []
+
+
+def test_no_app_imports_the_workspace():
+    offending = sorted(
+        f"{module} imports {target}"
+        for module, targets in project_edges().items()
+        if app_of(module) != "workspace"
+        for target in targets
+        if app_of(target) == "workspace"
+    )
+    assert offending == []
+
+
+def test_no_import_circle_crosses_apps():
+    crossing = [c for c in cycles(project_edges()) if len({app_of(m) for m in c}) > 1]
+    assert crossing == []
+
+
+def test_the_engine_has_no_import_circle():
+    edges = project_edges()
+    engine = {
+        module: {t for t in targets if t.startswith(ENGINE)}
+        for module, targets in edges.items()
+        if module.startswith(ENGINE)
+    }
+    assert len(engine) > 15
+    assert cycles(engine) == []
+
+
+def test_the_engine_imports_nothing_from_django_or_the_project():
+    offending = sorted(
+        f"{module} imports {name}"
+        for module in MODULES
+        if module.startswith(ENGINE)
+        for name in imports_of(module)
+        if name.split(".")[0] in {"django", "rest_framework", "celery"}
+        or (name.startswith("apps.") and not name.startswith(ENGINE))
+    )
+    assert offending == []
