@@ -41,6 +41,18 @@ def _fmt_size(size: int) -> str:
     return f"{size} B"  # pragma: no cover
 
 
+SAMPLE_PREFERENCE = tuple(
+    (fmt, split) for split in ("train", "validation") for fmt in ("openai", "trl", "sharegpt")
+)
+
+
+def sample_export(exports: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The ``(format, split)`` a sample download command should name: the first offered
+    (``ready``) export in ``SAMPLE_PREFERENCE`` order, or None when none is offered."""
+    offered = {(e["format"], e["split"]) for e in exports if e.get("status") == "ready"}
+    return next((pair for pair in SAMPLE_PREFERENCE if pair in offered), None)
+
+
 def render_card(info: dict[str, Any]) -> str:
     """``info`` keys: dataset (name, id, description), version (number, created_at,
     created_by, seed, validation_fraction, filters, checksum, rebuilt_from), counts,
@@ -175,13 +187,15 @@ def render_card(info: dict[str, Any]) -> str:
             "```",
             "",
         ]
-    if info.get("api"):
+    sample = sample_export(exports)
+    if info.get("api") and sample:
+        fmt, split = sample
         lines += [
             "Download over the REST API (a token from Account → API tokens):",
             "",
             "```sh",
             'curl -H "Authorization: Bearer $COWORKENV_TOKEN" \\',
-            f'  "$COWORKENV_URL{info["api"]}?format=openai&split=train" -o train.jsonl',
+            f'  "$COWORKENV_URL{info["api"]}?format={fmt}&split={split}" -o {split}.jsonl',
             "```",
             "",
         ]

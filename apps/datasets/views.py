@@ -25,6 +25,7 @@ from apps.datasets.selectors import (
     version_exports,
     version_list,
     version_rows,
+    version_sample_query,
 )
 from apps.datasets.services import (
     card_markdown,
@@ -230,6 +231,7 @@ def version_detail_view(request, pk, number):
         "api_export": request.build_absolute_uri(
             reverse("api:dataset_version_export", args=[version.dataset_id, version.number])
         ),
+        "api_sample": version_sample_query(version=version),
         "rebuilds": version.rebuilds.order_by("number"),
     }
     return render_page(request, "datasets/version_detail.html", context, partial="rows")

@@ -341,3 +341,35 @@ def test_delete_dataset_removes_versions_and_files(
     assert not Dataset.objects.filter(pk=dataset.pk).exists()
     assert not DatasetVersion.objects.filter(pk=built_version.pk).exists()
     assert not any(path.exists() for path in files)
+
+
+def test_the_sample_api_url_names_an_offered_export(
+    client_for, viewer, author, dataset, sample_environments
+):
+    from apps.datasets.card import sample_export
+    from apps.datasets.models import ExportStatus
+    from tests.datasets.conftest import build_version
+
+    # Three train rows: OpenAI's linter refuses a train file under 10 rows, TRL's does not.
+    for key in ("book-q3-review", "budget-figure-clarify"):
+        make_demonstration(sample_environments[0], key)
+    make_demonstration(sample_environments[1], "book-invoices")
+    version = build_version(dataset, author, validation_fraction=0.0)
+    assert version.exports.get(format="openai", split="train").status == ExportStatus.INVALID
+    page = client_for(viewer).get(_urls(version)["version"]).content.decode()
+    assert (
+        f'data-testid="api-sample">http://testserver/api/v1/datasets/{dataset.pk}/versions/1/'
+        "export?format=trl&amp;split=train<" in page
+    )
+    card = version.exports.get(format="card")
+    from apps.datasets.services import export_absolute_path
+
+    text = export_absolute_path(card).read_text()
+    assert '?format=trl&split=train" -o train.jsonl' in text
+    assert "format=openai" not in text.split("Download over the REST API")[1]
+    # The preference order, and nothing offered at all.
+    assert sample_export([{"format": "sharegpt", "split": "validation", "status": "ready"}]) == (
+        "sharegpt",
+        "validation",
+    )
+    assert sample_export([{"format": "openai", "split": "train", "status": "invalid"}]) is None
