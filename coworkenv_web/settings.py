@@ -358,3 +358,30 @@ LLM_ALLOWED_NETWORKS = _allowed_networks(
 
 # Synthesis: a slot whose worker has not sent a heartbeat for this long may be taken over.
 SYNTHESIS_LEASE_S = env_int("SYNTHESIS_LEASE_S", 90)
+
+
+def _tokenizers(value: str | None) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for item in (value or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ImproperlyConfigured(
+                f"DATASET_TOKENIZERS entries look like NAME=/path/to/tokenizer.json, "
+                f"not {item.strip()!r}."
+            )
+        found[name.strip()] = path.strip()
+    return found
+
+
+# Tokenizers that count a dataset version's tokens (`tokenizers` library files on this
+# server: a tokenizer.json, or a model directory holding one), by name; a dataset picks one,
+# or gets DATASET_TOKENIZER_DEFAULT; with none, tokens are estimated (characters / 4).
+DATASET_TOKENIZERS = _tokenizers(env_str("DATASET_TOKENIZERS"))
+DATASET_TOKENIZER_DEFAULT = env_str("DATASET_TOKENIZER_DEFAULT", "")
+if DATASET_TOKENIZER_DEFAULT and DATASET_TOKENIZER_DEFAULT not in DATASET_TOKENIZERS:
+    raise ImproperlyConfigured(
+        f"DATASET_TOKENIZER_DEFAULT={DATASET_TOKENIZER_DEFAULT!r} is not a name in "
+        "DATASET_TOKENIZERS."
+    )

@@ -39,6 +39,7 @@ class DatasetOutput(serializers.Serializer):
     project = serializers.IntegerField(source="project_id")
     name = serializers.CharField()
     description = serializers.CharField()
+    tokenizer = serializers.CharField(help_text="Its tokenizer's name; blank: server default.")
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField()
     version_count = serializers.IntegerField(required=False)
@@ -49,6 +50,12 @@ class DatasetInput(serializers.Serializer):
     name = serializers.CharField(max_length=120)
     description = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=DESCRIPTION_MAX_LENGTH
+    )
+    tokenizer = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="A name from the server's DATASET_TOKENIZERS (blank: the server default).",
     )
 
 
@@ -78,7 +85,11 @@ class VersionOutput(serializers.Serializer):
     train_rows = serializers.IntegerField()
     validation_rows = serializers.IntegerField()
     excluded_eval = serializers.IntegerField(help_text="Eval-task demonstrations kept out.")
-    removed_duplicates = serializers.IntegerField()
+    removed_duplicates = serializers.IntegerField(help_text="Exact duplicates left out.")
+    removed_near_duplicates = serializers.IntegerField(
+        help_text="Near-duplicates left out (retries collapsed, ids and dates masked)."
+    )
+    tokenizer = serializers.CharField(help_text="The tokenizer that counted; blank: estimate.")
     checksum = serializers.CharField()
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField()
@@ -91,11 +102,18 @@ class VersionOutput(serializers.Serializer):
 class VersionDetailOutput(VersionOutput):
     token_stats = serializers.JSONField(
         help_text="Per split (all, train, validation): rows, total, mean, p50, p95, max of the "
-        "approximate tokens per row (characters of the row's JSON / 4)."
+        "tokens per row (see token_counting)."
+    )
+    token_counting = serializers.CharField(help_text="How tokens were counted, in words.")
+    removals = serializers.JSONField(
+        help_text="[{demonstration, kept, kind: exact|near, reason}] (the first 1000)"
+    )
+    groups = serializers.JSONField(
+        help_text="The split's groups: [{key, split, rows, environments, joined_by_similarity}]"
     )
     capability_mix = serializers.JSONField(help_text="{slug: {train, validation}}")
     environments = serializers.JSONField(
-        help_text="[{key, id, name, split, rows, revisions, spec_hashes}]"
+        help_text="[{key, id, name, group, split, rows, revisions, spec_hashes}]"
     )
     models_used = serializers.JSONField(help_text="[{model, policy, rows}]")
     exports = ExportOutput(many=True)

@@ -53,6 +53,56 @@ def sample_export(exports: list[dict[str, Any]]) -> tuple[str, str] | None:
     return next((pair for pair in SAMPLE_PREFERENCE if pair in offered), None)
 
 
+ESTIMATE_NOTE = (
+    "estimated: characters of the row's canonical JSON divided by 4, rounded up "
+    "(no tokenizer configured)"
+)
+
+# Who honours the per-turn weights (a reviewer's "exclude this turn from training").
+WEIGHTS_NOTE = [
+    "### Per-turn weights: which trainers honour them",
+    "",
+    "A reviewer can exclude an assistant turn from training (weight 0). Whether the "
+    "exclusion takes effect depends on the consumer:",
+    "",
+    "- **OpenAI fine-tuning** (`openai`): honoured. It reads `weight` on assistant messages "
+    "and trains only the weight-1 turns.",
+    "- **TRL `SFTTrainer`** (`trl`): **not honoured**. With `assistant_only_loss` it trains "
+    "every assistant turn; `weight` stays on the messages (chat templates ignore it) for a "
+    "weight-aware collator to mask the excluded turns. Without one, excluded turns are "
+    "trained on.",
+    "- **LLaMA-Factory** (`sharegpt`): **not honoured** by its stock ShareGPT loader, which "
+    'ignores `"loss": false`; it takes a weight-aware collator (or its `mask_history` '
+    "option, which masks every turn but the last) to leave excluded turns out.",
+]
+
+MAX_REMOVALS_SHOWN = 50
+
+
+def _removals_section(removals: list[dict[str, Any]], counts: dict[str, Any]) -> list[str]:
+    removed = counts.get("removed_duplicates", 0) + counts.get("removed_near_duplicates", 0)
+    lines = ["", "## Duplicates removed", ""]
+    if not removed:
+        return [*lines, "None: every matched train-task demonstration is a distinct example."]
+    lines += [
+        "Exact duplicates have the same messages once tool-call ids are renumbered; "
+        "near-duplicates are the same once tool calls an injected fault answered (and their "
+        "retries' shifted ids and timestamps) are collapsed and record ids and dates masked. "
+        "The oldest demonstration is kept.",
+        "",
+        *_table(
+            ["removed demonstration", "kept demonstration", "kind", "why"],
+            [
+                [r["demonstration"], r["kept"], r["kind"], md(r["reason"])]
+                for r in removals[:MAX_REMOVALS_SHOWN]
+            ],
+        ),
+    ]
+    if removed > MAX_REMOVALS_SHOWN:
+        lines += ["", f"… {removed - MAX_REMOVALS_SHOWN} more (the API lists up to 1000)."]
+    return lines
+
+
 def render_card(info: dict[str, Any]) -> str:
     """``info`` keys: dataset (name, id, description), version (number, created_at,
     created_by, seed, validation_fraction, filters, checksum, rebuilt_from), counts,
@@ -77,13 +127,16 @@ def render_card(info: dict[str, Any]) -> str:
                 ["approved demonstrations matched by the filter", counts["demonstrations"]],
                 ["eval-task demonstrations kept out (never exported)", counts["excluded_eval"]],
                 ["exact duplicates removed", counts["removed_duplicates"]],
+                [
+                    "near-duplicates removed (retries collapsed, ids and dates masked)",
+                    counts.get("removed_near_duplicates", 0),
+                ],
                 ["**train**", counts["train_rows"]],
                 ["**validation**", counts["validation_rows"]],
             ],
         ),
         "",
-        "Token counts are estimates (characters of the row's JSON divided by 4, rounded up), "
-        "not a tokenizer's.",
+        f"Tokens per row: {version.get('token_counting') or ESTIMATE_NOTE}.",
         "",
         *_table(
             ["split", "rows", "mean", "p50", "p95", "max", "total"],
@@ -105,8 +158,19 @@ def render_card(info: dict[str, Any]) -> str:
                 for slug, c in mix.items()
             ],
         )
+        validation_only = [
+            slug for slug, c in mix.items() if c.get("validation", 0) and not c.get("train", 0)
+        ]
+        if validation_only:
+            lines += [
+                "",
+                "Only in validation (no train rows): "
+                + ", ".join(f"`{md(slug)}`" for slug in validation_only)
+                + ".",
+            ]
     else:
         lines.append("No capability tags on these demonstrations.")
+    lines += _removals_section(info.get("removals") or [], counts)
     lines += ["", "## Lineage", ""]
     filters = version["filters"]
     lines += [
@@ -123,7 +187,25 @@ def render_card(info: dict[str, Any]) -> str:
         + f"; environments: {', '.join(str(e) for e in filters.get('environments') or []) or 'any'}"
         + f"; min score: {_or_none(filters.get('min_score'))}"
         + f"; min reviewer agreement: {_or_none(filters.get('min_agreement'))}",
-        "- The split is by environment: no environment has rows on both sides.",
+        "- The split is by group, stratified by capability: an environment synthesized from a "
+        "template belongs to its template family's group, and groups whose rows share a prompt "
+        "or a reply once names and numbers are masked are joined, so no group (and no "
+        "environment) has rows on both sides, and no capability is only in validation unless "
+        "its rows all share one group.",
+        "",
+        *_table(
+            ["group", "split", "rows", "environments", "joined by similarity"],
+            [
+                [
+                    f"`{md(g['key'])}`",
+                    g["split"],
+                    g["rows"],
+                    ", ".join(md(name) for name in g.get("environments") or []),
+                    "yes" if g.get("joined_by_similarity") else "no",
+                ]
+                for g in info.get("groups") or []
+            ],
+        ),
         "",
         *_table(
             ["environment", "id", "split", "rows", "revisions", "spec hashes"],
@@ -176,6 +258,8 @@ def render_card(info: dict[str, Any]) -> str:
         "- `sharegpt`: LLaMA-Factory ShareGPT rows `{conversations, system, tools}` that obey "
         'its alternation rule; excluded model turns carry `"loss": false`; text an '
         "assistant wrote beside a tool call is not kept in this format.",
+        "",
+        *WEIGHTS_NOTE,
         "",
     ]
     if info.get("dataset_info"):

@@ -3,6 +3,7 @@ from django import forms
 from apps.capabilities.models import Capability
 from apps.datasets.models import DESCRIPTION_MAX_LENGTH, MAX_VALIDATION_FRACTION
 from apps.datasets.services import VersionFilter
+from apps.datasets.services.datasets import tokenizer_choices
 from apps.environments.models import Environment
 
 
@@ -14,6 +15,15 @@ class DatasetForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What it is for; it opens the dataset card.",
     )
+    tokenizer = forms.ChoiceField(
+        required=False,
+        help_text="Counts the tokens of each version's rows. The choices are the tokenizers "
+        "configured on this server (DATASET_TOKENIZERS); without one, tokens are estimated.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tokenizer"].choices = tokenizer_choices()
 
 
 class VersionForm(forms.Form):

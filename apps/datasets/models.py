@@ -3,7 +3,9 @@
 A ``DatasetVersion`` is built once by a job from a filter and a seed and never changes
 afterwards: its rows (``DatasetRow``: which demonstration, which of its versions, which
 split, in which position) and its checksum are fixed, so it can be verified and rebuilt.
-Eval-task demonstrations never enter a version (they are only counted); exports are files
+Eval-task demonstrations never enter a version (they are only counted), duplicates and
+near-duplicates are left out with the reason recorded, and the split keeps each template
+family or near-duplicate cluster on one side (``splitting.py``); exports are files
 under MEDIA_ROOT, one per (version, format, split), linted before they are offered.
 """
 
@@ -28,6 +30,13 @@ class Dataset(models.Model):
         blank=True,
         max_length=DESCRIPTION_MAX_LENGTH,
         validators=[MaxLengthValidator(DESCRIPTION_MAX_LENGTH)],
+    )
+    tokenizer = models.CharField(
+        max_length=120,
+        blank=True,
+        help_text="Name of a tokenizer in settings.DATASET_TOKENIZERS that counts the tokens of "
+        "its versions; blank: the server's default (DATASET_TOKENIZER_DEFAULT), else an "
+        "estimate.",
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -77,7 +86,29 @@ class DatasetVersion(models.Model):
     excluded_eval = models.PositiveIntegerField(
         default=0, help_text="Matched demonstrations of eval tasks, kept out of the version."
     )
-    removed_duplicates = models.PositiveIntegerField(default=0)
+    removed_duplicates = models.PositiveIntegerField(
+        default=0, help_text="Exact duplicates left out (the oldest demonstration kept)."
+    )
+    removed_near_duplicates = models.PositiveIntegerField(
+        default=0,
+        help_text="Near-duplicates left out: the same once retries after injected faults are "
+        "collapsed and ids and dates masked.",
+    )
+    removals = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="What was left out and why: [{demonstration, kept, kind: exact|near, reason}] "
+        "(the first 1000).",
+    )
+    groups = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The split's groups: [{key, split, rows, environments, joined_by_similarity}].",
+    )
+    tokenizer = models.CharField(
+        max_length=120, blank=True, help_text="The tokenizer that counted tokens; blank: estimate."
+    )
+    token_counting = models.TextField(blank=True, help_text="How tokens were counted, in words.")
     token_stats = models.JSONField(default=dict, blank=True)
     capability_mix = models.JSONField(default=dict, blank=True)
     environments = models.JSONField(
@@ -141,7 +172,12 @@ class DatasetRow(models.Model):
         "curation.DemonstrationVersion", on_delete=models.RESTRICT, related_name="dataset_rows"
     )
     environment_key = models.CharField(max_length=220)
-    tokens = models.PositiveIntegerField(default=0, help_text="Approximate: characters / 4.")
+    group_key = models.CharField(
+        max_length=240, blank=True, help_text="The split group (template family or cluster)."
+    )
+    tokens = models.PositiveIntegerField(
+        default=0, help_text="The version's tokenizer's count, or characters / 4 (its estimate)."
+    )
     content_sha256 = models.CharField(max_length=64)
 
     class Meta:

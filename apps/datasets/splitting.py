@@ -1,12 +1,20 @@
-"""Pure rules of a dataset version: the split by environment, row order, token statistics,
-the checksum. No Django: the build service feeds these plain values.
+"""Pure rules of a dataset version: the grouped, stratified split, row order, token
+statistics, the checksum. No Django: the build service feeds these plain values.
 
-- **Split by environment.** Environments are ordered by ``sha256(f"{seed}:{key}")``. Walking
-  that order, an environment moves to validation when that brings the validation share of
-  rows closer to the requested fraction. With two or more environments and a fraction above
-  0, each side gets at least one environment; with one environment everything is train.
-  So no environment is on both sides, and the same seed over the same rows gives the same
-  split.
+- **Groups.** Every row starts in its environment's group: the environment's template family
+  when it was synthesized from one (``family:<key>``: near-identical environments), else the
+  environment itself. Rows that share a leak key (``formats.similarity.leak_keys``: the same
+  prompt or reply once names and numbers are masked) join their groups (union-find), so a
+  near-duplicate cluster cannot straddle the split. A group is named by its smallest key.
+- **Split by group, stratified by capability.** Groups are ordered by
+  ``sha256(f"{seed}:{key}")``. Walking that order, a group moves to validation when that
+  lowers the cost: the distance of the validation share of rows from the requested
+  fraction, plus the mean of the same distance per capability, plus a penalty for each
+  capability left with validation rows and no train rows (so that happens only when every
+  group holds some capability's last train rows). With two or more groups and a fraction
+  above 0, each side gets at least one group; with one group everything is train. So no
+  group (and no environment) is on both sides, and the same seed over the same rows gives
+  the same split.
 - **Row order** inside a split is ``sha256(f"{seed}:row:{demonstration id}")``: shuffled,
   but reproducible.
 - **Checksum**: sha256 over one line per row, ``"{split}\\t{demonstration}\\t{version}\\t
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Iterable
 
 SPLITS = ("train", "validation")
@@ -28,31 +37,86 @@ def _key_hash(seed: int, key: str) -> str:
     return hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()
 
 
-def environment_order(seed: int, keys: Iterable[str]) -> list[str]:
+def group_order(seed: int, keys: Iterable[str]) -> list[str]:
     return sorted(set(keys), key=lambda key: (_key_hash(seed, key), key))
 
 
+def group_rows(rows: Iterable[tuple[object, str, Iterable[str]]]) -> dict[object, str]:
+    """``rows``: ``(row id, base group, leak keys)``. Returns each row's group: base groups
+    joined through shared leak keys, named by the smallest base group in the union."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        parent.setdefault(key, key)
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    def union(a: str, b: str) -> None:
+        a, b = find(a), find(b)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+
+    base_of: dict[object, str] = {}
+    owner: dict[str, str] = {}
+    for row_id, base, keys in rows:
+        base_of[row_id] = base
+        find(base)
+        for key in keys:
+            if key in owner:
+                union(owner[key], base)
+            else:
+                owner[key] = base
+    return {row_id: find(base) for row_id, base in base_of.items()}
+
+
+# Each capability left with validation rows and no train rows costs this much: more than
+# any share can gain, so it happens only when no group can go to validation without it.
+VALIDATION_ONLY_PENALTY = 1.0
+
+
+def _cost(rows: int, by_cap: Counter, totals: tuple[int, Counter], fraction: float) -> float:
+    total, caps = totals
+    cost = abs(rows - fraction * total) / total
+    if caps:
+        cost += sum(abs(by_cap[c] - fraction * n) / n for c, n in caps.items()) / len(caps)
+        cost += VALIDATION_ONLY_PENALTY * sum(1 for c, n in caps.items() if by_cap[c] >= n)
+    return cost
+
+
 def choose_validation(
-    rows_by_environment: dict[str, int], *, seed: int, fraction: float
+    groups: dict[str, tuple[int, Counter]], *, seed: int, fraction: float
 ) -> set[str]:
-    """The environment keys that form the validation split (see the module docstring)."""
-    keys = environment_order(seed, rows_by_environment)
-    total = sum(rows_by_environment.values())
+    """The group keys that form the validation split (see the module docstring). ``groups``
+    maps a key to ``(rows, rows per capability)``."""
+    keys = group_order(seed, groups)
+    total = sum(rows for rows, _ in groups.values())
     if fraction <= 0 or len(keys) < 2 or total == 0:
         return set()
-    target = fraction * total
+    caps: Counter = Counter()
+    for _, by_cap in groups.values():
+        caps.update(by_cap)
+    totals = (total, Counter({c: n for c, n in caps.items() if n > 0}))
+
     chosen: set[str] = set()
-    rows = 0
+    rows, by_cap = 0, Counter()
+    cost = _cost(rows, by_cap, totals, fraction)
     for key in keys:
         if len(chosen) == len(keys) - 1:
             break
-        size = rows_by_environment[key]
-        if abs(rows + size - target) < abs(rows - target):
+        size, group_caps = groups[key]
+        after = by_cap + group_caps
+        new_cost = _cost(rows + size, after, totals, fraction)
+        if new_cost < cost:
             chosen.add(key)
-            rows += size
+            rows, by_cap, cost = rows + size, after, new_cost
     if not chosen:
-        # Every environment overshoots alone: take the smallest (first in seeded order on ties).
-        chosen.add(min(keys, key=lambda key: rows_by_environment[key]))
+        # No single move helped (every group overshoots, or takes a capability's last train
+        # rows): the group that costs least on its own, first in seeded order on ties.
+        chosen.add(
+            min(keys, key=lambda key: _cost(groups[key][0], groups[key][1], totals, fraction))
+        )
     return chosen
 
 

@@ -87,7 +87,11 @@ def dataset_create_view(request, slug):
 @require_http_methods(["GET", "POST"])
 def dataset_edit_view(request, pk):
     dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
-    initial = {"name": dataset.name, "description": dataset.description}
+    initial = {
+        "name": dataset.name,
+        "description": dataset.description,
+        "tokenizer": dataset.tokenizer,
+    }
     form = DatasetForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:

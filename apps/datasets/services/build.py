@@ -6,11 +6,15 @@ nothing; a build taken over after a crash starts again from a clean slate):
 1. read the approved demonstrations the filter matches, oldest first, in chunks;
 2. keep eval-task ones out (the demonstration's split *or* its task's current split is
    ``eval``) and only count them;
-3. drop exact duplicates (same canonical transcript, see ``transcript_sha256``), keeping the
-   oldest demonstration;
-4. split by environment with the seed, order each split with the seed, store the rows;
-5. figures: counts, token statistics, capability mix, environment and model lineage, and
-   the checksum over the rows;
+3. drop exact duplicates (same canonical transcript, see ``transcript_sha256``), then
+   near-duplicates (same once retries after injected faults are collapsed and ids and dates
+   masked, see ``formats.similarity``), keeping the oldest demonstration and recording what
+   was removed and why;
+4. group the rows (template family, joined by shared masked prompts and replies), split by
+   group stratified by capability with the seed (``splitting.py``), order each split with
+   the seed, store the rows;
+5. figures: counts, token statistics (the version's tokenizer, or the estimate), capability
+   mix, groups, environment and model lineage, and the checksum over the rows;
 6. write and lint every export (one pass per split), then the card; the version is ready.
 """
 
@@ -20,6 +24,7 @@ import hashlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -28,11 +33,20 @@ from apps.core.models import Job, JobStatus
 from apps.core.services import JobContext, job_execute
 from apps.curation.selectors import demonstrations_for_dataset
 from apps.datasets.formats import (
+    canonical_json,
     fingerprint,
     normalize_messages,
     normalize_tools,
     transcript_sha256,
 )
+from apps.datasets.formats.similarity import (
+    leak_keys,
+    masked_signature,
+    near_duplicate_reason,
+    near_signature,
+    retry_signature,
+)
+from apps.datasets.formats.tokens import TokenCounter, TokenizerUnavailable, token_counter
 from apps.datasets.models import DatasetRow, DatasetVersion, ExportStatus, VersionStatus
 from apps.datasets.services.datasets import VersionFilter
 from apps.datasets.services.exports import (
@@ -46,11 +60,34 @@ from apps.datasets.splitting import (
     SPLITS,
     Checksum,
     choose_validation,
+    group_rows,
     row_order_key,
     token_stats,
 )
 
 ROW_BATCH = 1000
+MAX_REMOVALS_KEPT = 1000
+
+
+def _base_group(env: dict) -> str:
+    return f"family:{env['family']}" if env["family"] else env["key"]
+
+
+def version_token_counter(version: DatasetVersion) -> TokenCounter:
+    """The version's token counter: its tokenizer, loaded from settings.DATASET_TOKENIZERS,
+    or the estimate."""
+    if not version.tokenizer:
+        return token_counter()
+    path = settings.DATASET_TOKENIZERS.get(version.tokenizer)
+    if path is None:
+        raise ApplicationError(
+            f"The tokenizer “{version.tokenizer}” is no longer configured on this server "
+            "(DATASET_TOKENIZERS)."
+        )
+    try:
+        return token_counter(version.tokenizer, path)
+    except TokenizerUnavailable as exc:
+        raise ApplicationError(str(exc)) from None
 
 
 def _matching(version: DatasetVersion):
@@ -78,10 +115,14 @@ def dataset_version_build(context: JobContext) -> str:
     matching = _matching(version)
     total = matching.count()
     context.progress(0, max(total, 1), f"Reading {total} approved demonstrations…")
+    counter = version_token_counter(version)
     candidates = []  # (demonstration, version, env key, tokens, content sha, capabilities)
+    leak_rows = []  # (demonstration, base group, leak keys)
     environments: dict[str, dict] = {}
-    seen: set[bytes] = set()
-    excluded_eval = removed_duplicates = 0
+    seen: dict[bytes, int] = {}  # exact digest -> kept demonstration
+    near_seen: dict[bytes, tuple[int, tuple[str, str]]] = {}  # near digest -> kept, why-keys
+    removals: list[dict] = []
+    excluded_eval = removed_duplicates = removed_near = 0
     rows = matching.values_list(
         "pk",
         "current_version_id",
@@ -93,13 +134,14 @@ def dataset_version_build(context: JobContext) -> str:
         "task__split",
         "environment_id",
         "environment_name",
+        "environment__metadata__family",
         "capability_slugs",
         "model_name",
         "policy",
     ).iterator(chunk_size=CHUNK_SIZE)
     for done, row in enumerate(rows, start=1):
         (pk, version_id, transcript, tools, revision, spec_hash, split, task_split, env_id,
-         env_name, capabilities, model_name, policy) = row  # fmt: skip
+         env_name, family, capabilities, model_name, policy) = row  # fmt: skip
         if done % CHUNK_SIZE == 0:
             context.progress(done, max(total, 1))
         if split == "eval" or task_split == "eval":
@@ -109,9 +151,36 @@ def dataset_version_build(context: JobContext) -> str:
         digest = bytes.fromhex(transcript_sha256(messages))
         if digest in seen:
             removed_duplicates += 1
+            if len(removals) < MAX_REMOVALS_KEPT:
+                removals.append(
+                    {
+                        "demonstration": pk,
+                        "kept": seen[digest],
+                        "kind": "exact",
+                        "reason": "the same messages (tool-call ids renumbered)",
+                    }
+                )
             continue
-        seen.add(digest)
-        content, tokens = fingerprint(messages, tool_list)
+        seen[digest] = pk
+        near = bytes.fromhex(near_signature(messages))
+        why = (retry_signature(messages), masked_signature(messages))
+        if near in near_seen:
+            kept, kept_why = near_seen[near]
+            removed_near += 1
+            if len(removals) < MAX_REMOVALS_KEPT:
+                removals.append(
+                    {
+                        "demonstration": pk,
+                        "kept": kept,
+                        "kind": "near",
+                        "reason": near_duplicate_reason(kept_why, why),
+                    }
+                )
+            continue
+        near_seen[near] = (pk, why)
+        text = canonical_json({"messages": messages, "tools": tool_list})
+        content = hashlib.sha256(text.encode()).hexdigest()
+        tokens = counter.count(text)
         key = f"env:{env_id}" if env_id is not None else f"name:{env_name}"
         env = environments.setdefault(
             key,
@@ -119,6 +188,7 @@ def dataset_version_build(context: JobContext) -> str:
                 "key": key,
                 "id": env_id,
                 "name": env_name,
+                "family": family if isinstance(family, str) and family else "",
                 "rows": 0,
                 "revisions": set(),
                 "spec_hashes": set(),
@@ -133,30 +203,44 @@ def dataset_version_build(context: JobContext) -> str:
         env["models"][(model_name, policy)] += 1
         caps = tuple(sorted(set(capabilities or [])))
         candidates.append((pk, version_id, key, tokens, content, caps))
+        base = f"family:{env['family']}" if env["family"] else key
+        leak_rows.append((pk, base, leak_keys(messages)))
     seen.clear()
+    near_seen.clear()
     if not candidates:
         raise ApplicationError(
             f"Nothing to build: the filter matches {total} approved demonstration"
             f"{'' if total == 1 else 's'}"
             + (
                 f", {excluded_eval} of eval tasks (always kept out)"
-                f" and {removed_duplicates} duplicates"
+                f" and {removed_duplicates + removed_near} duplicates"
                 if total
                 else ""
             )
             + ". Approve train-task demonstrations in the review queue, or widen the filter."
         )
 
+    group_of = group_rows(leak_rows)
+    del leak_rows
+    group_sizes: dict[str, list] = {}
+    for pk, _version_id, key, _tokens, _content, caps in candidates:
+        entry = group_sizes.setdefault(group_of[pk], [0, Counter(), set()])
+        entry[0] += 1
+        entry[1].update(caps)
+        entry[2].add(key)
     validation = choose_validation(
-        {key: env["rows"] for key, env in environments.items()},
+        {group: (size, caps) for group, (size, caps, _) in group_sizes.items()},
         seed=version.seed,
         fraction=version.validation_fraction,
     )
     by_split: dict[str, list] = {"train": [], "validation": []}
     for candidate in candidates:
-        by_split["validation" if candidate[2] in validation else "train"].append(candidate)
+        by_split["validation" if group_of[candidate[0]] in validation else "train"].append(
+            candidate
+        )
     for split in SPLITS:
         by_split[split].sort(key=lambda c: row_order_key(version.seed, c[0]))
+    env_group = {key: group_of[pk] for pk, _v, key, *_ in candidates}
 
     checksum = Checksum()
     tokens_by_split: dict[str, list[int]] = {split: [] for split in SPLITS}
@@ -176,6 +260,7 @@ def dataset_version_build(context: JobContext) -> str:
                     demonstration_id=pk,
                     demonstration_version_id=version_id,
                     environment_key=key,
+                    group_key=group_of[pk][:240],
                     tokens=tokens,
                     content_sha256=content,
                 )
@@ -194,6 +279,10 @@ def dataset_version_build(context: JobContext) -> str:
     version.validation_rows = len(by_split["validation"])
     version.excluded_eval = excluded_eval
     version.removed_duplicates = removed_duplicates
+    version.removed_near_duplicates = removed_near
+    version.removals = removals
+    version.tokenizer = counter.name if not counter.is_estimate else ""
+    version.token_counting = counter.describe()
     version.token_stats = {
         "all": token_stats(tokens_by_split["train"] + tokens_by_split["validation"]),
         **{split: token_stats(tokens_by_split[split]) for split in SPLITS},
@@ -202,13 +291,27 @@ def dataset_version_build(context: JobContext) -> str:
         slug: {split: counts.get(split, 0) for split in SPLITS}
         for slug, counts in sorted(mix.items())
     }
+    version.groups = sorted(
+        (
+            {
+                "key": group,
+                "split": "validation" if group in validation else "train",
+                "rows": size,
+                "environments": sorted(environments[key]["name"] for key in keys),
+                "joined_by_similarity": len({_base_group(environments[key]) for key in keys}) > 1,
+            }
+            for group, (size, _caps, keys) in group_sizes.items()
+        ),
+        key=lambda g: (g["split"] != "train", g["key"]),
+    )
     version.environments = sorted(
         (
             {
                 "key": env["key"],
                 "id": env["id"],
                 "name": env["name"],
-                "split": "validation" if key in validation else "train",
+                "group": env_group[key],
+                "split": "validation" if env_group[key] in validation else "train",
                 "rows": env["rows"],
                 "revisions": sorted(env["revisions"]),
                 "spec_hashes": sorted(env["spec_hashes"]),
@@ -229,6 +332,11 @@ def dataset_version_build(context: JobContext) -> str:
             "validation_rows",
             "excluded_eval",
             "removed_duplicates",
+            "removed_near_duplicates",
+            "removals",
+            "groups",
+            "tokenizer",
+            "token_counting",
             "token_stats",
             "capability_mix",
             "environments",
@@ -259,7 +367,7 @@ def dataset_version_build(context: JobContext) -> str:
     message = (
         f"v{version.number}: {version.train_rows} train and {version.validation_rows} "
         f"validation rows ({excluded_eval} eval-task kept out, {removed_duplicates} duplicates "
-        f"removed); {offered} exports offered"
+        f"and {removed_near} near-duplicates removed); {offered} exports offered"
     )
     if refused:
         message += f", {refused} failed their linter"

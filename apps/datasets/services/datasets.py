@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.template.defaultfilters import pluralize
@@ -65,8 +66,11 @@ class VersionFilter:
         )
 
 
-def dataset_create(*, project, name: str, description: str = "", user=None) -> Dataset:
+def dataset_create(
+    *, project, name: str, description: str = "", tokenizer: str = "", user=None
+) -> Dataset:
     name = name.strip()
+    _check_tokenizer(tokenizer)
     if not name:
         raise ApplicationError("Give the dataset a name.", {"fields": {"name": ["Required."]}})
     if Dataset.objects.filter(project=project, name=name).exists():
@@ -74,7 +78,13 @@ def dataset_create(*, project, name: str, description: str = "", user=None) -> D
             f"This project already has a dataset named “{name}”.",
             {"fields": {"name": ["Already taken in this project."]}},
         )
-    dataset = Dataset(project=project, name=name, description=description.strip(), created_by=user)
+    dataset = Dataset(
+        project=project,
+        name=name,
+        description=description.strip(),
+        tokenizer=tokenizer,
+        created_by=user,
+    )
     dataset.full_clean()
     try:
         with transaction.atomic():
@@ -87,8 +97,13 @@ def dataset_create(*, project, name: str, description: str = "", user=None) -> D
     return dataset
 
 
-def dataset_update(*, dataset: Dataset, name: str, description: str) -> Dataset:
+def dataset_update(
+    *, dataset: Dataset, name: str, description: str, tokenizer: str | None = None
+) -> Dataset:
     name = name.strip()
+    if tokenizer is not None:
+        _check_tokenizer(tokenizer)
+        dataset.tokenizer = tokenizer
     if not name:
         raise ApplicationError("Give the dataset a name.", {"fields": {"name": ["Required."]}})
     if Dataset.objects.filter(project=dataset.project, name=name).exclude(pk=dataset.pk).exists():
@@ -99,7 +114,7 @@ def dataset_update(*, dataset: Dataset, name: str, description: str) -> Dataset:
     dataset.name = name
     dataset.description = description.strip()
     dataset.full_clean()
-    dataset.save(update_fields=["name", "description", "updated_at"])
+    dataset.save(update_fields=["name", "description", "tokenizer", "updated_at"])
     return dataset
 
 
@@ -153,6 +168,35 @@ def _check_not_empty(project, filters: VersionFilter) -> None:
     raise ApplicationError(message)
 
 
+def tokenizer_choices() -> list[tuple[str, str]]:
+    """The tokenizers a dataset may pick (settings.DATASET_TOKENIZERS), as form choices."""
+    default = settings.DATASET_TOKENIZER_DEFAULT
+    first = f"Server default ({default})" if default else "None: estimate (characters / 4)"
+    return [("", first), *((name, name) for name in sorted(settings.DATASET_TOKENIZERS))]
+
+
+def _check_tokenizer(name: str) -> None:
+    if name and name not in settings.DATASET_TOKENIZERS:
+        message = f"No tokenizer named “{name}” is configured on this server."
+        raise ApplicationError(message, {"fields": {"tokenizer": [message]}})
+
+
+def version_tokenizer(dataset: Dataset) -> str:
+    """The tokenizer a new version of ``dataset`` counts with ("" for the estimate), checked
+    to load now rather than fail the build later."""
+    from apps.datasets.formats.tokens import TokenizerUnavailable, token_counter
+
+    name = dataset.tokenizer or settings.DATASET_TOKENIZER_DEFAULT or ""
+    if not name:
+        return ""
+    _check_tokenizer(name)
+    try:
+        token_counter(name, settings.DATASET_TOKENIZERS[name])
+    except TokenizerUnavailable as exc:
+        raise ApplicationError(str(exc), {"fields": {"tokenizer": [str(exc)]}}) from None
+    return name
+
+
 def _check_filter(project, filters: VersionFilter) -> None:
     problems: dict[str, list[str]] = {}
     if filters.capabilities:
@@ -196,6 +240,7 @@ def dataset_version_create(
     validation_fraction: float = 0.1,
     rebuilt_from: DatasetVersion | None = None,
     enqueue: bool = True,
+    tokenizer: str | None = None,
 ) -> DatasetVersion:
     """Number the next version, create its build job and enqueue it once this commits
     (``enqueue=False``: the caller runs ``dataset_version_build_job`` itself). A filter that
@@ -210,6 +255,7 @@ def dataset_version_create(
             {"fields": {"validation_fraction": [f"Between 0 and {MAX_VALIDATION_FRACTION}."]}},
         )
     _check_not_empty(dataset.project, filters)
+    tokenizer = version_tokenizer(dataset) if tokenizer is None else tokenizer
     # Lock the dataset row so two versions created at once get different numbers.
     Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
     number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
@@ -229,6 +275,7 @@ def dataset_version_create(
         seed=seed,
         validation_fraction=validation_fraction,
         rebuilt_from=rebuilt_from,
+        tokenizer=tokenizer,
         created_by=user,
     )
     version.full_clean()
@@ -246,6 +293,7 @@ def dataset_version_rebuild(*, version: DatasetVersion, user) -> DatasetVersion:
         seed=version.seed,
         validation_fraction=version.validation_fraction,
         rebuilt_from=version,
+        tokenizer=version.tokenizer,
     )
 
 
