@@ -71,9 +71,9 @@ WEIGHTS_NOTE = [
     "every assistant turn; `weight` stays on the messages (chat templates ignore it) for a "
     "weight-aware collator to mask the excluded turns. Without one, excluded turns are "
     "trained on.",
-    "- **LLaMA-Factory** (`sharegpt`): **not honoured** by its stock ShareGPT loader, which "
-    'ignores `"loss": false`; it takes a weight-aware collator (or its `mask_history` '
-    "option, which masks every turn but the last) to leave excluded turns out.",
+    "- **LLaMA-Factory** (`sharegpt`): **not honoured**: its stock ShareGPT loader ignores "
+    '`"loss": false` (an AgentGym convention); it takes a weight-aware collator to leave '
+    "excluded turns out.",
 ]
 
 MAX_REMOVALS_SHOWN = 50
