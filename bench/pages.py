@@ -216,12 +216,12 @@ def pages(project, environment) -> list[tuple[str, str | None]]:
 def run(count: int, repeat: int) -> None:
     from django.contrib.auth import get_user_model
 
-    from apps.accounts.services import project_create
     from apps.environments.models import Environment, Grader, Task
     from apps.environments.services import environment_import
+    from apps.workspace.services import project_start
 
     user = get_user_model().objects.create_user("bench-user", password="bench-pass-123")
-    project = project_create(creator=user, name="Bench", slug="bench", description="")
+    project = project_start(creator=user, name="Bench", slug="bench", description="")
     environment = environment_import(
         project=project, spec=json.loads(SAMPLE.read_text()), user=user
     )

@@ -125,14 +125,14 @@ def teacher(request):
 def setup(server, concurrency: int, environments: int):
     from django.contrib.auth import get_user_model
 
-    from apps.accounts.services import project_create
     from apps.environments.models import Environment, EnvironmentStatus
     from apps.environments.services import environment_import
     from apps.llm.services import endpoint_create
+    from apps.workspace.services import project_start
 
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("bench", password="bench-pass-123")
-    project = project_create(name="Bench", slug="bench", description="", creator=user)
+    project = project_start(name="Bench", slug="bench", description="", creator=user)
     envs = [
         environment_import(project=project, spec=spec(i), user=user) for i in range(environments)
     ]

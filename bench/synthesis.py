@@ -55,11 +55,11 @@ CAPABILITIES = ["clarify-before-acting", "resolve-conflicts"]
 def setup_project():
     from django.contrib.auth import get_user_model
 
-    from apps.accounts.services import project_create
+    from apps.workspace.services import project_start
 
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("bench", password="bench-pass-123")
-    return project_create(name="Bench", slug="bench", description="", creator=user), user
+    return project_start(name="Bench", slug="bench", description="", creator=user), user
 
 
 def start_worker(concurrency: int, log: Path) -> subprocess.Popen:
