@@ -182,6 +182,9 @@ def _version_detail(request, version) -> dict:
     data.update(
         {
             "token_stats": version.token_stats,
+            "token_counting": version.token_counting,
+            "removals": version.removals,
+            "groups": version.groups,
             "capability_mix": version.capability_mix,
             "environments": version.environments,
             "models_used": version.models_used,

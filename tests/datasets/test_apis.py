@@ -310,3 +310,31 @@ def test_an_empty_build_is_refused_by_the_api_before_a_version_exists(
         "or widen the filter."
     )
     assert not DatasetVersion.objects.exists()
+
+
+def test_a_dataset_names_its_tokenizer_over_the_api(api_client_for, author, project, settings):
+    settings.DATASET_TOKENIZERS = {"qwen": "/models/qwen"}
+    client = api_client_for(author)
+    url = f"/api/v1/projects/{project.pk}/datasets/"
+    created = client.post(url, {"name": "Counted", "tokenizer": "qwen"}, format="json")
+    assert created.status_code == 201
+    assert created.json()["tokenizer"] == "qwen"
+    refused = client.post(url, {"name": "Odd", "tokenizer": "gpt2"}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["message"] == "No tokenizer named “gpt2” is configured on this server."
+    assert not Dataset.objects.filter(name="Odd").exists()
+
+
+def test_version_detail_reports_removals_groups_and_token_counting(token_client, built_version):
+    detail = token_client.get(
+        f"/api/v1/datasets/{built_version.dataset_id}/versions/{built_version.number}/"
+    ).json()
+    assert (detail["removed_duplicates"], detail["removed_near_duplicates"]) == (0, 0)
+    assert detail["removals"] == []
+    assert detail["tokenizer"] == ""
+    assert detail["token_counting"].startswith("estimated: characters of the row's canonical JSON")
+    assert [(g["split"], g["rows"]) for g in detail["groups"]] == [
+        ("train", 6),
+        ("train", 6),
+        ("validation", 6),
+    ]

@@ -373,3 +373,25 @@ def test_the_sample_api_url_names_an_offered_export(
         "validation",
     )
     assert sample_export([{"format": "openai", "split": "train", "status": "invalid"}]) is None
+
+
+def test_the_dataset_form_offers_the_configured_tokenizers(client_for, author, project, settings):
+    settings.DATASET_TOKENIZERS = {"qwen": "/models/qwen", "llama": "/models/llama"}
+    settings.DATASET_TOKENIZER_DEFAULT = "qwen"
+    client = client_for(author)
+    form = client.get("/p/acme/datasets/new/").content.decode()
+    assert '<option value="" selected>Server default (qwen)</option>' in form
+    assert '<option value="llama">llama</option>' in form
+    response = client.post("/p/acme/datasets/new/", {"name": "Counted", "tokenizer": "llama"})
+    assert response.status_code == 302
+    assert Dataset.objects.get(name="Counted").tokenizer == "llama"
+    bad = client.post("/p/acme/datasets/new/", {"name": "Odd", "tokenizer": "gpt2"}, **HTMX_HEADERS)
+    assert bad.status_code == 200
+    assert "Select a valid choice. gpt2 is not one of the available choices." in (
+        bad.content.decode()
+    )
+    assert not Dataset.objects.filter(name="Odd").exists()
+    settings.DATASET_TOKENIZERS = {}
+    settings.DATASET_TOKENIZER_DEFAULT = ""
+    plain = client.get("/p/acme/datasets/new/").content.decode()
+    assert '<option value="" selected>None: estimate (characters / 4)</option>' in plain
