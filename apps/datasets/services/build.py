@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
@@ -102,27 +103,32 @@ def _matching(version: DatasetVersion):
     )
 
 
-def dataset_version_build(context: JobContext) -> str:
-    version = DatasetVersion.objects.select_related("dataset__project", "rebuilt_from").get(
-        job=context.job
-    )
-    if version.status == VersionStatus.READY:
-        return "Already built."
-    # A build taken over after a crash starts again: nothing half-written survives.
-    DatasetRow.objects.filter(version=version).delete()
-    exports_remove(version)
+@dataclass
+class _Read:
+    """What one pass over the matching demonstrations kept, and what it left out."""
 
+    total: int
+    # (demonstration, version, environment key, tokens, content sha256, capabilities)
+    candidates: list[tuple] = field(default_factory=list)
+    leak_rows: list[tuple] = field(default_factory=list)  # (demonstration, base group, keys)
+    environments: dict[str, dict] = field(default_factory=dict)
+    removals: list[dict] = field(default_factory=list)
+    excluded_eval: int = 0
+    removed_duplicates: int = 0
+    removed_near: int = 0
+
+
+def _read(version: DatasetVersion, context: JobContext, counter: TokenCounter) -> _Read:
+    """Steps 1-3: read the matching demonstrations, keep eval-task ones out, drop exact and
+    near duplicates (recording why), hash and count each kept row."""
     matching = _matching(version)
     total = matching.count()
     context.progress(0, max(total, 1), f"Reading {total} approved demonstrations…")
-    counter = version_token_counter(version)
-    candidates = []  # (demonstration, version, env key, tokens, content sha, capabilities)
-    leak_rows = []  # (demonstration, base group, leak keys)
-    environments: dict[str, dict] = {}
+    read = _Read(total=total)
+    candidates, leak_rows, environments = read.candidates, read.leak_rows, read.environments
     seen: dict[bytes, int] = {}  # exact digest -> kept demonstration
     near_seen: dict[bytes, tuple[int, tuple[str, str]]] = {}  # near digest -> kept, why-keys
-    removals: list[dict] = []
-    excluded_eval = removed_duplicates = removed_near = 0
+    removals = read.removals
     rows = matching.values_list(
         "pk",
         "current_version_id",
@@ -145,12 +151,12 @@ def dataset_version_build(context: JobContext) -> str:
         if done % CHUNK_SIZE == 0:
             context.progress(done, max(total, 1))
         if split == "eval" or task_split == "eval":
-            excluded_eval += 1
+            read.excluded_eval += 1
             continue
         messages, tool_list = normalize_messages(transcript), normalize_tools(tools)
         digest = bytes.fromhex(transcript_sha256(messages))
         if digest in seen:
-            removed_duplicates += 1
+            read.removed_duplicates += 1
             if len(removals) < MAX_REMOVALS_KEPT:
                 removals.append(
                     {
@@ -166,7 +172,7 @@ def dataset_version_build(context: JobContext) -> str:
         why = (retry_signature(messages), masked_signature(messages))
         if near in near_seen:
             kept, kept_why = near_seen[near]
-            removed_near += 1
+            read.removed_near += 1
             if len(removals) < MAX_REMOVALS_KEPT:
                 removals.append(
                     {
@@ -205,23 +211,44 @@ def dataset_version_build(context: JobContext) -> str:
         candidates.append((pk, version_id, key, tokens, content, caps))
         base = f"family:{env['family']}" if env["family"] else key
         leak_rows.append((pk, base, leak_keys(messages)))
-    seen.clear()
-    near_seen.clear()
-    if not candidates:
+    return read
+
+
+def dataset_version_build(context: JobContext) -> str:
+    version = DatasetVersion.objects.select_related("dataset__project", "rebuilt_from").get(
+        job=context.job
+    )
+    if version.status == VersionStatus.READY:
+        return "Already built."
+    # A build taken over after a crash starts again: nothing half-written survives.
+    DatasetRow.objects.filter(version=version).delete()
+    exports_remove(version)
+
+    counter = version_token_counter(version)
+    read = _read(version, context, counter)
+    if not read.candidates:
         raise ApplicationError(
-            f"Nothing to build: the filter matches {total} approved demonstration"
-            f"{'' if total == 1 else 's'}"
+            f"Nothing to build: the filter matches {read.total} approved demonstration"
+            f"{'' if read.total == 1 else 's'}"
             + (
-                f", {excluded_eval} of eval tasks (always kept out)"
-                f" and {removed_duplicates + removed_near} duplicates"
-                if total
+                f", {read.excluded_eval} of eval tasks (always kept out)"
+                f" and {read.removed_duplicates + read.removed_near} duplicates"
+                if read.total
                 else ""
             )
             + ". Approve train-task demonstrations in the review queue, or widen the filter."
         )
 
-    group_of = group_rows(leak_rows)
-    del leak_rows
+    total, candidates, environments = read.total, read.candidates, read.environments
+    excluded_eval, removed_duplicates, removed_near = (
+        read.excluded_eval,
+        read.removed_duplicates,
+        read.removed_near,
+    )
+    removals = read.removals
+
+    group_of = group_rows(read.leak_rows)
+    read.leak_rows.clear()
     group_sizes: dict[str, list] = {}
     for pk, _version_id, key, _tokens, _content, caps in candidates:
         entry = group_sizes.setdefault(group_of[pk], [0, Counter(), set()])
