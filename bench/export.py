@@ -12,7 +12,7 @@ What it does, in a throw-away directory (SQLite unless ``--database-url``):
    results, a final reply; some parallel calls, some excluded turns), 40 environments,
    3% eval-task rows, 1% exact duplicates; the first ``--small`` of them score 1.0, the rest
    0.8, so one filter (min score 0.9) gives a ``--small``-row version and none gives N;
-2. builds both versions with the real build job (rows, split by environment, checksum,
+2. builds both versions with the real build job (rows, near-duplicates, grouped split, checksum,
    figures, all exports linted and cached, the card) and times it;
 3. for each format, exports each version again (``exports_write``, both splits, linting
    included) and, on the big version, writes the same rows with ``datasets``
