@@ -28,7 +28,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .policies import Policy, PolicyAction, PolicyView, ToolCall
+from .policies import (
+    EchoPolicy,
+    MutantPolicy,
+    NullPolicy,
+    OraclePolicy,
+    Policy,
+    PolicyAction,
+    PolicyView,
+    ToolCall,
+)
 from .spec import TaskSpec
 
 MAX_IDS_PER_TOOL = 15
@@ -377,3 +386,21 @@ register_adversary("reader-paster", ReaderPaster)
 register_adversary("sprayer", Sprayer)
 register_adversary("spray-paster", SprayPaster)
 register_adversary("vague-asker", VagueAsker, applies=lambda task: len(task.turns) > 1)
+
+
+def policy_by_name(name: str) -> Policy:
+    """``oracle``, ``null``, ``echo``, ``mutant:N`` or a registered adversary's name."""
+    if name == "oracle":
+        return OraclePolicy()
+    if name == "null":
+        return NullPolicy()
+    if name == "echo":
+        return EchoPolicy()
+    if name.startswith("mutant:") and name[7:].isdigit():
+        return MutantPolicy(int(name[7:]))
+    if name in ADVERSARIES:
+        return ADVERSARIES[name].factory()
+    raise ValueError(
+        f"unknown policy {name!r}: use oracle, null, echo, mutant:N or an adversary "
+        f"({', '.join(ADVERSARIES)})"
+    )

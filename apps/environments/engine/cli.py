@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .policies import policy_by_name
+from .adversaries import policy_by_name
 from .problems import SpecError
 from .runner import run_task
 from .spec import load_spec

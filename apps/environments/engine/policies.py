@@ -129,23 +129,3 @@ class MutantPolicy(OraclePolicy):
         if view.task.reference_solution.index(step) != step_i:
             return step.calls
         return step.calls[:call_i] + step.calls[call_i + 1 :]
-
-
-def policy_by_name(name: str) -> Policy:
-    """``oracle``, ``null``, ``echo``, ``mutant:N`` or a registered adversary's name."""
-    if name == "oracle":
-        return OraclePolicy()
-    if name == "null":
-        return NullPolicy()
-    if name == "echo":
-        return EchoPolicy()
-    if name.startswith("mutant:") and name[7:].isdigit():
-        return MutantPolicy(int(name[7:]))
-    from .adversaries import ADVERSARIES  # adversaries build on this module
-
-    if name in ADVERSARIES:
-        return ADVERSARIES[name].factory()
-    raise ValueError(
-        f"unknown policy {name!r}: use oracle, null, echo, mutant:N or an adversary "
-        f"({', '.join(ADVERSARIES)})"
-    )

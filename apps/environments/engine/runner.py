@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .checks import Judge
+from .checks import Call, Judge, leaf_kinds
 from .policies import Policy, PolicyAction, PolicyView, ToolCall
 from .scoring import Grading, ScoringConfig, grade_episode
-from .side_effects import Footprint, needs_footprint, reference_footprint
+from .side_effects import Footprint, net_changes
 from .simulator import FAULT_KINDS, Episode, Limits, ToolResult, UserTurn
 from .spec import EnvironmentSpec, TaskSpec, load_spec
 
@@ -344,3 +344,32 @@ def replay_transcript(
         turn_snapshots=turn_states,
         divergent_calls=divergent,
     )
+
+
+# --------------------------------------------------------------------------- footprints
+# (here, not in side_effects.py, so that the check module imports neither the simulator nor
+# the checks: no import circle)
+
+
+def needs_footprint(task: TaskSpec) -> bool:
+    return any("side_effects" in set(leaf_kinds(g.check)) for g in task.graders)
+
+
+def reference_footprint(spec: EnvironmentSpec, task_key: str) -> Footprint:
+    """Replay the reference solution fault-free (no policy, no grading) and keep its changes.
+
+    Cached on the spec: one replay per task whatever the number of episodes graded.
+    """
+    cache_key = ("footprint", task_key)
+    cached = spec._cache.get(cache_key)
+    if cached is not None:
+        return cached
+    episode = Episode(spec, task_key, 0, faults=False)
+    task = episode.task
+    while (turn := episode.advance_turn()) is not None:
+        step = task.step_for_turn(turn.index)
+        for call in step.calls if step else ():
+            episode.call(call.tool, call.arguments)
+    footprint = Footprint(tuple(net_changes(Call.of(e) for e in episode.audit_log)))
+    spec._cache[cache_key] = footprint
+    return footprint

@@ -136,7 +136,7 @@ def grade_episode(
     reference: Footprint | None = None,
 ) -> Grading:
     """Grade one episode. ``reference`` is the reference solution's footprint, which
-    ``side_effects`` checks need (``side_effects.reference_footprint``; the runner passes it).
+    ``side_effects`` checks need (``runner.reference_footprint``; the runner passes it).
     """
     config = (config or ScoringConfig()).for_task(task)
     calls = [Call.of(e) for e in audit_log]

@@ -25,9 +25,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .simulator import Episode
-from .spec import EnvironmentSpec, TaskSpec
-
 
 @dataclass(frozen=True)
 class Change:
@@ -108,34 +105,6 @@ class Footprint:
 
     def to_dict(self) -> dict[str, Any]:
         return {"changes": [c.to_dict() for c in self.changes]}
-
-
-def needs_footprint(task: TaskSpec) -> bool:
-    from .checks import leaf_kinds
-
-    return any("side_effects" in set(leaf_kinds(g.check)) for g in task.graders)
-
-
-def reference_footprint(spec: EnvironmentSpec, task_key: str) -> Footprint:
-    """Replay the reference solution fault-free (no policy, no grading) and keep its changes.
-
-    Cached on the spec: one replay per task whatever the number of episodes graded.
-    """
-    cache_key = ("footprint", task_key)
-    cached = spec._cache.get(cache_key)
-    if cached is not None:
-        return cached
-    from .checks import Call
-
-    episode = Episode(spec, task_key, 0, faults=False)
-    task = episode.task
-    while (turn := episode.advance_turn()) is not None:
-        step = task.step_for_turn(turn.index)
-        for call in step.calls if step else ():
-            episode.call(call.tool, call.arguments)
-    footprint = Footprint(tuple(net_changes(Call.of(e) for e in episode.audit_log)))
-    spec._cache[cache_key] = footprint
-    return footprint
 
 
 # --------------------------------------------------------------------------- the check

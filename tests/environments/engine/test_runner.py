@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from apps.environments.engine.adversaries import policy_by_name
 from apps.environments.engine.policies import (
     EchoPolicy,
     MutantPolicy,
@@ -10,7 +11,6 @@ from apps.environments.engine.policies import (
     Policy,
     PolicyAction,
     ToolCall,
-    policy_by_name,
     state_changing_calls,
 )
 from apps.environments.engine.runner import run_task

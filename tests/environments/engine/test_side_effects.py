@@ -8,14 +8,13 @@ import pytest
 
 from apps.environments.engine.checks import Call
 from apps.environments.engine.policies import OraclePolicy
-from apps.environments.engine.runner import replay_transcript, run_task
+from apps.environments.engine.runner import reference_footprint, replay_transcript, run_task
 from apps.environments.engine.scoring import grade_episode
 from apps.environments.engine.side_effects import (
     Change,
     Footprint,
     collateral,
     net_changes,
-    reference_footprint,
 )
 from apps.environments.engine.spec import load_spec
 from apps.environments.engine.validation import validate_spec
