@@ -1,9 +1,10 @@
-"""``python -m apps.environments.engine validate|play`` — works without the web app."""
+"""``python -m apps.environments.engine validate|play|serve`` — works without the web app."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -40,6 +41,16 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--no-faults", action="store_true", help="disable fault injection")
     pl.add_argument("--json", action="store_true")
+    sv = sub.add_parser("serve", help="serve specs over OpenEnv's protocol (extra: envserver)")
+    sv.add_argument("files", nargs="+")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument(
+        "--token", default=None, help="bearer token (default: $COWORKENV_ENV_TOKEN; none = open)"
+    )
+    sv.add_argument("--max-sessions", type=int, default=256)
+    sv.add_argument("--idle-timeout", type=float, default=600.0, help="seconds")
+    sv.add_argument("--max-lifetime", type=float, default=3600.0, help="seconds")
     return p
 
 
@@ -51,6 +62,8 @@ def _read(path: str) -> Any:
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
     try:
         doc = _read(args.file)
     except (OSError, ValueError) as exc:
@@ -59,6 +72,32 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     if args.command == "validate":
         return _validate(doc, args, out)
     return _play(doc, args, out)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    specs = []
+    for path in args.files:
+        try:
+            specs.append(load_spec(_read(path)))
+        except (OSError, ValueError) as exc:  # SpecError is a ValueError
+            print(f"cannot load {path}: {exc}", file=sys.stderr)
+            return EXIT_INVALID if isinstance(exc, SpecError) else EXIT_USAGE
+    try:
+        from .server import serve
+    except ImportError as exc:
+        print(f"serve needs the envserver extra (starlette, uvicorn): {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    token = args.token or os.environ.get("COWORKENV_ENV_TOKEN") or None
+    serve(
+        specs,
+        host=args.host,
+        port=args.port,
+        token=token,
+        max_sessions=args.max_sessions,
+        idle_timeout=args.idle_timeout,
+        max_lifetime=args.max_lifetime,
+    )
+    return EXIT_OK
 
 
 def _validate(doc: Any, args: argparse.Namespace, out: TextIO) -> int:
