@@ -15,6 +15,7 @@ from .spec import load_spec
 from .validation import validate_spec
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument(
         "--token", default=None, help="bearer token (default: $COWORKENV_ENV_TOKEN; none = open)"
     )
+    sv.add_argument("--open", action="store_true", help="allow a non-loopback host without a token")
     sv.add_argument("--max-sessions", type=int, default=256)
     sv.add_argument("--idle-timeout", type=float, default=600.0, help="seconds")
     sv.add_argument("--max-lifetime", type=float, default=3600.0, help="seconds")
@@ -88,6 +90,13 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"serve needs the envserver extra (starlette, uvicorn): {exc}", file=sys.stderr)
         return EXIT_USAGE
     token = args.token or os.environ.get("COWORKENV_ENV_TOKEN") or None
+    if token is None and args.host not in LOOPBACK and not args.open:
+        print(
+            f"serving on {args.host} needs a token (--token or $COWORKENV_ENV_TOKEN), "
+            "or --open to serve without one",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     serve(
         specs,
         host=args.host,

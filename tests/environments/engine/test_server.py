@@ -469,3 +469,11 @@ def test_cli_serve_refuses_unreadable_and_invalid_files(tmp_path, capsys):
     bad.write_text(json.dumps({"schema": "coworkenv.environment/v1"}))
     assert main(["serve", str(bad)]) == 1
     assert "cannot load" in capsys.readouterr().err
+
+
+def test_cli_serve_refuses_a_public_bind_without_a_token(monkeypatch, capsys):
+    from apps.environments.engine.cli import main
+
+    monkeypatch.delenv("COWORKENV_ENV_TOKEN", raising=False)
+    assert main(["serve", str(SAMPLES[0]), "--host", "0.0.0.0"]) == 2
+    assert "needs a token" in capsys.readouterr().err
