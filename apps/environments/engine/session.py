@@ -31,8 +31,8 @@ from typing import Any
 
 from .policies import ToolCall
 from .rewards import turn_credit
+from .runner import needs_footprint, reference_footprint
 from .scoring import Grading, ScoringConfig, grade_episode
-from .side_effects import needs_footprint, reference_footprint
 from .simulator import Episode, Limits, ToolResult
 from .spec import EnvironmentSpec, load_spec
 

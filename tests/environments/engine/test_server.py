@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from apps.environments.engine.policies import ToolCall, policy_by_name
+from apps.environments.engine.adversaries import policy_by_name
+from apps.environments.engine.policies import ToolCall
 from apps.environments.engine.runner import run_task
 from apps.environments.engine.server import create_app
 from apps.environments.engine.session import EpisodeSession

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from apps.environments.engine import rewards
-from apps.environments.engine.policies import ToolCall, policy_by_name
+from apps.environments.engine.adversaries import policy_by_name
+from apps.environments.engine.policies import ToolCall
 from apps.environments.engine.runner import run_task
 from apps.environments.engine.session import EpisodeSession, SessionError
 from apps.environments.engine.simulator import Limits
