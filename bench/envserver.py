@@ -2,13 +2,17 @@
 
     python bench/envserver.py [--quick] [--sessions 1,64,256]
 
-* the in-process engine: ``EpisodeSession.act`` steps per second and per-step latency,
-  replaying the oracle's actions on every sample task (fault-free);
+* the in-process engine: ``EpisodeSession.act`` steps per second (whole episodes, session
+  creation and start included, as the server's resets are) and per-step latency, replaying
+  the oracle's actions on every sample task (fault-free);
 * the same actions through the OpenEnv-protocol server (``python -m apps.environments.engine
   serve`` in a subprocess on loopback, WebSocket sessions) at 1, 64 and 256 concurrent
   sessions: steps per second, p50 / p99 step latency (send to reply), and the ratio to the
   in-process engine; the p99 overhead over the in-process step is the issue's target
-  (< 1 ms at 64 sessions).
+  (< 1 ms at 64 sessions);
+* a Claw-Eval-style HTTP mock service (``bench/engine.py``'s: one POST per tool call to a
+  stdlib threading server, one client) over the same samples' reference calls, for scale:
+  the server's single-session steps/s against the mock's calls/s.
 
 Nothing here asserts on time. Loops are bounded and the server is stopped at the end.
 """
@@ -72,12 +76,15 @@ def oracle_scripts() -> list[tuple[str, str, list[dict]]]:
     return scripts
 
 
-def in_process(scripts, episodes: int) -> list[float]:
+def in_process(scripts, episodes: int) -> tuple[list[float], float]:
+    """Per-step latencies and the wall time of whole episodes (session creation and start
+    included, as a server's reset is)."""
     specs = {}
     for path in SAMPLES:
         spec = load_spec(json.loads(path.read_text("utf-8")))
         specs[spec.name] = spec
     latencies = []
+    start = time.perf_counter()
     for i in range(episodes):
         env, key, actions = scripts[i % len(scripts)]
         session = EpisodeSession(specs[env], key, faults=False)
@@ -87,7 +94,7 @@ def in_process(scripts, episodes: int) -> list[float]:
             t0 = time.perf_counter()
             session.act(a["reply"], calls)
             latencies.append(time.perf_counter() - t0)
-    return latencies
+    return latencies, time.perf_counter() - start
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
@@ -166,14 +173,22 @@ def main() -> None:
 
     scripts = oracle_scripts()
     mean_steps = statistics.mean(len(a) for _, _, a in scripts)
-    local = in_process(scripts, max(1, int(steps_target / mean_steps)))
-    local_rate = len(local) / sum(local)
+    local, local_wall = in_process(scripts, max(1, int(steps_target / mean_steps)))
+    local_rate = len(local) / local_wall
     local_mean = statistics.mean(local)
     print(f"oracle scripts: {len(scripts)} tasks, {mean_steps:.1f} steps per episode")
     print(
         f"in process      {local_rate:10.0f} steps/s   p50 {pct(local, 0.5) * 1e3:6.3f} ms   "
         f"p99 {pct(local, 0.99) * 1e3:6.3f} ms"
     )
+    from bench.engine import bench_http, reference_calls
+
+    mock_rates = []
+    for path in SAMPLES:
+        doc = json.loads(path.read_text("utf-8"))
+        mock_rates.append(bench_http(load_spec(doc), reference_calls(doc), steps_target // 4))
+    mock_rate = statistics.mean(mock_rates)
+    print(f"HTTP mock       {mock_rate:10.0f} calls/s (Claw-Eval style, 1 client, tool calls only)")
     proc, url = start_server()
     try:
         for n in (int(x) for x in args.sessions.split(",")):
@@ -184,7 +199,8 @@ def main() -> None:
             print(
                 f"server x{n:<4}     {rate:10.0f} steps/s   p50 {p50 * 1e3:6.3f} ms   "
                 f"p99 {p99 * 1e3:6.3f} ms   in-process/server {local_rate / rate:6.1f}x   "
-                f"p99 overhead {(p99 - local_mean) * 1e3:7.3f} ms"
+                f"p99 overhead {(p99 - local_mean) * 1e3:7.3f} ms   "
+                f"server/mock {rate / mock_rate:5.2f}x"
             )
     finally:
         proc.terminate()

@@ -47,6 +47,7 @@ class Catalog:
             if spec.name in self.specs:
                 raise ValueError(f"two environments are named {spec.name!r}")
             self.specs[spec.name] = spec
+        self.tools = {name: spec.openai_tools() for name, spec in self.specs.items()}
 
     def listing(self) -> dict[str, Any]:
         return {

@@ -129,7 +129,9 @@ def create_app(
 
     def start(slot: Slot, kwargs: dict[str, Any]) -> dict[str, Any]:
         spec, task_key, seed, faults = catalog.resolve(kwargs)
-        slot.session = EpisodeSession(spec, task_key, seed, faults=faults)
+        slot.session = EpisodeSession(
+            spec, task_key, seed, faults=faults, tools=catalog.tools[spec.name]
+        )
         slot.episode_id = kwargs.get("episode_id") or slot.id
         store.touch(slot)
         obs = slot.session.start()

@@ -60,7 +60,10 @@ class EpisodeSession:
         faults: bool = True,
         limits: Limits | None = None,
         scoring: ScoringConfig | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ):
+        """``tools``: ``spec.openai_tools()`` computed once by a caller that runs many
+        sessions of one spec (a server); it is sent as is, never changed."""
         self.spec = spec if isinstance(spec, EnvironmentSpec) else load_spec(spec)
         self.limits = limits or Limits()
         self.scoring = scoring
@@ -68,7 +71,7 @@ class EpisodeSession:
         self.faults = faults
         self.episode = Episode(self.spec, task_key, seed, faults=faults, limits=self.limits)
         self.task = self.episode.task
-        self.tools = self.spec.openai_tools()
+        self.tools = tools if tools is not None else self.spec.openai_tools()
         self.transcript: list[dict[str, Any]] = []
         self.turn_states: dict[int, dict[str, Any]] = {}
         self.turn_rewards: list[float] = []
