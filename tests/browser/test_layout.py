@@ -1,5 +1,7 @@
-"""Every page of the main flow fits the screen: at a laptop's 1366×900 and a phone's 390×844
+"""Every page of the main flow fits the screen: at a laptop's 1366x900 and a phone's 390x844
 nothing scrolls sideways (long values and JSON wrap or scroll inside their own box)."""
+
+import io
 
 import pytest
 from django.core.management import call_command
@@ -72,7 +74,7 @@ def main_flow_paths() -> list[str]:
 
 
 def test_no_page_of_the_main_flow_scrolls_sideways(page, live_server, login):
-    call_command("seed_demo", url=live_server.url, stdout=open("/dev/null", "w"))
+    call_command("seed_demo", url=live_server.url, stdout=io.StringIO())
     paths = main_flow_paths()
     page.goto(f"{live_server.url}/login/")
     page.get_by_label("Username").fill("demo")
