@@ -236,6 +236,26 @@ def model_evaluation(*, project, batch_ids: list[int] | None = None) -> dict:
     return {"batches": batches, "models": models}
 
 
+def _task_set_name(batches: list[RunBatch], final_rows: dict[int, list[dict]]) -> str:
+    """A task set named for people: its environments (the first three, then how many more),
+    its split and capabilities when the batches chose by them."""
+    environments = sorted(
+        {row["environment_name"] for b in batches for row in final_rows[b.pk]} - {""}
+    )
+    if not environments:
+        name = batches[0].name
+    elif len(environments) <= 3:
+        name = ", ".join(environments)
+    else:
+        name = f"{', '.join(environments[:3])} and {len(environments) - 3} more"
+    selection = batches[0].selection or {}
+    if selection.get("split"):
+        name += f" · {selection['split']} split"
+    if selection.get("capabilities"):
+        name += " · " + ", ".join(selection["capabilities"])
+    return name
+
+
 def leaderboard(*, project) -> list[dict]:
     """Task sets (batches that ran the same tasks at the same revisions), each with its
     models ranked by average score."""
@@ -262,6 +282,7 @@ def leaderboard(*, project) -> list[dict]:
         boards.append(
             {
                 "key": key,
+                "name": _task_set_name(members, final_rows),
                 "tasks": len(members[0].task_ids),
                 "selection": members[0].selection,
                 "batches": members,

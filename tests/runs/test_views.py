@@ -367,8 +367,13 @@ def test_evaluation_and_leaderboard(client_for, viewer, finished_batch):
     )
     page = evaluation.content.decode()
     assert page.count('data-testid="model-row"') == 1 and "oracle" in page
+    assert page.count('data-testid="bar-chart"') == 1  # capability scores: one chart
+    assert page.count('data-testid="line-chart"') == 2  # pass@k and pass^k per model
+    assert 'data-testid="capability-matrix"' not in page  # no second table of the same
     board = client.get(reverse("runs:leaderboard", args=["acme"])).content.decode()
     assert board.count('data-testid="leaderboard-row"') == 1
+    name = finished_batch.runs.first().environment_name
+    assert f'<h2 data-testid="board-name">{name}</h2>' in board
     assert f"/runs/batches/{finished_batch.pk}/" in board
 
 
