@@ -126,7 +126,7 @@ class TaskForm(forms.Form):
         to_field_name="slug",
         required=False,
         widget=forms.SelectMultiple(attrs={"size": 8}),
-        help_text="The workflow requirements this task exercises (Ctrl/⌘-click for several).",
+        help_text="The workflow requirements this task exercises.",
     )
     system = forms.CharField(
         required=False, label="System prompt", widget=forms.Textarea(attrs={"rows": 4})

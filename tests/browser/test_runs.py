@@ -35,7 +35,7 @@ def test_oracle_batch_from_the_ui(login, live_server, author, project, worker):
     page.get_by_test_id("new-batch").click()
 
     page.get_by_label("Name").fill("Oracle in the browser")
-    page.get_by_label("Environments").select_option(str(environment.pk))
+    page.get_by_test_id("choices-environments").get_by_label(environment.name).check()
     page.get_by_label("Trials").fill("2")
     page.get_by_test_id("start-batch").click()
 
