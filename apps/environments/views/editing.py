@@ -356,6 +356,16 @@ def validation_status(request, pk):
 
 @login_required
 @require_GET
+def validation_report_live(request, pk):
+    """The live report of the validation tab: polls while a validation job runs, then shows
+    the new report with its problems (so Validate leads straight to them)."""
+    environment = environment_get_for_user(request.user, pk)
+    context = _page_context(request, environment, **_validation(request, environment))
+    return render_page(request, "environments/detail_validation.html", context, partial="report")
+
+
+@login_required
+@require_GET
 def collection_json(request, pk, service, collection):
     """A whole collection as pretty JSON (the environment's, or one task's with ?task=)."""
     environment = environment_get_for_user(request.user, pk)
