@@ -10,6 +10,7 @@ from apps.accounts.models import Role
 from apps.core import charts
 from apps.core.exceptions import ApplicationError
 from apps.core.http import is_partial_request, redirect_after_post, render_page
+from apps.core.text import count_of
 from apps.runs.access import batch_get_for_user, run_get_for_user
 from apps.runs.forms import RunBatchForm
 from apps.runs.models import RunStatus
@@ -195,7 +196,11 @@ def batch_resume_view(request, pk):
     except ApplicationError as exc:
         message = exc.message
     else:
-        message = f"Queued {enqueued} run(s) again." if enqueued else "Nothing to resume right now."
+        message = (
+            f"Queued {count_of(enqueued, 'run')} again."
+            if enqueued
+            else "Nothing to resume right now."
+        )
     return redirect_after_post(request, reverse("runs:batch_detail", args=[batch.pk]), message)
 
 

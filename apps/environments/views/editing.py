@@ -19,6 +19,7 @@ from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
+from apps.core.text import count_of
 from apps.environments.access import (
     environment_get_for_user,
     grader_get_for_user,
@@ -894,7 +895,8 @@ def spec_edit(request, pk):
                         static = _static_problems(document)
                         message = _saved_message(saved, "Spec saved.")
                         if static:
-                            message += f" The static checks found {len(static)} problem(s) below."
+                            found = count_of(len(static), "problem")
+                            message += f" The static checks found {found} below."
                             url = reverse("environments:edit_spec", args=[saved.pk])
                         else:
                             url = tab_url(saved, "overview")
