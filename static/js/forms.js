@@ -5,6 +5,7 @@
  *    the choice, so the server sees exactly what it saw before.
  * 2. [data-show-if="field=value"]: the element shows only while the form's field has that
  *    value (the synthesis form hides its LLM-only fields when Template is chosen).
+ * 3. [data-copy="#id"] buttons (hidden until now) copy that element's text to the clipboard.
  */
 (function () {
   "use strict";
@@ -120,10 +121,40 @@
     });
   }
 
+  function copyButtons(root) {
+    root.querySelectorAll("[data-copy]").forEach(function (button) {
+      if (button.dataset.copyBound) return;
+      button.dataset.copyBound = "1";
+      button.hidden = false;
+      button.addEventListener("click", function () {
+        var source = document.querySelector(button.dataset.copy);
+        if (!source) return;
+        var text = source.textContent.trim();
+        function done(ok) {
+          button.textContent = ok ? "Copied" : "Select and copy it";
+          setTimeout(function () { button.textContent = "Copy"; }, 2500);
+        }
+        if (navigator.clipboard && window.isSecureContext) {
+          navigator.clipboard.writeText(text).then(function () { done(true); }, function () { done(false); });
+        } else {
+          var range = document.createRange();
+          range.selectNodeContents(source);
+          var selection = window.getSelection();
+          selection.removeAllRanges();
+          selection.addRange(range);
+          var ok = false;
+          try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+          done(ok);
+        }
+      });
+    });
+  }
+
   function init(root) {
     var scope = root.querySelectorAll ? root : document;
     scope.querySelectorAll("select[multiple]").forEach(enhanceSelect);
     showIf(scope);
+    copyButtons(scope);
   }
 
   document.addEventListener("htmx:load", function (event) { init(event.target); });
