@@ -1,12 +1,12 @@
 from django.utils.functional import SimpleLazyObject
 
-LAST_PROJECT_KEY = "last_project"
+LAST_PROJECT_COOKIE = "cw_last_project"
 
 
 def projects(request):
     """The project switcher's entries, loaded lazily: pages that never show it pay nothing.
 
-    ``nav_project`` is the project last opened (a page whose URL names it by slug): pages
+    ``nav_project`` is the project last opened (kept by ``LastProjectMiddleware``): pages
     outside any project — API tokens, password — keep its switcher and sidebar, so a person
     never loses their place. It is only ever one of the user's own projects.
     """
@@ -19,14 +19,10 @@ def projects(request):
 
         return list(project_list_for_user(user=user))
 
-    match = getattr(request, "resolver_match", None)
-    slug = match.kwargs.get("slug") if match else None
-    if slug and request.session.get(LAST_PROJECT_KEY) != slug:
-        request.session[LAST_PROJECT_KEY] = slug
     mine = SimpleLazyObject(load)
 
     def last():
-        wanted = request.session.get(LAST_PROJECT_KEY)
+        wanted = request.COOKIES.get(LAST_PROJECT_COOKIE)
         return next((p for p in mine if p.slug == wanted), None) if wanted else None
 
     return {"my_projects": mine, "nav_project": SimpleLazyObject(last)}
