@@ -58,6 +58,7 @@ def main_flow_paths() -> list[str]:
         reverse("curation:queue", args=[slug]),
         reverse("curation:list", args=[slug]),
         reverse("curation:detail", args=[demonstration.pk]),
+        reverse("curation:review", args=[slug, demonstration.pk]),
         reverse("datasets:list", args=[slug]),
         reverse("datasets:create", args=[slug]),
         reverse("core:job_list", args=[slug]),
