@@ -20,8 +20,8 @@ migrate: install
 seed: migrate
 	$(BIN)/python manage.py seed_demo --url http://$${HOST:-127.0.0.1}:$${PORT:-8000}/
 
-run: seed
-	$(BIN)/python scripts/run_local.py
+run: migrate
+	$(BIN)/python scripts/run_local.py --seed
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,17 +1,63 @@
-"""Run the web server and one Celery worker together until Ctrl-C stops both."""
+"""Run the web server and one Celery worker together until Ctrl-C stops both.
 
+With ``--seed`` the demo is seeded first. Where to open the app (and, when seeded, how to log
+in) is printed last, once the server answers and the worker is ready, so it stays on screen
+below their start-up banners.
+"""
+
+import argparse
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = os.environ.get("PORT", "8000")
+READY_TIMEOUT = 90  # seconds to wait for both banners before printing the address anyway
+# A line each process prints once it can take work.
+READY_MARKERS = {"web": "Quit the server with", "worker": " ready."}
+LOGIN_PREFIXES = ("URL:", "User:", "Password:")
+
+
+def seed(python: str, url: str) -> list[str]:
+    """Seed the demo; print what it did now and return its login lines for the end."""
+    result = subprocess.run(
+        [python, "manage.py", "seed_demo", "--url", url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    sys.stderr.write(result.stderr)
+    if result.returncode:
+        sys.stdout.write(result.stdout)
+        raise SystemExit(result.returncode)
+    login = []
+    for line in result.stdout.splitlines():
+        if line.strip().startswith(LOGIN_PREFIXES):
+            login.append(line)
+        else:
+            print(line)
+    return login
+
+
+def forward(name: str, process: subprocess.Popen, ready: threading.Event) -> None:
+    """Copy a process's output to ours, line by line, and note when it is ready."""
+    for line in process.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        if READY_MARKERS[name] in line:
+            ready.set()
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", action="store_true", help="Seed the demo project first.")
+    args = parser.parse_args()
     python = sys.executable
+    url = f"http://{HOST}:{PORT}/"
+    login = seed(python, url) if args.seed else []
     commands = {
         "web": [python, "manage.py", "runserver", f"{HOST}:{PORT}"],
         "worker": [
@@ -29,11 +75,16 @@ def main() -> int:
             "INFO",
         ],
     }
-    processes = {name: subprocess.Popen(cmd) for name, cmd in commands.items()}
-    print(
-        f"\nCoworkEnv is running at http://{HOST}:{PORT}/"
-        " (Ctrl-C stops the web server and the worker)\n"
-    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    processes, ready = {}, {}
+    for name, command in commands.items():
+        processes[name] = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
+        ready[name] = threading.Event()
+        threading.Thread(
+            target=forward, args=(name, processes[name], ready[name]), daemon=True
+        ).start()
     stopping = False
 
     def stop(*_):
@@ -42,6 +93,8 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    deadline = time.monotonic() + READY_TIMEOUT
+    announced = False
     exit_code = 0
     try:
         while not stopping:
@@ -50,7 +103,18 @@ def main() -> int:
                     print(f"The {name} process exited with {process.returncode}; stopping.")
                     exit_code = process.returncode or 1
                     stopping = True
-            time.sleep(0.5)
+            all_ready = all(event.is_set() for event in ready.values())
+            if not stopping and not announced and (all_ready or time.monotonic() > deadline):
+                announced = True
+                time.sleep(0.3)  # let the last banner lines through first
+                lines = [f"CoworkEnv is running at {url}"]
+                if not all_ready:
+                    waiting = [name for name, event in ready.items() if not event.is_set()]
+                    lines.append(f"(still waiting for: {', '.join(waiting)})")
+                lines += [line.strip() for line in login if not line.strip().startswith("URL:")]
+                lines.append("Ctrl-C stops the web server and the worker.")
+                print("\n" + "\n".join(f"  {line}" for line in lines) + "\n", flush=True)
+            time.sleep(0.2)
     finally:
         for process in processes.values():
             if process.poll() is None:

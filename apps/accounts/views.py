@@ -182,8 +182,12 @@ def token_list(request):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def token_create(request):
+    """Create a token (POST); a GET — a bookmarked or reloaded form address — goes to the
+    token page, where the form is."""
+    if request.method == "GET":
+        return redirect("accounts:token_list")
     form = ApiTokenForm(request.POST)
     new_secret = None
     if form.is_valid():

@@ -7,6 +7,7 @@ from apps.capabilities.models import (
     GUIDANCE_MAX_LENGTH,
     Capability,
 )
+from apps.core.text import count_of
 
 
 class CapabilityForm(forms.Form):
@@ -54,8 +55,9 @@ class CapabilityForm(forms.Form):
         if tasks_using:
             form.fields["slug"].disabled = True
             form.fields["slug"].help_text = (
-                f"Locked: {tasks_using} task(s) use this capability and their specs name it "
-                "by this slug."
+                f"Locked: {count_of(tasks_using, 'task')} "
+                f"{'uses' if tasks_using == 1 else 'use'} this capability and their specs "
+                "name it by this slug."
             )
         return form
 

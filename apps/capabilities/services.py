@@ -10,6 +10,7 @@ from django.utils.text import slugify
 
 from apps.capabilities.models import Capability
 from apps.core.exceptions import ApplicationError
+from apps.core.text import count_of
 
 CATALOGUE_PATH = Path(__file__).with_name("catalogue.json")
 EDITABLE_FIELDS = ("slug", "name", "group", "description", "guidance", "examples")
@@ -116,8 +117,9 @@ def capability_update(*, capability: Capability, **changes) -> Capability:
         used = capability.task_links.count()
         if used:
             message = (
-                f"The slug cannot change while {used} task(s) use this capability: it is part "
-                "of their specs. Create a new capability and retag the tasks instead."
+                f"The slug cannot change while {count_of(used, 'task')} "
+                f"{'uses' if used == 1 else 'use'} this capability: it "
+                "is part of their specs. Create a new capability and retag the tasks instead."
             )
             raise ApplicationError(message, {"slug": [message]})
         message = _slug_taken_message(capability.project, slug, exclude_pk=capability.pk)
@@ -160,9 +162,9 @@ def capability_delete(*, capability: Capability) -> None:
     used = capability.task_links.count()
     if used:
         raise ApplicationError(
-            f"“{capability.name}” is used by {used} task(s); deleting it would change their "
-            "specs. Archive it instead: it disappears from lists and pickers and the tasks "
-            "keep their links.",
+            f"“{capability.name}” is used by {count_of(used, 'task')}; deleting it would "
+            "change their specs. Archive it instead: it disappears from lists and pickers and "
+            "the tasks keep their links.",
             {"tasks": used},
         )
     capability.delete()

@@ -81,3 +81,23 @@ class Job(JobBase):
 
     def __str__(self) -> str:
         return f"{self.title} ({self.status})"
+
+    # What each kind of job is called on pages; a kind not listed reads as its words.
+    KIND_LABELS = {
+        "environment_validation": "Environment validation",
+        "synthesis": "Synthesis",
+        "run_batch": "Run batch",
+        "curation.regrade": "Re-grading demonstrations",
+        "dataset_build": "Dataset build",
+        "dataset_verify": "Dataset check",
+        "worker_check": "Worker check",
+    }
+
+    @property
+    def kind_label(self) -> str:
+        """The job's kind for people ("Environment validation", not environment_validation)."""
+        known = self.KIND_LABELS.get(self.kind)
+        if known:
+            return known
+        words = self.kind.replace(".", " ").replace("_", " ").strip()
+        return words[:1].upper() + words[1:]

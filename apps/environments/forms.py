@@ -126,7 +126,7 @@ class TaskForm(forms.Form):
         to_field_name="slug",
         required=False,
         widget=forms.SelectMultiple(attrs={"size": 8}),
-        help_text="The workflow requirements this task exercises (Ctrl/⌘-click for several).",
+        help_text="The workflow requirements this task exercises.",
     )
     system = forms.CharField(
         required=False, label="System prompt", widget=forms.Textarea(attrs={"rows": 4})
@@ -220,7 +220,8 @@ def graders_from_spec(graders: list) -> list[dict]:
         unknown = sorted(set(grader) - GRADER_SPEC_FIELDS.keys())
         if unknown:
             raise forms.ValidationError(
-                f"Grader {index} has unknown field(s): {', '.join(unknown)}."
+                f"Grader {index} has unknown field{'' if len(unknown) == 1 else 's'}: "
+                f"{', '.join(unknown)}."
             )
         converted.append({GRADER_SPEC_FIELDS[k]: v for k, v in grader.items()})
     return converted

@@ -104,3 +104,29 @@ def nearest_line(lines: dict[str, int], pointer: str) -> int | None:
         if not pointer:
             return None
         pointer = pointer.rsplit("/", 1)[0]
+
+
+def locate_in_fields(problems: list[dict], fields: dict[str, tuple[str, str]]) -> dict:
+    """Place whole-spec problems in the JSON textareas of a part editor.
+
+    ``fields`` maps a form field to the pointer its JSON sits at in the whole spec and its
+    text (``{"check_spec": ("/tasks/0/graders/1/check", text)}``). Returns field -> the
+    problems under that pointer, each with the ``line`` of the field's text it names (the
+    closest ancestor's line when the exact value is missing). The deepest prefix wins, so a
+    field nested in another's pointer gets its own problems.
+    """
+    placed: dict[str, list[dict]] = {name: [] for name in fields}
+    lines = {name: value_lines(text) for name, (_, text) in fields.items()}
+    for problem in problems:
+        pointer = problem.get("pointer", "")
+        owner, rest = None, ""
+        for name, (prefix, _) in fields.items():
+            if (pointer == prefix or pointer.startswith(prefix + "/")) and (
+                owner is None or len(prefix) > len(fields[owner][0])
+            ):
+                owner, rest = name, pointer[len(prefix) :]
+        if owner is None:
+            continue
+        line = nearest_line(lines[owner], rest) or 1
+        placed[owner].append({**problem, "line": line})
+    return placed

@@ -34,6 +34,11 @@ urlpatterns = [
         name="validation_status",
     ),
     path(
+        "environments/<int:pk>/validation/report/",
+        editing.validation_report_live,
+        name="validation_report_live",
+    ),
+    path(
         "environments/<int:pk>/services/<str:service>/<str:collection>.json/",
         editing.collection_json,
         name="collection_json",

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.environments.models import Task
 from apps.runs.evaluation import batch_evaluation, outcome_stats
 from apps.runs.models import Run, RunBatch, RunStatus
-from apps.runs.services.execution import final_runs_q
+from apps.runs.services.execution import RUN_STALE_AFTER, final_runs_q
 
 EVAL_FIELDS = (
     "id",
@@ -76,15 +77,31 @@ def batch_metrics(*, batch: RunBatch) -> dict:
     return evaluation
 
 
-def batch_status_counts(*, batch: RunBatch) -> dict:
-    """Runs per status over every attempt, and how many slots have closed."""
-    counts = dict.fromkeys(RunStatus.values, 0)
-    for row in Run.objects.filter(batch=batch).values("status").annotate(n=Count("id")):
-        counts[row["status"]] = row["n"]
+def batch_status_counts(*, batch: RunBatch, now=None) -> dict:
+    """The batch's progress from one query over its runs, so every figure on the page agrees:
+    runs per status (every attempt), ``closed`` trials (a final run: graded, cancelled, or
+    errored with no attempt left) out of ``slots``, re-runs, and whether the batch is
+    ``stalled`` (active, yet nothing has moved for ``RUN_STALE_AFTER``: the only time Resume
+    helps)."""
+    job = batch.job
+    aggregates = {status: Count("id", filter=Q(status=status)) for status in RunStatus.values}
+    row = Run.objects.filter(batch=batch).aggregate(
+        **aggregates,
+        closed=Count("id", filter=final_runs_q(batch)),
+        retried=Count("id", filter=Q(attempt__gt=1)),
+        last_heartbeat=Max("heartbeat_at"),
+    )
+    counts = {status: row[status] for status in RunStatus.values}
     counts["by_status"] = [(s, counts[s]) for s in RunStatus.values if counts[s]]
     counts["attempts"] = sum(counts[s] for s in RunStatus.values)
-    counts["retried"] = Run.objects.filter(batch=batch, attempt__gt=1).count()
+    counts["retried"] = row["retried"]
     counts["slots"] = batch.slot_count
+    counts["closed"] = min(row["closed"], counts["slots"])
+    moments = [m for m in (job.created_at, job.heartbeat_at, row["last_heartbeat"]) if m]
+    now = now or timezone.now()
+    counts["stalled"] = bool(
+        job.is_active and not job.cancel_requested and now - max(moments) > RUN_STALE_AFTER
+    )
     return counts
 
 
@@ -219,6 +236,26 @@ def model_evaluation(*, project, batch_ids: list[int] | None = None) -> dict:
     return {"batches": batches, "models": models}
 
 
+def _task_set_name(batches: list[RunBatch], final_rows: dict[int, list[dict]]) -> str:
+    """A task set named for people: its environments (the first three, then how many more),
+    its split and capabilities when the batches chose by them."""
+    environments = sorted(
+        {row["environment_name"] for b in batches for row in final_rows[b.pk]} - {""}
+    )
+    if not environments:
+        name = batches[0].name
+    elif len(environments) <= 3:
+        name = ", ".join(environments)
+    else:
+        name = f"{', '.join(environments[:3])} and {len(environments) - 3} more"
+    selection = batches[0].selection or {}
+    if selection.get("split"):
+        name += f" · {selection['split']} split"
+    if selection.get("capabilities"):
+        name += " · " + ", ".join(selection["capabilities"])
+    return name
+
+
 def leaderboard(*, project) -> list[dict]:
     """Task sets (batches that ran the same tasks at the same revisions), each with its
     models ranked by average score."""
@@ -245,6 +282,7 @@ def leaderboard(*, project) -> list[dict]:
         boards.append(
             {
                 "key": key,
+                "name": _task_set_name(members, final_rows),
                 "tasks": len(members[0].task_ids),
                 "selection": members[0].selection,
                 "batches": members,

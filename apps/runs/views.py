@@ -7,9 +7,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
+from apps.core import charts
 from apps.core.exceptions import ApplicationError
 from apps.core.http import is_partial_request, redirect_after_post, render_page
-from apps.runs import charts
+from apps.core.text import count_of
 from apps.runs.access import batch_get_for_user, run_get_for_user
 from apps.runs.forms import RunBatchForm
 from apps.runs.models import RunStatus
@@ -43,6 +44,19 @@ def _capability_chart(evaluation: dict) -> dict:
             }
             for row in evaluation["by_capability"]
         ]
+    )
+
+
+def _capability_comparison(models: list[dict]) -> dict:
+    """Average score per capability, one bar per model (one chart instead of a table and a
+    chart per model)."""
+    if len(models) == 1:
+        return _capability_chart(models[0])
+    names = sorted({row["name"] for m in models for row in m["by_capability"]})
+    scores = [{row["name"]: row["average_score"] for row in m["by_capability"]} for m in models]
+    return charts.bar_chart(
+        [{"label": name, "values": [s.get(name) for s in scores]} for name in names],
+        series=[m["name"] for m in models],
     )
 
 
@@ -182,7 +196,11 @@ def batch_resume_view(request, pk):
     except ApplicationError as exc:
         message = exc.message
     else:
-        message = f"Queued {enqueued} run(s) again." if enqueued else "Nothing to resume right now."
+        message = (
+            f"Queued {count_of(enqueued, 'run')} again."
+            if enqueued
+            else "Nothing to resume right now."
+        )
     return redirect_after_post(request, reverse("runs:batch_detail", args=[batch.pk]), message)
 
 
@@ -252,25 +270,13 @@ def evaluation_view(request, slug):
     models = data["models"]
     for model in models:
         model["ks"] = sorted(model["summary"]["pass_at_k"])
-    capability_names = sorted({row["name"] for m in models for row in m["by_capability"]})
-    matrix = [
-        {
-            "name": name,
-            "cells": [
-                next((row for row in m["by_capability"] if row["name"] == name), None)
-                for m in models
-            ],
-        }
-        for name in capability_names
-    ]
     context = {
         "project": project,
         "membership": check_project_role(request.user, project),
         "batches": data["batches"],
         "chosen": chosen,
         "models": models,
-        "matrix": matrix,
-        "capability_charts": [{"name": m["name"], "chart": _capability_chart(m)} for m in models],
+        "capability_chart": _capability_comparison(models) if models else None,
         "k_chart": _k_chart(
             [{"name": m["name"], "points": m["summary"]["pass_at_k"]} for m in models]
         ),

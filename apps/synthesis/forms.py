@@ -45,19 +45,22 @@ class SynthesisForm(forms.Form):
         queryset=ModelEndpoint.objects.none(),
         required=False,
         empty_label="—",
-        help_text="Required for the LLM generator.",
+        help_text="The model that drafts and repairs.",
     )
     max_repair_rounds = forms.IntegerField(
-        min_value=0, max_value=MAX_REPAIR_ROUNDS, initial=3, help_text="LLM generator only."
+        min_value=0,
+        max_value=MAX_REPAIR_ROUNDS,
+        initial=3,
+        help_text="How often a draft that fails validation is sent back with its problems.",
     )
     domain_hint = forms.CharField(
-        max_length=200, required=False, help_text="e.g. “legal operations” (LLM only)."
+        max_length=200, required=False, help_text="e.g. “legal operations”."
     )
     scenario_hint = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
         required=False,
         max_length=SCENARIO_HINT_MAX_LENGTH,
-        help_text="A sentence about the workplace to imagine (LLM only).",
+        help_text="A sentence about the workplace to imagine.",
     )
     seed = forms.IntegerField(
         required=False, min_value=0, max_value=2**31 - 1, help_text="Blank: a random seed."

@@ -7,6 +7,7 @@ from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
 from apps.core.http import form_add_service_error, redirect_after_post, render_page
+from apps.core.text import count_of
 from apps.synthesis.access import slot_get_for_user, synthesis_get_for_user
 from apps.synthesis.forms import SynthesisForm
 from apps.synthesis.models import SlotStatus
@@ -100,10 +101,10 @@ def synthesis_resume_view(request, pk):
     synthesis = synthesis_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     outcome = synthesis_resume(synthesis=synthesis)
     if outcome["enqueued"]:
-        message = f"Queued {outcome['enqueued']} slot(s) again."
+        message = f"Queued {count_of(outcome['enqueued'], 'slot')} again."
     elif outcome["leased"]:
         message = (
-            f"{outcome['leased']} slot(s) are held by a worker that is still reporting; "
+            f"{count_of(outcome['leased'], 'slot')} held by a worker that is still reporting; "
             "nothing to resume."
         )
     else:

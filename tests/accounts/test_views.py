@@ -219,6 +219,40 @@ def test_token_create_shows_secret_once(client_for, viewer):
     assert f"cwe_{token.prefix}_".encode() in again.content
 
 
+def test_token_secret_has_a_copy_button(client_for, viewer):
+    response = client_for(viewer).post(
+        reverse("accounts:token_create"), {"name": "laptop"}, **HTMX_HEADERS
+    )
+    body = response.content.decode()
+    secret = response.context["new_secret"]
+    assert f'<code id="new-token-secret">{secret}</code>' in body
+    assert 'data-copy="#new-token-secret" data-testid="copy-token" hidden>Copy</button>' in body
+
+
+def test_token_create_get_goes_to_the_token_page(client_for, client, viewer):
+    response = client_for(viewer).get(reverse("accounts:token_create"))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("accounts:token_list")
+    assert not ApiToken.objects.exists()
+    assert client_for(viewer).put(reverse("accounts:token_create")).status_code == 405
+
+
+def test_account_pages_keep_the_last_project(client_for, viewer, project, other_project):
+    client = client_for(viewer)
+    tokens = client.get(reverse("accounts:token_list")).content.decode()
+    assert 'class="layout"' in tokens and "with-sidebar" not in tokens  # no project yet
+    client.get(reverse("workspace:dashboard", args=[project.slug]))
+    tokens = client.get(reverse("accounts:token_list")).content.decode()
+    assert 'class="layout with-sidebar"' in tokens
+    assert f'href="{reverse("workspace:dashboard", args=[project.slug])}"' in tokens
+    assert f"<summary>{project.name}</summary>" in tokens
+    # A project the user is not a member of never becomes the context.
+    assert client.get(f"/p/{other_project.slug}/").status_code == 404
+    tokens = client.get(reverse("accounts:password_change")).content.decode()
+    assert f"<summary>{project.name}</summary>" in tokens
+    assert other_project.name not in tokens
+
+
 def test_token_create_requires_name(client_for, viewer):
     response = client_for(viewer).post(reverse("accounts:token_create"), {"name": "  "})
     assert response.status_code == 200

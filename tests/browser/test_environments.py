@@ -37,12 +37,11 @@ def edit_first_grader(page, *, weight: str, check: dict):
 
 
 def validate_and_wait(page, live_server, environment):
+    """Validate lands on the validation tab, which follows the job and shows the report."""
     page.get_by_test_id("validate").click()
-    expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))
-    expect(page.get_by_test_id("job-status")).to_have_attribute(
-        "data-status", "succeeded", timeout=JOB_TIMEOUT_MS
-    )
-    page.goto(f"{live_server.url}/environments/{environment.pk}/validation/")
+    expect(page).to_have_url(re.compile(rf"/environments/{environment.pk}/validation/$"))
+    expect(page.get_by_test_id("validation-job")).to_have_count(0, timeout=JOB_TIMEOUT_MS)
+    expect(page.get_by_test_id("report-verdict")).to_be_visible()
 
 
 def test_author_breaks_a_grader_sees_the_problem_there_and_fixes_it(
@@ -79,6 +78,12 @@ def test_author_breaks_a_grader_sees_the_problem_there_and_fixes_it(
     link.click()
     expect(page).to_have_url(re.compile(r"/tasks/#task-0-grader-0$"))
     expect(page.locator("#task-0-grader-0")).to_be_in_viewport()
+    # ...and not under the sticky header.
+    header_bottom = (
+        page.locator("header.topbar").bounding_box()["y"]
+        + (page.locator("header.topbar").bounding_box()["height"])
+    )
+    assert page.locator("#task-0-grader-0").bounding_box()["y"] >= header_bottom
 
     # Put the real check back.
     edit_first_grader(page, weight="2", check=original.check_spec)

@@ -35,14 +35,14 @@ def test_oracle_batch_from_the_ui(login, live_server, author, project, worker):
     page.get_by_test_id("new-batch").click()
 
     page.get_by_label("Name").fill("Oracle in the browser")
-    page.get_by_label("Environments").select_option(str(environment.pk))
+    page.get_by_test_id("choices-environments").get_by_label(environment.name).check()
     page.get_by_label("Trials").fill("2")
     page.get_by_test_id("start-batch").click()
 
     expect(page).to_have_url(re.compile(r"/runs/batches/\d+/$"))
     progress = page.get_by_test_id("batch-progress")
     expect(progress).to_have_attribute("data-status", "succeeded", timeout=BATCH_TIMEOUT_MS)
-    expect(page.get_by_test_id("batch-done")).to_have_text(f"{2 * tasks} / {2 * tasks} trials")
+    expect(page.get_by_test_id("batch-done")).to_have_text(f"{2 * tasks}/{2 * tasks} trials done")
     expect(page.get_by_test_id("avg-score")).to_have_text("1.00")
     expect(page.get_by_test_id("pass-rate")).to_have_text("100%")
     expect(page.get_by_test_id("run-row")).to_have_count(2 * tasks)

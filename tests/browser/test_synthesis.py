@@ -30,9 +30,19 @@ def test_template_synthesis_from_the_ui(login, live_server, author, project, wor
     expect(page.get_by_text("No synthesis jobs yet.")).to_be_visible()
     page.get_by_role("button", name="New synthesis job").click()
 
-    page.get_by_label("Capabilities").select_option(
-        label=["Clarify before acting", "Resolve scheduling conflicts"]
-    )
+    choices = page.get_by_test_id("choices-capabilities")
+    choices.get_by_placeholder("Filter capabilities…").fill("clarify")
+    expect(choices.get_by_label("Resolve scheduling conflicts")).to_be_hidden()
+    choices.get_by_label("Clarify before acting").check()
+    choices.get_by_placeholder("Filter capabilities…").fill("")
+    choices.get_by_label("Resolve scheduling conflicts").check()
+    expect(choices).to_contain_text("2 selected")
+    # Template is the generator: the LLM-only fields stay out of the way.
+    expect(page.get_by_test_id("llm-fields")).to_be_hidden()
+    page.get_by_label("LLM", exact=True).check()
+    expect(page.get_by_test_id("llm-fields")).to_be_visible()
+    page.get_by_label("Template (offline)").check()
+    expect(page.get_by_test_id("llm-fields")).to_be_hidden()
     page.get_by_label("Environments").fill("2")
     page.get_by_label("Tasks per environment").fill("2")
     page.get_by_label("Seed").fill("31")

@@ -256,7 +256,7 @@ def test_patch_is_all_or_nothing(api_client_for, author, policy, used):
     )
     assert response.status_code == 400
     assert response.json()["message"].startswith(
-        "The slug cannot change while 2 task(s) use this capability"
+        "The slug cannot change while 2 tasks use this capability"
     )
     policy.refresh_from_db()
     assert (policy.slug, policy.is_archived) == ("follow-policy", False)
@@ -281,7 +281,7 @@ def test_delete_of_a_used_capability_is_refused(api_client_for, admin, policy, u
     response = api_client_for(admin).delete(detail_url(policy))
     assert response.status_code == 400
     assert response.json() == {
-        "message": "“Respect approval policies” is used by 2 task(s); deleting it would change "
+        "message": "“Respect approval policies” is used by 2 tasks; deleting it would change "
         "their specs. Archive it instead: it disappears from lists and pickers and the tasks "
         "keep their links.",
         "details": {"tasks": 2},

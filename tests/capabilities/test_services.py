@@ -210,7 +210,7 @@ def test_update_changes_fields(catalogue):
 def test_update_refuses_slug_change_while_tasks_use_it(project, author, catalogue, make_spec):
     spec = make_spec(ONLY_BOOKING_USES_POLICY)
     environment_import(project=project, spec=spec, user=author)
-    with pytest.raises(ApplicationError, match=r"cannot change while 1 task\(s\) use"):
+    with pytest.raises(ApplicationError, match=r"cannot change while 1 task uses"):
         capability_update(capability=catalogue["follow-policy"], slug="approvals")
     assert Capability.objects.filter(project=project, slug="follow-policy").exists()
     # Other fields of a used capability may change.
@@ -250,7 +250,7 @@ def test_delete_refuses_a_used_capability(project, author, catalogue, make_spec)
     environment_import(project=project, spec=spec, user=author)
     with pytest.raises(ApplicationError) as exc:
         capability_delete(capability=catalogue["follow-policy"])
-    assert exc.value.message.startswith("“Respect approval policies” is used by 1 task(s)")
+    assert exc.value.message.startswith("“Respect approval policies” is used by 1 task;")
     assert "Archive it instead" in exc.value.message
     assert exc.value.extra == {"tasks": 1}
     assert Capability.objects.filter(project=project, slug="follow-policy").exists()

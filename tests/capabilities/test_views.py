@@ -391,7 +391,7 @@ def test_edit_locks_the_slug_of_a_used_capability(
     url = reverse("capabilities:edit", args=[policy.pk])
     page = client.get(url)
     assert page.context["form"].fields["slug"].disabled is True
-    assert "Locked: 2 task(s) use this capability" in page.content.decode()
+    assert "Locked: 2 tasks use this capability" in page.content.decode()
     # A posted slug is ignored; the other changes are saved.
     response = client.post(url, {**FORM, "slug": "approvals"})
     assert response.status_code == 302

@@ -112,3 +112,13 @@ def test_worker_check_outsider_404(client_for, outsider, project):
         client_for(outsider).post(reverse("core:worker_check", args=[project.slug])).status_code
         == 404
     )
+
+
+def test_job_detail_names_the_kind_for_people(client_for, viewer, project):
+    validation = job_create(project=project, kind="environment_validation", title="Validate x")
+    page = client_for(viewer).get(reverse("core:job_detail", args=[validation.pk]))
+    body = page.content.decode()
+    assert '<span data-testid="job-kind">Environment validation</span>' in body
+    assert "environment_validation" not in body
+    other = job_create(project=project, kind="training.fine_tune", title="Train")
+    assert other.kind_label == "Training fine tune"

@@ -233,7 +233,7 @@ def test_task_create_with_graders(api_client_for, author, environment):
         ),
         (
             new_task(graders=[NEW_GRADER, NEW_GRADER]),
-            "Two graders share the key(s): polite.",
+            "Two graders share the key: polite.",
         ),
     ],
 )

@@ -4,7 +4,13 @@ import json
 
 import pytest
 
-from apps.environments.jsontext import JSONTextError, nearest_line, parse_json_text, value_lines
+from apps.environments.jsontext import (
+    JSONTextError,
+    locate_in_fields,
+    nearest_line,
+    parse_json_text,
+    value_lines,
+)
 from apps.environments.pointers import anchor_part, pointer_page, pointer_target
 
 
@@ -112,3 +118,35 @@ def test_nearest_line_falls_back_to_the_closest_ancestor():
     assert nearest_line(lines, "/tasks/0/graders/5/check") == 3
     assert nearest_line(lines, "/other") == 1
     assert nearest_line({}, "/x") is None
+
+
+def test_locate_in_fields_places_each_problem_at_its_field_and_line():
+    check = '{\n  "kind": "state",\n  "op": "bogus",\n  "value": 1\n}'
+    binding = '{\n  "op": "create",\n  "values": {\n    "to": "$to"\n  }\n}'
+    problems = [
+        {"pointer": "/tools/2/binding/values/to", "severity": "error", "message": "a"},
+        {"pointer": "/tasks/0/graders/1/check/op", "severity": "error", "message": "b"},
+        {"pointer": "/tasks/0/graders/1/check/missing", "severity": "warning", "message": "c"},
+        {"pointer": "/tasks/0/graders/1/weight", "severity": "error", "message": "d"},
+    ]
+    placed = locate_in_fields(
+        problems,
+        {
+            "check_spec": ("/tasks/0/graders/1/check", check),
+            "binding": ("/tools/2/binding", binding),
+        },
+    )
+    assert [(p["message"], p["line"]) for p in placed["check_spec"]] == [("b", 3), ("c", 1)]
+    assert [(p["message"], p["line"]) for p in placed["binding"]] == [("a", 4)]
+
+
+def test_locate_in_fields_prefers_the_deepest_prefix():
+    placed = locate_in_fields(
+        [{"pointer": "/tasks/0/graders/0/check", "severity": "error", "message": "x"}],
+        {
+            "graders": ("/tasks/0/graders", '[\n  {\n    "check": {}\n  }\n]'),
+            "turns": ("/tasks/0/turns", "[]"),
+        },
+    )
+    assert [(p["message"], p["line"]) for p in placed["graders"]] == [("x", 3)]
+    assert placed["turns"] == []

@@ -4,7 +4,7 @@ import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.urls import reverse
 
 from apps.core.models import Job
@@ -631,17 +631,54 @@ def action_url(name, environment):
     return reverse(f"environments:{name}", args=[environment.pk])
 
 
-def test_validate_starts_a_job(client_for, author, environment):
-    response = client_for(author).post(action_url("validate", environment))
+def test_validate_starts_a_job_and_lands_on_the_validation_tab(client_for, author, environment):
+    client = client_for(author)
+    response = client.post(action_url("validate", environment))
     job = Job.objects.get()
-    assert response["Location"] == reverse("core:job_detail", args=[job.pk])
+    tab = reverse("environments:tab", args=[environment.pk, "validation"])
+    assert response["Location"] == tab
     assert job.params == {"environment_ids": [environment.pk]}
     assert job.title == f"Validate “{environment.name}”"
+    page = client.get(tab)
+    assert messages_of(page) == [
+        f"Validation started (job #{job.pk}): the report appears here when it is done."
+    ]
+    live = reverse("environments:validation_report_live", args=[environment.pk])
+    assert f'hx-get="{live}" hx-trigger="every 2s"' in page.content.decode()
 
 
 def test_validate_htmx(client_for, author, environment):
     response = client_for(author).post(action_url("validate", environment), **HTMX_HEADERS)
-    assert response["HX-Redirect"] == reverse("core:job_detail", args=[Job.objects.get().pk])
+    assert response["HX-Redirect"] == reverse(
+        "environments:tab", args=[environment.pk, "validation"]
+    )
+
+
+def test_validation_report_live_polls_then_shows_the_problems(
+    client_for, author, viewer, outsider, environment
+):
+    live = reverse("environments:validation_report_live", args=[environment.pk])
+    client_for(author).post(action_url("validate", environment))
+    job = Job.objects.get()
+    running = client_for(viewer).get(live, **HTMX_HEADERS)
+    body = running.content.decode()
+    assert body.lstrip().startswith('<div id="validation-live"')
+    assert 'hx-trigger="every 2s"' in body and f"job #{job.pk}" in body
+    # The job ends with a report (the service a worker runs, here inline).
+    grader = environment.tasks.order_by("position")[0].graders.order_by("position")[0]
+    grader.check_spec = {"kind": "state", "query": "length(email.sent)", "op": ">=", "value": 0}
+    grader.weight = 10
+    grader.save()
+    environment_validate(environment=environment)
+    Job.objects.filter(pk=job.pk).update(status="succeeded")
+    done = client_for(viewer).get(live, **HTMX_HEADERS).content.decode()
+    assert 'hx-trigger="every 2s"' not in done
+    assert 'data-testid="report-verdict">invalid<' in done
+    assert 'data-code="grader_passes_null_agent"' in done
+    assert f'href="/environments/{environment.pk}/tasks/#task-0-grader-0"' in done
+    assert Client().get(live).status_code == 302  # anonymous: to the login page
+    assert client_for(outsider).get(live).status_code == 404
+    assert client_for(viewer).post(live).status_code == 405
 
 
 def test_duplicate(client_for, author, environment):

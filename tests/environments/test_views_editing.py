@@ -881,3 +881,69 @@ def test_tab_query_counts_stay_flat(
         client.get(tab(small, name))
     with django_assert_max_num_queries(len(small_queries.captured_queries)):
         client.get(tab(large, name))
+
+
+def test_grader_edit_problem_is_placed_at_its_line_in_the_check(client_for, author, environment):
+    grader = first_grader(environment)
+    before = snapshot(environment)
+    check = (
+        '{\n  "kind": "state",\n  "query": "length(email.sent)",\n  "op": "bogus",\n  "value": 1\n}'
+    )
+    response = client_for(author).post(
+        reverse("environments:grader_edit", args=[grader.pk]),
+        grader_post(grader, check_spec=check),
+        **HTMX_HEADERS,
+    )
+    assert response.status_code == 200
+    body = html(response)
+    assert body.lstrip().startswith('<form method="post"')
+    marks = json.loads(response.context["form"].fields["check_spec"].widget.attrs["data-problems"])
+    assert [(m["line"], m["severity"]) for m in marks] == [(4, "error")]
+    assert marks[0]["message"].startswith("'bogus' is not one of")
+    assert "in Check, line 4" in body
+    assert snapshot(environment) == before
+
+
+def test_tool_edit_problem_is_placed_in_its_field(client_for, author, environment):
+    tool = environment.tools.order_by("position")[2]
+    binding = {**tool.binding, "op": "explode"}
+    response = client_for(author).post(
+        reverse("environments:tool_edit", args=[tool.pk]),
+        {
+            "name": tool.name,
+            "description": "",
+            "parameters": json.dumps(tool.parameters, indent=2),
+            "binding": json.dumps(binding, indent=2),
+            "faults": "",
+        },
+    )
+    assert response.status_code == 200
+    fields = response.context["form"].fields
+    marks = json.loads(fields["binding"].widget.attrs["data-problems"])
+    text = json.dumps(binding, indent=2).splitlines()
+    assert [text[m["line"] - 1].strip() for m in marks] == ['"op": "explode",']
+    assert json.loads(fields["parameters"].widget.attrs["data-problems"]) == []
+    assert "in Binding, line 2" in html(response)
+
+
+def test_spec_editor_problems_become_editor_marks(client_for, author, environment):
+    document = environment_spec(environment)
+    document["tasks"][0]["graders"][0]["check"]["query"] = "length(email.nowhere)"
+    text = json.dumps(document, indent=2)
+    url = reverse("environments:edit_spec", args=[environment.pk])
+    client = client_for(author)
+    client.post(url, {"spec": text})
+    page = client.get(url)
+    marks = json.loads(page.context["form"].fields["spec"].widget.attrs["data-problems"])
+    located = [p for p in page.context["problems"] if p["line"]]
+    assert [(m["line"], m["message"]) for m in marks] == [
+        (p["line"], p["message"]) for p in located
+    ]
+    assert any("email.nowhere" in text.splitlines()[m["line"] - 1] for m in marks)
+    broken = text.replace('"domain": "operations",', '"domain": "operations"', 1)
+    response = client.post(url, {"spec": broken})
+    marks = json.loads(response.context["form"].fields["spec"].widget.attrs["data-problems"])
+    line = broken.splitlines().index('  "domain": "operations"') + 2
+    assert marks == [
+        {"line": line, "column": 3, "severity": "error", "message": "Expecting ',' delimiter."}
+    ]

@@ -4,7 +4,6 @@ from decimal import Decimal
 
 import pytest
 
-from apps.runs.charts import bar_chart, line_chart
 from apps.runs.models import Executor, Run, RunStatus
 from apps.runs.selectors import batch_metrics
 from apps.runs.services import BatchSettings, TaskSelection, batch_refresh, run_batch_create
@@ -90,18 +89,3 @@ def test_errored_trials_are_not_failures(known_batch):
     assert (batch.job.status, batch.job.progress_done) == ("succeeded", 9)
     assert batch.job.message == "8 of 9 trials graded, 5 passed; 1 errored after 2 attempts."
     assert Decimal(0) == sum(r.cost for r in Run.objects.filter(batch=batch))
-
-
-def test_bar_chart_geometry():
-    chart = bar_chart([{"label": "a", "value": 1.0}, {"label": "b", "value": 0.25}], width=460)
-    # plot width = 460 - 210 - 60 = 190
-    assert [(b["w"], b["text"]) for b in chart["bars"]] == [(190.0, "100%"), (47.5, "25%")]
-    assert chart["height"] == 24 + 2 * 30 + 4
-
-
-def test_line_chart_geometry():
-    chart = line_chart([{"name": "pass@k", "points": {1: 0.5, 2: 1.0, 3: None}}])
-    (line,) = chart["lines"]
-    assert [(p["k"], p["text"]) for p in line["points"]] == [(1, "50%"), (2, "100%")]
-    assert line["points"][1]["y"] == chart["top"]
-    assert [t["label"] for t in chart["x_ticks"]] == ["1", "2", "3"]

@@ -361,7 +361,7 @@ def test_llm_outage_gives_errored_trials_that_are_re_run(project, author, server
         1,
         1,
     )
-    assert batch.job.message == "1 of 1 trials graded, 1 passed."
+    assert batch.job.message == "1 of 1 trial graded, 1 passed."
 
 
 def test_outage_past_the_attempt_limit_is_errored_not_failed(project, author, server):
@@ -376,7 +376,7 @@ def test_outage_past_the_attempt_limit_is_errored_not_failed(project, author, se
     ]
     batch.job.refresh_from_db()
     assert batch.job.status == "succeeded"
-    assert batch.job.message == "0 of 1 trials graded, 0 passed; 1 errored after 2 attempts."
+    assert batch.job.message == "0 of 1 trial graded, 0 passed; 1 errored after 2 attempts."
 
 
 def test_llm_user_simulator_answers_within_what_the_task_reveals(project, author, server):

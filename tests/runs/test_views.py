@@ -1,10 +1,13 @@
 """Pages: list, create, batch detail (+ live progress), cancel, run detail, compare,
 evaluation, leaderboard — success, wrong method, anonymous, outsider, viewer, htmx."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.core.models import Job
 from apps.runs.models import Executor, Run, RunBatch, RunStatus
@@ -13,7 +16,9 @@ from apps.runs.services import (
     TaskSelection,
     run_batch_create,
     run_batch_execute_inline,
+    run_execute,
 )
+from apps.runs.services.execution import RUN_STALE_AFTER
 from tests.conftest import HTMX_HEADERS
 
 pytestmark = pytest.mark.django_db
@@ -234,6 +239,67 @@ def test_progress_partial_polls_while_running_and_reloads_at_the_end(
     assert done["HX-Refresh"] == "true"
 
 
+def progress_html(client, batch) -> str:
+    response = client.get(reverse("runs:batch_progress", args=[batch.pk]), **HTMX_HEADERS)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_progress_counts_come_from_one_source(client_for, viewer, pending_batch):
+    """Header and badges read the same query: after one run finishes the page says 1 of N
+    done and 1 succeeded, whatever the job row's own counter says."""
+    client = client_for(viewer)
+    slots = pending_batch.slot_count
+    body = progress_html(client, pending_batch)
+    assert f'data-testid="batch-done">0/{slots} trials done<' in body
+    assert f'data-status="pending">{slots} pending<' in body
+    first = Run.objects.filter(batch=pending_batch).order_by("id").first()
+    run_execute(run_id=first.pk)
+    Job.objects.filter(pk=pending_batch.job_id).update(progress_done=0)  # a lagging counter
+    body = progress_html(client, pending_batch)
+    assert f'data-testid="batch-done">1/{slots} trials done<' in body
+    assert 'data-status="succeeded">1 succeeded<' in body
+    assert f'data-status="pending">{slots - 1} pending<' in body
+
+
+def test_progress_shows_only_the_actions_that_apply(client_for, author, viewer, pending_batch):
+    client = client_for(author)
+    running = progress_html(client, pending_batch)
+    assert 'data-testid="cancel-batch"' in running
+    assert 'data-testid="resume-batch"' not in running
+    assert 'data-testid="batch-stalled"' not in running
+    # Nothing has moved for longer than a run may stay silent: Resume is offered.
+    Job.objects.filter(pk=pending_batch.job_id).update(
+        created_at=timezone.now() - RUN_STALE_AFTER - timedelta(minutes=1)
+    )
+    stalled = progress_html(client, pending_batch)
+    assert 'data-testid="resume-batch"' in stalled and 'data-testid="cancel-batch"' in stalled
+    assert "Nothing has moved for a while" in stalled
+    assert 'data-testid="resume-batch"' not in progress_html(client_for(viewer), pending_batch)
+    assert 'data-testid="cancel-batch"' not in progress_html(client_for(viewer), pending_batch)
+    Job.objects.filter(pk=pending_batch.job_id).update(cancel_requested=True)
+    stopping = progress_html(client, pending_batch)
+    assert "Stopping…" in stopping
+    assert 'data-testid="resume-batch"' not in stopping
+    assert 'data-testid="cancel-batch"' not in stopping
+
+
+def test_run_rows_refresh_while_the_batch_runs(client_for, viewer, pending_batch, finished_batch):
+    client = client_for(viewer)
+    url = reverse("runs:batch_detail", args=[pending_batch.pk])
+    rows = client.get(url + "?status=pending", **HTMX_HEADERS).content.decode()
+    assert rows.lstrip().startswith(
+        f'<div id="run-rows" hx-get="{url}?status=pending" hx-trigger="every 2s"'
+    )
+    first = Run.objects.filter(batch=pending_batch).order_by("id").first()
+    run_execute(run_id=first.pk)
+    rows = client.get(url, **HTMX_HEADERS).content.decode()
+    assert rows.count('<span class="badge badge-succeeded">Succeeded</span>') == 1
+    done = reverse("runs:batch_detail", args=[finished_batch.pk])
+    finished_rows = client.get(done, **HTMX_HEADERS).content.decode()
+    assert finished_rows.lstrip().startswith('<div id="run-rows">')
+
+
 def test_batch_detail_shows_metrics_and_filters_runs(client_for, viewer, finished_batch):
     client = client_for(viewer)
     url = reverse("runs:batch_detail", args=[finished_batch.pk])
@@ -301,8 +367,13 @@ def test_evaluation_and_leaderboard(client_for, viewer, finished_batch):
     )
     page = evaluation.content.decode()
     assert page.count('data-testid="model-row"') == 1 and "oracle" in page
+    assert page.count('data-testid="bar-chart"') == 1  # capability scores: one chart
+    assert page.count('data-testid="line-chart"') == 2  # pass@k and pass^k per model
+    assert 'data-testid="capability-matrix"' not in page  # no second table of the same
     board = client.get(reverse("runs:leaderboard", args=["acme"])).content.decode()
     assert board.count('data-testid="leaderboard-row"') == 1
+    name = finished_batch.runs.first().environment_name
+    assert f'<h2 data-testid="board-name">{name}</h2>' in board
     assert f"/runs/batches/{finished_batch.pk}/" in board
 
 

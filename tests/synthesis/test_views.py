@@ -213,7 +213,7 @@ def test_resume_queues_unstarted_slots(
     assert response.status_code == 302
     assert len(callbacks) == 1
     page = client_for(author).get(response["Location"])
-    assert "Queued 2 slot(s) again." in page.content.decode()
+    assert "Queued 2 slots again." in page.content.decode()
 
 
 def test_resume_refuses_viewer(

@@ -4,6 +4,7 @@ from django.db import transaction
 from django.db.models import F
 
 from apps.core.exceptions import ApplicationError
+from apps.core.text import count_of
 from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.problems import SpecError
 from apps.environments.models import Environment, EnvironmentSource, EnvironmentStatus
@@ -22,7 +23,8 @@ def spec_canonical(document) -> dict:
     except SpecError as exc:
         problems = [p.to_dict() for p in exc.problems]
         raise ApplicationError(
-            f"The spec does not match {engine_spec.SCHEMA_ID}: {len(problems)} problem(s).",
+            f"The spec does not match {engine_spec.SCHEMA_ID}: "
+            f"{count_of(len(problems), 'problem')}.",
             {"problems": problems},
         ) from None
 

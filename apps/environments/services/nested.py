@@ -28,7 +28,10 @@ def task_create_with_graders(*, environment: Environment, data: dict, graders: l
     keys = [str(grader.get("key")) for grader in graders]
     duplicates = sorted({key for key in keys if keys.count(key) > 1})
     if duplicates:
-        raise ApplicationError(f"Two graders share the key(s): {', '.join(duplicates)}.")
+        raise ApplicationError(
+            f"Two graders share the key{'' if len(duplicates) == 1 else 's'}: "
+            f"{', '.join(duplicates)}."
+        )
     data = dict(data)
     capability_slugs = data.pop("capabilities", [])
     task = Task(environment=environment, position=_next_position(environment.tasks))

@@ -33,7 +33,9 @@ TOOL_FIELDS = {"name", "description", "parameters", "binding", "faults"}
 def _apply(instance, data: dict, allowed: set[str]) -> None:
     unknown = set(data) - allowed
     if unknown:
-        raise ApplicationError(f"Unknown field(s): {', '.join(sorted(unknown))}.")
+        raise ApplicationError(
+            f"Unknown field{'' if len(unknown) == 1 else 's'}: {', '.join(sorted(unknown))}."
+        )
     for field, value in data.items():
         setattr(instance, field, value)
     try:

@@ -312,7 +312,13 @@ def environment_validate_view(request, pk):
     except ApplicationError as exc:
         messages.error(request, exc.message)
         return redirect_after_post(request, _detail_url(environment))
-    return redirect_after_post(request, reverse("core:job_detail", args=[job.pk]))
+    # Straight to the validation tab: it follows the job live and lists the problems, each
+    # linking to what it names, as soon as the report is in.
+    return redirect_after_post(
+        request,
+        reverse("environments:tab", args=[environment.pk, "validation"]),
+        f"Validation started (job #{job.pk}): the report appears here when it is done.",
+    )
 
 
 @login_required

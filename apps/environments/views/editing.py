@@ -19,6 +19,7 @@ from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
+from apps.core.text import count_of
 from apps.environments.access import (
     environment_get_for_user,
     grader_get_for_user,
@@ -37,7 +38,13 @@ from apps.environments.forms import (
     TaskForm,
     ToolForm,
 )
-from apps.environments.jsontext import JSONTextError, nearest_line, parse_json_text, value_lines
+from apps.environments.jsontext import (
+    JSONTextError,
+    locate_in_fields,
+    nearest_line,
+    parse_json_text,
+    value_lines,
+)
 from apps.environments.models import Environment, EnvironmentStatus, ValidationReport
 from apps.environments.pointers import (
     RECORDS_PER_PAGE,
@@ -139,6 +146,32 @@ def _apply(form, action):
     except ApplicationError as exc:
         form.add_error(None, exc.message)
         return None, exc.extra.get("problems", [])
+
+
+def _place_problems(form, problems: list[dict], prefixes: dict[str, str]) -> list[dict]:
+    """Show the spec problems of a part editor at their lines: each JSON textarea gets its
+    problems in ``data-problems`` (the editor draws them in its gutter), and each problem
+    in the list says which field and line it is on, for the page without JavaScript."""
+    fields = {}
+    for name, prefix in prefixes.items():
+        if name in form.fields:
+            bound = form[name]
+            fields[name] = (prefix, bound.field.prepare_value(bound.value()) or "")
+    placed = locate_in_fields(problems, fields)
+    where = {}
+    for name, located in placed.items():
+        form.fields[name].widget.attrs["data-problems"] = json.dumps(
+            [{k: p[k] for k in ("line", "severity", "message")} for p in located]
+        )
+        for p in located:
+            where[p["pointer"]] = f"{form[name].label}, line {p['line']}"
+    return [{**p, "where": where.get(p.get("pointer", ""), "")} for p in problems]
+
+
+def _position(queryset, obj) -> int:
+    """The 0-based index of ``obj`` in the spec array it belongs to (the end when new)."""
+    ids = list(queryset.order_by("position", "id").values_list("pk", flat=True))
+    return ids.index(obj.pk) if obj is not None else len(ids)
 
 
 # --- the detail page ------------------------------------------------------------------------
@@ -324,6 +357,16 @@ def validation_status(request, pk):
 
 @login_required
 @require_GET
+def validation_report_live(request, pk):
+    """The live report of the validation tab: polls while a validation job runs, then shows
+    the new report with its problems (so Validate leads straight to them)."""
+    environment = environment_get_for_user(request.user, pk)
+    context = _page_context(request, environment, **_validation(request, environment))
+    return render_page(request, "environments/detail_validation.html", context, partial="report")
+
+
+@login_required
+@require_GET
 def collection_json(request, pk, service, collection):
     """A whole collection as pretty JSON (the environment's, or one task's with ?task=)."""
     environment = environment_get_for_user(request.user, pk)
@@ -469,6 +512,9 @@ def task_edit_view(request, pk):
 
 
 def _task_form(request, environment, form, problems, task):
+    base = f"/tasks/{_position(environment.tasks, task)}"
+    fields = ("turns", "reference_solution", "scoring", "graders")
+    problems = _place_problems(form, problems, {name: f"{base}/{name}" for name in fields})
     context = _page_context(
         request,
         environment,
@@ -563,6 +609,8 @@ def grader_edit_view(request, pk):
 
 
 def _grader_form(request, environment, task, form, problems, grader):
+    base = f"/tasks/{_position(environment.tasks, task)}/graders/{_position(task.graders, grader)}"
+    problems = _place_problems(form, problems, {"check_spec": f"{base}/check"})
     context = _page_context(
         request,
         environment,
@@ -657,6 +705,9 @@ def tool_edit_view(request, pk):
 
 
 def _tool_form(request, environment, form, problems, tool):
+    base = f"/tools/{_position(environment.tools, tool)}"
+    fields = ("parameters", "binding", "faults")
+    problems = _place_problems(form, problems, {name: f"{base}/{name}" for name in fields})
     context = _page_context(
         request,
         environment,
@@ -844,7 +895,8 @@ def spec_edit(request, pk):
                         static = _static_problems(document)
                         message = _saved_message(saved, "Spec saved.")
                         if static:
-                            message += f" The static checks found {len(static)} problem(s) below."
+                            found = count_of(len(static), "problem")
+                            message += f" The static checks found {found} below."
                             url = reverse("environments:edit_spec", args=[saved.pk])
                         else:
                             url = tab_url(saved, "overview")
@@ -854,12 +906,24 @@ def spec_edit(request, pk):
         text = json.dumps(document, indent=2, ensure_ascii=False)
         form = SpecEditForm(initial={"spec": text})
         problems = _static_problems(document)
+    located = _located(problems, text) if not syntax else []
+    marks = [{k: p[k] for k in ("line", "severity", "message")} for p in located if p["line"]]
+    if syntax:
+        marks = [
+            {
+                "line": syntax.line,
+                "column": syntax.column,
+                "severity": "error",
+                "message": syntax.message,
+            }
+        ]
+    form.fields["spec"].widget.attrs["data-problems"] = json.dumps(marks)
     context = _page_context(
         request,
         environment,
         form=form,
         syntax=syntax,
         refused=refused,
-        problems=_located(problems, text) if not syntax else [],
+        problems=located,
     )
     return _render_form(request, "environments/spec_edit.html", context)

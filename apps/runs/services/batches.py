@@ -15,6 +15,7 @@ from django.utils import timezone
 from apps.core.exceptions import ApplicationError
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
 from apps.core.services import job_cancel, job_create
+from apps.core.text import count_of
 from apps.environments.models import EnvironmentStatus, Split, Task
 from apps.runs.models import (
     Executor,
@@ -159,7 +160,7 @@ def run_batch_create(
             "Choose fewer tasks or trials."
         )
     label = "oracle" if endpoint is None else endpoint.model
-    name = (name or "").strip() or f"{label} · {len(tasks)} tasks, k={settings.trials}"
+    name = (name or "").strip() or f"{label} · {count_of(len(tasks), 'task')}, k={settings.trials}"
     job = job_create(
         project=project,
         kind=JOB_KIND,

@@ -21,6 +21,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
+from apps.core.text import count_of
 from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.policies import OraclePolicy
 from apps.environments.engine.problems import SpecError
@@ -336,9 +337,11 @@ def _finish_job(batch: RunBatch) -> None:
         counts[row["status"]] += 1
         passed += bool(row["passed"])
     graded = counts[RunStatus.SUCCEEDED]
-    parts = [f"{graded} of {batch.slot_count} trials graded, {passed} passed"]
+    parts = [f"{graded} of {count_of(batch.slot_count, 'trial')} graded, {passed} passed"]
     if counts[RunStatus.ERRORED]:
-        parts.append(f"{counts[RunStatus.ERRORED]} errored after {batch.max_attempts} attempts")
+        parts.append(
+            f"{counts[RunStatus.ERRORED]} errored after {count_of(batch.max_attempts, 'attempt')}"
+        )
     if counts[RunStatus.CANCELLED]:
         parts.append(f"{counts[RunStatus.CANCELLED]} cancelled")
     message = "; ".join(parts) + "."

@@ -326,7 +326,7 @@ def _task(
                 error(
                     "turn_out_of_range",
                     ptr + "/turn",
-                    f"Step for turn {step.turn}, but the task has {n_turns} turn(s).",
+                    f"Step for turn {step.turn}, but the task has {_turns(n_turns)}.",
                     f"Use 0..{n_turns - 1}.",
                 )
             )
@@ -371,7 +371,7 @@ def _task(
                 error(
                     "turn_out_of_range",
                     ptr + "/at_turn",
-                    f"at_turn {grader.at_turn} but the task has {n_turns} turn(s).",
+                    f"at_turn {grader.at_turn} but the task has {_turns(n_turns)}.",
                     f"Use 0..{n_turns - 1}.",
                 )
             )
@@ -490,3 +490,7 @@ def _reference_call(
                 "Make the reference arguments match the tool's parameters.",
             )
         )
+
+
+def _turns(n: int) -> str:
+    return f"{n} turn" if n == 1 else f"{n} turns"

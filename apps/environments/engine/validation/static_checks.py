@@ -154,7 +154,7 @@ def check_problems(
                 error(
                     "turn_out_of_range",
                     ptr + "/during_turn",
-                    f"during_turn {check['during_turn']} but the task has {n_turns} turn(s).",
+                    f"during_turn {check['during_turn']} but the task has {_turns(n_turns)}.",
                     f"Use 0..{n_turns - 1}.",
                 )
             )
@@ -171,7 +171,11 @@ def check_problems(
                 error(
                     "turn_out_of_range",
                     ptr + "/turn",
-                    f"turn {check['turn']} but the task has {n_turns} turn(s).",
+                    f"turn {check['turn']} but the task has {_turns(n_turns)}.",
                     f"Use 0..{n_turns - 1}.",
                 )
             )
+
+
+def _turns(n: int) -> str:
+    return f"{n} turn" if n == 1 else f"{n} turns"
