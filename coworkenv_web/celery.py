@@ -9,6 +9,9 @@ app = Celery("coworkenv")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = (Queue("default"), Queue("llm"), Queue("gpu"))
 app.conf.task_routes = {
+    # The sweepers stay on the default queue, never behind a backlog of long LLM work.
+    "apps.runs.tasks.sweep_runs_task": {"queue": "default"},
+    "apps.synthesis.tasks.sweep_synthesis_task": {"queue": "default"},
     "apps.synthesis.tasks.*": {"queue": "llm"},
     "apps.runs.tasks.*": {"queue": "llm"},
     "apps.llm.tasks.*": {"queue": "llm"},

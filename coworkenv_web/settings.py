@@ -128,11 +128,17 @@ def _database_from_url(url: str) -> dict:
             "OPTIONS": options,
         }
     if parsed.scheme == "sqlite":
+        query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+        try:
+            timeout = float(query.get("timeout", 20))
+        except ValueError:
+            raise ImproperlyConfigured("DATABASE_URL's ?timeout= must be seconds.") from None
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": unquote(parsed.path) or ":memory:",
-            # As in the default local mode: processes sharing the file wait for the write lock.
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            # As in the default local mode: processes sharing the file wait for the write lock
+            # (``?timeout=`` seconds, then "database is locked", which workers retry).
+            "OPTIONS": {"timeout": timeout, "transaction_mode": "IMMEDIATE"},
         }
     raise ImproperlyConfigured(
         f"DATABASE_URL must start with postgres:// or sqlite://, not {parsed.scheme!r}://."
@@ -357,9 +363,6 @@ LLM_ALLOWED_NETWORKS = _allowed_networks(
     env_str("LLM_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "none")
 )
 
-# Synthesis: a slot whose worker has not sent a heartbeat for this long may be taken over.
-SYNTHESIS_LEASE_S = env_int("SYNTHESIS_LEASE_S", 90)
-
 
 def _tokenizers(value: str | None) -> dict[str, str]:
     found: dict[str, str] = {}
@@ -386,3 +389,35 @@ if DATASET_TOKENIZER_DEFAULT and DATASET_TOKENIZER_DEFAULT not in DATASET_TOKENI
         f"DATASET_TOKENIZER_DEFAULT={DATASET_TOKENIZER_DEFAULT!r} is not a name in "
         "DATASET_TOKENIZERS."
     )
+
+# Background work never waits for a person. Every claimed unit (a job, a synthesis slot, a
+# run) is renewed by its worker every JOB_STALE_AFTER_S / 4 seconds; one that has not been
+# renewed for JOB_STALE_AFTER_S is presumed dead (its process was killed) and the sweeper,
+# run by Celery beat every JOB_SWEEP_EVERY_S, sends it to the workers again. A unit whose
+# worker died JOB_MAX_CLAIMS times while holding it (a task that gets killed for memory every
+# time) is failed with a message instead of being retried forever.
+JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 45)
+JOB_SWEEP_EVERY_S = env_int("JOB_SWEEP_EVERY_S", 15)
+JOB_MAX_CLAIMS = env_int("JOB_MAX_CLAIMS", 5)
+if JOB_STALE_AFTER_S < 2 or JOB_SWEEP_EVERY_S < 1 or JOB_MAX_CLAIMS < 1:
+    raise ImproperlyConfigured(
+        "JOB_STALE_AFTER_S must be at least 2, JOB_SWEEP_EVERY_S and JOB_MAX_CLAIMS at least 1."
+    )
+# One schedule for every deployment: each app's sweeper, on the default queue. Several beat
+# processes are harmless (a sweep takes each unit with a conditional UPDATE), they only sweep
+# more often. A sweep still queued after a few periods is dropped (a newer one follows), so
+# workers coming back after a long stop do not work through a backlog of sweeps.
+_SWEEP_EXPIRES_S = float(max(JOB_STALE_AFTER_S, 4 * JOB_SWEEP_EVERY_S))
+CELERY_BEAT_SCHEDULE = {
+    f"sweep-{name}": {
+        "task": task,
+        "schedule": float(JOB_SWEEP_EVERY_S),
+        "options": {"queue": "default", "expires": _SWEEP_EXPIRES_S},
+    }
+    for name, task in (
+        ("jobs", "apps.core.tasks.sweep_jobs_task"),
+        ("runs", "apps.runs.tasks.sweep_runs_task"),
+        ("synthesis", "apps.synthesis.tasks.sweep_synthesis_task"),
+    )
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

@@ -14,13 +14,18 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def worker_environment() -> dict[str, str]:
-    """The environment a worker needs to see the test database that pytest-django created."""
+def worker_environment(*, sqlite_timeout: float | None = None) -> dict[str, str]:
+    """The environment a worker needs to see the test database that pytest-django created.
+
+    ``sqlite_timeout``: how long the worker waits for a locked SQLite database before its
+    query fails (the default is 20 s)."""
     env = os.environ.copy()
     env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
     db = connection.settings_dict
     if db["ENGINE"].endswith("sqlite3"):
         env["DATABASE_URL"] = f"sqlite://{Path(db['NAME']).resolve()}"
+        if sqlite_timeout is not None:
+            env["DATABASE_URL"] += f"?timeout={sqlite_timeout}"
     else:
         credentials = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
         host = f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
@@ -40,39 +45,53 @@ def purge_queues() -> None:
 
 
 class WorkerProcess:
-    def __init__(self, *, queues: str = "default,llm,gpu", concurrency: int = 2, log_path=None):
+    def __init__(
+        self,
+        *,
+        queues: str = "default,llm,gpu",
+        concurrency: int = 2,
+        log_path=None,
+        sqlite_timeout: float | None = None,
+    ):
         self.queues = queues
         self.concurrency = concurrency
         self.log_path = log_path
+        self.sqlite_timeout = sqlite_timeout
         self.process: subprocess.Popen | None = None
+
+    def arguments(self) -> list[str]:
+        return [
+            "worker",
+            "-Q",
+            self.queues,
+            "--concurrency",
+            str(self.concurrency),
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
 
     def start(self) -> "WorkerProcess":
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "coworkenv_web",
-                "worker",
-                "-Q",
-                self.queues,
-                "--concurrency",
-                str(self.concurrency),
-                "--loglevel",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
+            [sys.executable, "-m", "celery", "-A", "coworkenv_web", *self.arguments()],
             cwd=ROOT,
-            env=worker_environment(),
+            env=worker_environment(sqlite_timeout=self.sqlite_timeout),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         return self
+
+    def pool_children(self) -> list[int]:
+        """The pids of the worker's pool processes (the children of its main process)."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in children.read_text().split()]
+
+    def log(self) -> str:
+        return Path(self.log_path).read_text() if self.log_path else ""
 
     def kill(self) -> None:
         """Kill the worker and its pool children at once, as a crash or OOM would."""
@@ -89,6 +108,91 @@ class WorkerProcess:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class BeatProcess(WorkerProcess):
+    """Celery beat with the project's schedule (the sweepers, every JOB_SWEEP_EVERY_S); its
+    schedule file lives in the test run's var folder, like the local mode's under var/."""
+
+    def arguments(self) -> list[str]:
+        return ["beat", "--loglevel", "INFO"]
+
+
+class DatabaseOutage:
+    """The database refuses the workers for a while; this test process keeps its own
+    connection (it is the one that ends the outage).
+
+    PostgreSQL: the test database stops accepting connections (``ALLOW_CONNECTIONS false``)
+    and every other connection to it is terminated, so workers get "terminating connection"
+    and then "not currently accepting connections". SQLite: another connection holds an
+    exclusive lock, so every other connection gets "database is locked" (start the workers
+    with a short ``sqlite_timeout``).
+    """
+
+    def __init__(self):
+        self.db = connection.settings_dict
+        self._lock = None
+        self.postgres = not self.db["ENGINE"].endswith("sqlite3")
+
+    def _admin(self):
+        import psycopg
+
+        return psycopg.connect(
+            dbname="postgres",
+            user=self.db["USER"],
+            password=self.db["PASSWORD"] or None,
+            host=self.db["HOST"] or "127.0.0.1",
+            port=self.db["PORT"] or 5432,
+            autocommit=True,
+        )
+
+    def begin(self) -> None:
+        if self.postgres:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                own = cursor.fetchone()[0]
+            with self._admin() as admin:
+                name = self.db["NAME"]
+                admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> %s",
+                    (name, own),
+                )
+        else:
+            import sqlite3
+
+            self._lock = sqlite3.connect(self.db["NAME"], timeout=30, isolation_level=None)
+            self._lock.execute("BEGIN EXCLUSIVE")
+
+    def end(self) -> None:
+        if self.postgres:
+            with self._admin() as admin:
+                admin.execute(f'ALTER DATABASE "{self.db["NAME"]}" WITH ALLOW_CONNECTIONS true')
+        elif self._lock is not None:
+            self._lock.execute("ROLLBACK")
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> "DatabaseOutage":
+        self.begin()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end()
+
+
+def queued_messages(queue: str) -> list[tuple[str, list]]:
+    """Take every message waiting in a queue: (task name, args) each, in queue order."""
+    from coworkenv_web.celery import app
+
+    messages = []
+    with app.connection_for_read() as conn:
+        channel = conn.default_channel
+        while (message := channel.basic_get(queue, no_ack=True)) is not None:
+            args, _kwargs, _embed = message.decode()
+            messages.append((message.headers["task"], list(args)))
+    return messages
 
 
 def wait_for(predicate, *, timeout: float = 60, interval: float = 0.2, message: str = "condition"):

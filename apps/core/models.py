@@ -68,6 +68,13 @@ class Job(JobBase):
     title = models.CharField(max_length=200)
     params = models.JSONField(default=dict, blank=True)
     result = models.JSONField(default=dict, blank=True)
+    # The Celery task that works this job (by name), so the sweeper can send it again; blank
+    # for jobs whose work is claimed in smaller units (run batches, synthesis slots).
+    task_name = models.CharField(max_length=200, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    # The current claim: its fence token and the worker (host:pid) that holds it.
+    claim_token = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -1,6 +1,7 @@
-"""The shared life cycle of background jobs: create, claim, report, finish, cancel."""
+"""The shared life cycle of background jobs: create, claim, report, finish, cancel, sweep."""
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -10,17 +11,25 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
+from apps.core.leases import (
+    TRANSIENT_DB_ERRORS,
+    Heartbeat,
+    max_claims,
+    stale_after,
+    worker_name,
+)
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 
 logger = logging.getLogger(__name__)
 
-# A running job whose worker has not reported for this long is presumed dead and may be
-# taken over by a redelivered message.
-STALE_AFTER = timedelta(minutes=5)
-
 
 class JobCancelled(Exception):
     """Raised inside a job's work when someone asked to cancel it."""
+
+
+class JobLost(Exception):
+    """Raised inside a job's work when another worker took the job over (this one was
+    presumed dead): it must stop without writing anything more."""
 
 
 @dataclass
@@ -41,9 +50,11 @@ def job_create(
     started_by=None,
     params: dict | None = None,
     total: int = 0,
-    enqueue: Callable[[int], object] | None = None,
+    task=None,
 ) -> Job:
-    """Create a pending job and, once the transaction commits, hand its id to ``enqueue``."""
+    """Create a pending job and, once the transaction commits, send its id to ``task`` (a
+    Celery task taking the job id). The task's name is kept on the row, so the sweeper can
+    send the job again if the message is lost or its worker dies."""
     job = Job(
         project=project,
         kind=kind,
@@ -51,46 +62,94 @@ def job_create(
         started_by=started_by,
         params=params or {},
         progress_total=total,
+        task_name=task.name if task is not None else "",
+        enqueued_at=timezone.now() if task is not None else None,
     )
     job.full_clean()
     job.save()
-    if enqueue is not None:
-        transaction.on_commit(lambda: enqueue(job.pk))
+    if task is not None:
+        transaction.on_commit(lambda: send_task(task.name, job.pk))
     return job
 
 
-def job_claim(*, job_id: int, stale_after: timedelta = STALE_AFTER) -> Job | None:
-    """Claim a job for this worker, or return None if it is finished or alive elsewhere."""
+def send_task(name: str, *args) -> bool:
+    """Send a task, named by its dotted path, with these arguments. A broker that is down is
+    logged, not raised: the row that asked for the work is already saved, and the sweeper
+    sends it again once the broker is back."""
+    from django.utils.module_loading import import_string
+
+    try:
+        import_string(name).delay(*args)
+    except Exception:
+        logger.exception("Could not send %s%r to the broker; the sweeper will retry.", name, args)
+        return False
+    return True
+
+
+def job_claim(*, job_id: int, stale: timedelta | None = None) -> Job | None:
+    """Claim a job for this worker, or return None if it is finished or alive elsewhere.
+
+    A job whose worker died ``JOB_MAX_CLAIMS`` times while holding it is failed instead.
+    """
     now = timezone.now()
     claimable = Q(status=JobStatus.PENDING) | Q(
-        status=JobStatus.RUNNING, heartbeat_at__lt=now - stale_after
+        Q(heartbeat_at__lt=now - (stale or stale_after())) | Q(heartbeat_at__isnull=True),
+        status=JobStatus.RUNNING,
     )
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(claimable, pk=job_id).first()
         if job is None:
             return None
         if job.cancel_requested:
-            _finish(job, JobStatus.CANCELLED, "Cancelled before it started.")
+            _finish(job, JobStatus.CANCELLED, "Cancelled before it started.", fenced=False)
+            return None
+        if job.attempts >= max_claims():
+            _finish(
+                job,
+                JobStatus.FAILED,
+                f"Its worker stopped {job.attempts} times while working on it (killed, perhaps "
+                "for lack of memory); it was not started again.",
+                fenced=False,
+            )
             return None
         job.status = JobStatus.RUNNING
         job.started_at = job.started_at or now
         job.heartbeat_at = now
         job.attempts += 1
-        job.save(update_fields=["status", "started_at", "heartbeat_at", "attempts"])
+        job.claim_token = uuid.uuid4().hex
+        job.worker = worker_name()
+        job.save(
+            update_fields=[
+                "status",
+                "started_at",
+                "heartbeat_at",
+                "attempts",
+                "claim_token",
+                "worker",
+            ]
+        )
     return job
+
+
+def _mine(job: Job):
+    """The job's row while this worker still holds its claim."""
+    rows = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING)
+    return rows.filter(claim_token=job.claim_token) if job.claim_token else rows
 
 
 def job_report_progress(
     *, job: Job, done: int, total: int | None = None, message: str | None = None
 ) -> None:
-    """Record progress in the row and raise JobCancelled if cancellation was requested."""
+    """Record progress in the row; raise JobLost if another worker took the job over and
+    JobCancelled if cancellation was requested."""
     job.progress_done = done
     fields = {"progress_done": done, "heartbeat_at": timezone.now()}
     if total is not None:
         job.progress_total = fields["progress_total"] = total
     if message is not None:
         job.message = fields["message"] = message
-    Job.objects.filter(pk=job.pk).update(**fields)
+    if not _mine(job).update(**fields):
+        raise JobLost
     if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
         raise JobCancelled
 
@@ -99,24 +158,71 @@ def job_execute(*, job_id: int, work: Callable[[JobContext], str | None]) -> Job
     """Run ``work`` for a claimed job and record how it ended.
 
     ``work`` may return a closing message. Errors a person can act on should be raised as
-    ApplicationError; anything else is logged with its traceback and shown generically.
+    ApplicationError; anything else is logged with its traceback and shown generically. A
+    database that cannot be reached is not the job's fault: the claim is given back and the
+    error raised again, so the task is retried (and the sweeper sends it again if not).
     """
     job = job_claim(job_id=job_id)
     if job is None:
         logger.info("Job %s is not claimable (finished, cancelled or running elsewhere).", job_id)
         return None
+    heartbeat = Heartbeat(
+        lambda: bool(_mine(job).update(heartbeat_at=timezone.now())), name=f"job {job.pk}"
+    )
     try:
-        closing = work(JobContext(job))
+        with heartbeat:
+            closing = work(JobContext(job))
+    except JobLost:
+        logger.warning("Job %s was taken over by another worker; this one stops.", job.pk)
+        return job
     except JobCancelled:
         _finish(job, JobStatus.CANCELLED, "Cancelled.")
     except ApplicationError as exc:
         _finish(job, JobStatus.FAILED, exc.message)
+    except TRANSIENT_DB_ERRORS:
+        job_release(job=job)
+        raise
     except Exception:
         logger.exception("Job %s (%s) failed", job.pk, job.kind)
         _finish(job, JobStatus.FAILED, "An unexpected error stopped this job; see the worker log.")
     else:
         _finish(job, JobStatus.SUCCEEDED, closing or "Done.")
     return job
+
+
+def job_release(*, job: Job) -> bool:
+    """Give a claim back (the database went away under the work): the job is pending again,
+    so the retried task, or the sweeper, takes it at once. If the database is still away
+    this fails quietly and the claim simply goes stale."""
+    try:
+        return bool(_mine(job).update(status=JobStatus.PENDING, claim_token="", heartbeat_at=None))
+    except TRANSIENT_DB_ERRORS:
+        return False
+
+
+def jobs_sweep(*, now=None) -> dict:
+    """Send again every job that a worker should be working on but nobody is: running with
+    a heartbeat older than ``JOB_STALE_AFTER_S`` (its worker died), or still pending that
+    long after it was sent (the message was lost with a worker or a broker).
+
+    Safe to run anywhere, any number of times at once: each job is taken by a conditional
+    UPDATE of ``enqueued_at`` that only one sweeper wins, so a job is sent once per period.
+    Returns ``{"sent": [job ids]}``.
+    """
+    now = now or timezone.now()
+    before = now - stale_after()
+    lost = Q(status=JobStatus.PENDING) | Q(
+        Q(heartbeat_at__lt=before) | Q(heartbeat_at__isnull=True), status=JobStatus.RUNNING
+    )
+    due = Q(enqueued_at__lt=before) | Q(enqueued_at__isnull=True)
+    candidates = Job.objects.filter(lost, due).exclude(task_name="")
+    sent = []
+    for job_id, name in candidates.values_list("pk", "task_name"):
+        if Job.objects.filter(lost, due, pk=job_id).exclude(task_name="").update(enqueued_at=now):
+            logger.info("Sweeper: sending job %s (%s) again.", job_id, name)
+            send_task(name, job_id)
+            sent.append(job_id)
+    return {"sent": sent}
 
 
 def job_cancel(*, job: Job) -> Job:
@@ -135,17 +241,21 @@ def job_cancel(*, job: Job) -> Job:
     return job
 
 
-def _finish(job: Job, status: str, message: str) -> None:
+def _finish(job: Job, status: str, message: str, *, fenced: bool = True) -> bool:
+    """Record how the job ended; ``fenced``: only while this worker still holds the claim."""
     job.status = status
     job.message = message
     job.finished_at = timezone.now()
     if status == JobStatus.SUCCEEDED and job.progress_total:
         job.progress_done = job.progress_total
-    Job.objects.filter(pk=job.pk).update(
-        status=status,
-        message=message,
-        finished_at=job.finished_at,
-        progress_done=job.progress_done,
+    rows = _mine(job) if fenced else Job.objects.filter(pk=job.pk)
+    return bool(
+        rows.update(
+            status=status,
+            message=message,
+            finished_at=job.finished_at,
+            progress_done=job.progress_done,
+        )
     )
 
 
@@ -165,7 +275,7 @@ def worker_check_start(*, project, started_by, steps: int = 5, step_seconds: flo
         started_by=started_by,
         params={"steps": steps, "step_seconds": step_seconds},
         total=steps,
-        enqueue=check_worker_task.delay,
+        task=check_worker_task,
     )
 
 

@@ -1,11 +1,10 @@
 """Celery tasks of the curation app: ids in, one service call."""
 
-from celery import shared_task
-
 from apps.core.services import job_execute
+from apps.core.tasks import durable_task
 
 
-@shared_task(acks_late=True)
+@durable_task
 def regrade_demonstrations_task(job_id: int) -> None:
     """Re-grade demonstrations (resumable: only stale ones are redone on redelivery)."""
     from apps.curation.services.regrade import regrade_demonstrations

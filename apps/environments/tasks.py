@@ -1,9 +1,9 @@
-from celery import shared_task
-
 from apps.core.services import job_execute
+from apps.core.tasks import durable_task
 from apps.environments.services import environment_validation_run
 
 
-@shared_task(acks_late=True)
+@durable_task
 def validate_environments_task(job_id: int) -> None:
+    """Validate a job's environments (a redelivered job skips the ones already reported)."""
     job_execute(job_id=job_id, work=environment_validation_run)

@@ -151,7 +151,7 @@ def endpoint_test_start(*, endpoint: ModelEndpoint, started_by) -> Job:
         title=f"Test connection to “{endpoint.name}”",
         started_by=started_by,
         params={"endpoint_id": endpoint.pk},
-        enqueue=check_endpoint_task.delay,
+        task=check_endpoint_task,
     )
 
 

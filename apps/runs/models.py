@@ -166,7 +166,11 @@ class Run(models.Model):
         max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True
     )
     enqueued_at = models.DateTimeField(null=True, blank=True)
+    # The current claim: its fence token, how many times the run was claimed (a takeover
+    # after its worker died counts again), and the worker (host:pid) holding it.
     claim_token = models.CharField(max_length=64, blank=True)
+    claims = models.PositiveSmallIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

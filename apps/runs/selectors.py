@@ -9,10 +9,11 @@ from django.db.models import Count, F, Max, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.core.leases import stale_after
 from apps.environments.models import Task
 from apps.runs.evaluation import batch_evaluation, outcome_stats
 from apps.runs.models import Run, RunBatch, RunStatus
-from apps.runs.services.execution import RUN_STALE_AFTER, final_runs_q
+from apps.runs.services.execution import final_runs_q
 
 EVAL_FIELDS = (
     "id",
@@ -81,8 +82,8 @@ def batch_status_counts(*, batch: RunBatch, now=None) -> dict:
     """The batch's progress from one query over its runs, so every figure on the page agrees:
     runs per status (every attempt), ``closed`` trials (a final run: graded, cancelled, or
     errored with no attempt left) out of ``slots``, re-runs, and whether the batch is
-    ``stalled`` (active, yet nothing has moved for ``RUN_STALE_AFTER``: the only time Resume
-    helps)."""
+    ``stalled`` (active, yet nothing has moved for ``JOB_STALE_AFTER_S``: the sweeper is not
+    running or no worker is, the only time Resume helps)."""
     job = batch.job
     aggregates = {status: Count("id", filter=Q(status=status)) for status in RunStatus.values}
     row = Run.objects.filter(batch=batch).aggregate(
@@ -100,7 +101,7 @@ def batch_status_counts(*, batch: RunBatch, now=None) -> dict:
     moments = [m for m in (job.created_at, job.heartbeat_at, row["last_heartbeat"]) if m]
     now = now or timezone.now()
     counts["stalled"] = bool(
-        job.is_active and not job.cancel_requested and now - max(moments) > RUN_STALE_AFTER
+        job.is_active and not job.cancel_requested and now - max(moments) > stale_after()
     )
     return counts
 

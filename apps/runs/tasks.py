@@ -1,15 +1,24 @@
+import logging
+
 from celery import shared_task
 
-from apps.runs.models import Run, RunStatus
-from apps.runs.services import RUN_STALE_AFTER, run_execute
+from apps.core.tasks import durable_task
+from apps.runs.services import run_execute, runs_sweep
+
+logger = logging.getLogger(__name__)
 
 
-@shared_task(bind=True, acks_late=True, max_retries=12)
-def execute_run_task(self, run_id: int) -> None:
+@durable_task
+def execute_run_task(run_id: int) -> None:
     """One (task, trial) of a run batch. Idempotent: a redelivered message finds the run
-    finished and does nothing; one that finds it running elsewhere looks again later, and
-    takes it over once that worker has stopped heartbeating (it was killed)."""
-    if run_execute(run_id=run_id) is None and (
-        Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).exists()
-    ):
-        raise self.retry(countdown=RUN_STALE_AFTER.total_seconds() / 2)
+    finished (and moves its batch along) or held by a live worker, and does nothing; a run
+    whose worker died is sent again by the sweeper and taken over."""
+    run_execute(run_id=run_id)
+
+
+@shared_task(ignore_result=True)
+def sweep_runs_task() -> None:
+    """Celery beat sends this every JOB_SWEEP_EVERY_S (see ``runs_sweep``)."""
+    outcome = runs_sweep()
+    if outcome["sent"]:
+        logger.info("Sweeper sent %d run(s) again: %s", len(outcome["sent"]), outcome["sent"])

@@ -148,6 +148,9 @@ class SynthesisSlot(models.Model):
     attempts_count = models.PositiveIntegerField(default=0)
     repair_rounds = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    # When the slot was last sent to the workers (the sweeper sends it again if nobody took
+    # it); blank for slots worked in process (``--sync``).
+    enqueued_at = models.DateTimeField(null=True, blank=True)
     # The lease: who holds the slot, since when, and when it last proved to be alive.
     claim_token = models.CharField(max_length=64, blank=True)
     claims = models.PositiveIntegerField(default=0)

@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.core.leases import stale_after
 from apps.core.models import Job
 from apps.runs.models import Executor, Run, RunBatch, RunStatus
 from apps.runs.services import (
@@ -18,7 +19,6 @@ from apps.runs.services import (
     run_batch_execute_inline,
     run_execute,
 )
-from apps.runs.services.execution import RUN_STALE_AFTER
 from tests.conftest import HTMX_HEADERS
 
 pytestmark = pytest.mark.django_db
@@ -270,7 +270,7 @@ def test_progress_shows_only_the_actions_that_apply(client_for, author, viewer, 
     assert 'data-testid="batch-stalled"' not in running
     # Nothing has moved for longer than a run may stay silent: Resume is offered.
     Job.objects.filter(pk=pending_batch.job_id).update(
-        created_at=timezone.now() - RUN_STALE_AFTER - timedelta(minutes=1)
+        created_at=timezone.now() - stale_after() - timedelta(minutes=1)
     )
     stalled = progress_html(client, pending_batch)
     assert 'data-testid="resume-batch"' in stalled and 'data-testid="cancel-batch"' in stalled

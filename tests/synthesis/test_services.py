@@ -100,7 +100,7 @@ def test_claim_is_exclusive_until_the_lease_expires(start_template, settings):
 
     from apps.synthesis.services.slots import SlotLease, SlotLost, slot_claim
 
-    settings.SYNTHESIS_LEASE_S = 60
+    settings.JOB_STALE_AFTER_S = 60
     synthesis = start_template(count=1)
     slot_id = synthesis.slots.get().pk
     slot, token = slot_claim(slot_id=slot_id, worker="w1")
@@ -122,7 +122,7 @@ def test_resume_requeues_unstarted_and_stale_slots_only(start_template, settings
 
     from apps.synthesis.services import synthesis_resume
 
-    settings.SYNTHESIS_LEASE_S = 60
+    settings.JOB_STALE_AFTER_S = 60
     synthesis = start_template(count=3)
     _, b, c = synthesis.slots.order_by("index")
     now = timezone.now()

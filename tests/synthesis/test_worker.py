@@ -1,5 +1,6 @@
 """A real Celery worker is killed in the middle of a synthesis job; another one finishes it
-with exactly the requested number of environments."""
+with exactly the requested number of environments, the sweeper (Celery beat) sending the
+interrupted slots again on its own."""
 
 import copy
 
@@ -13,7 +14,7 @@ from apps.synthesis.services import synthesis_start
 from tests.llm_server import LoopbackLLMServer, Reply
 from tests.synthesis.conftest import TEST_KEY, TEST_KEY_ENV
 from tests.synthesis.test_llm_synthesis import valid_spec
-from tests.workers import WorkerProcess, purge_queues, wait_for
+from tests.workers import BeatProcess, WorkerProcess, purge_queues, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -23,8 +24,9 @@ LEASE_S = 3
 
 @pytest.fixture
 def short_lease(settings, monkeypatch):
-    settings.SYNTHESIS_LEASE_S = LEASE_S
-    monkeypatch.setenv("SYNTHESIS_LEASE_S", str(LEASE_S))  # the worker processes' settings
+    settings.JOB_STALE_AFTER_S = LEASE_S
+    monkeypatch.setenv("JOB_STALE_AFTER_S", str(LEASE_S))  # the worker processes' settings
+    monkeypatch.setenv("JOB_SWEEP_EVERY_S", "1")
     monkeypatch.setenv(TEST_KEY_ENV, TEST_KEY)
 
 
@@ -51,6 +53,7 @@ def test_killed_worker_mid_job_then_another_finishes_exactly_n(
         max_concurrency=2,
     )
     purge_queues()
+    beat = BeatProcess(log_path=tmp_path / "beat.log").start()
     first = WorkerProcess(concurrency=2, log_path=tmp_path / "worker1.log").start()
     second = None
     try:
@@ -85,9 +88,10 @@ def test_killed_worker_mid_job_then_another_finishes_exactly_n(
         wait_for(finished, timeout=120, interval=0.3, message="the resumed job to finish")
     finally:
         first.kill()
+        beat.stop()
         if second is not None:
             second.stop()
-        for name in ("worker1.log", "worker2.log"):
+        for name in ("worker1.log", "worker2.log", "beat.log"):
             if (tmp_path / name).exists():
                 print(name, (tmp_path / name).read_text()[-3000:])
 

@@ -112,7 +112,7 @@ def regrade_job_start(*, project, environment=None, user=None, only_stale: bool 
         started_by=user,
         params={"environment": environment_id, "only_stale": only_stale},
         total=total,
-        enqueue=regrade_demonstrations_task.delay,
+        task=regrade_demonstrations_task,
     )
 
 

@@ -265,7 +265,7 @@ def dataset_version_create(
         title=f"Build {dataset.name} v{number}",
         started_by=user,
         params={"dataset": dataset.pk, "number": number},
-        enqueue=build_dataset_version_task.delay if enqueue else None,
+        task=build_dataset_version_task if enqueue else None,
     )
     version = DatasetVersion(
         dataset=dataset,
@@ -310,7 +310,7 @@ def dataset_version_verify_start(*, version: DatasetVersion, user):
         started_by=user,
         params={"version": version.pk},
         total=version.rows_total,
-        enqueue=verify_dataset_version_task.delay,
+        task=verify_dataset_version_task,
     )
     DatasetVersion.objects.filter(pk=version.pk).update(verify_job=job)
     version.verify_job = job

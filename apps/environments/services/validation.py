@@ -39,7 +39,7 @@ def environment_validation_start(*, project, environments, started_by) -> Job:
         started_by=started_by,
         params={"environment_ids": ids},
         total=len(ids),
-        enqueue=validate_environments_task.delay,
+        task=validate_environments_task,
     )
 
 

@@ -10,15 +10,14 @@ from apps.runs.services.batches import (
     tasks_select,
 )
 from apps.runs.services.execution import (
-    RUN_STALE_AFTER,
     batch_dispatch,
     batch_refresh,
     run_claim,
     run_execute,
+    runs_sweep,
 )
 
 __all__ = [
-    "RUN_STALE_AFTER",
     "BatchSettings",
     "TaskSelection",
     "batch_dispatch",
@@ -29,5 +28,6 @@ __all__ = [
     "run_batch_resume",
     "run_claim",
     "run_execute",
+    "runs_sweep",
     "tasks_select",
 ]

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
+from apps.core.leases import stale_after
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
 from apps.core.services import job_cancel, job_create
 from apps.core.text import count_of
@@ -27,10 +28,10 @@ from apps.runs.models import (
     UserSide,
 )
 from apps.runs.services.execution import (
-    RUN_STALE_AFTER,
     batch_dispatch,
     batch_refresh,
     run_execute,
+    run_send,
 )
 
 JOB_KIND = "run_batch"
@@ -257,13 +258,12 @@ def run_batch_cancel(*, batch: RunBatch) -> RunBatch:
 def run_batch_resume(*, batch: RunBatch) -> int:
     """Hand an unfinished batch to the workers again (after a broker loss or a crashed
     ``--sync`` run): pending runs are enqueued afresh and stale running ones handed over to
-    be taken over. Returns how many runs were enqueued."""
-    from apps.runs.tasks import execute_run_task
-
+    be taken over. Returns how many runs were enqueued. (The sweeper does the same on its
+    own once a run has been silent for ``JOB_STALE_AFTER_S``.)"""
     job = Job.objects.get(pk=batch.job_id)
     if job.status not in ACTIVE_JOB_STATUSES:
         raise ApplicationError(f"This batch has already {job.status}.")
-    stale_before = timezone.now() - RUN_STALE_AFTER
+    stale_before = timezone.now() - stale_after()
     with transaction.atomic():
         RunBatch.objects.filter(pk=batch.pk).update(executor=Executor.CELERY)
         batch.executor = Executor.CELERY
@@ -275,7 +275,7 @@ def run_batch_resume(*, batch: RunBatch) -> int:
         )
         Run.objects.filter(pk__in=stale).update(enqueued_at=timezone.now())
         for run_id in stale:
-            transaction.on_commit(lambda pk=run_id: execute_run_task.delay(pk))
+            transaction.on_commit(lambda pk=run_id: run_send(pk))
         return len(stale) + batch_dispatch(batch=batch)
 
 

@@ -5,7 +5,9 @@ the next run).
 Safe under at-least-once delivery: a run is claimed by a conditional UPDATE (pending →
 running, or a running one whose worker stopped heartbeating), results are written only by
 the holder of the claim, and a retry's row is found by its unique slot key, never created
-twice.
+twice. A heartbeat thread renews the claim while the run plays; the sweeper (``runs_sweep``)
+sends again the runs whose worker died or whose message was lost, and moves every active
+batch along, so no batch waits for a person.
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from apps.core.leases import (
+    TRANSIENT_DB_ERRORS,
+    Heartbeat,
+    max_claims,
+    stale_after,
+    worker_name,
+)
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
+from apps.core.services import send_task
 from apps.core.text import count_of
 from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.policies import OraclePolicy
@@ -42,10 +52,6 @@ from apps.runs.models import (
 
 logger = logging.getLogger(__name__)
 
-# A running run whose worker has not reported for this long is presumed dead. LLM runs
-# heartbeat before every model request, so this only has to outlast one request.
-RUN_STALE_AFTER = timedelta(minutes=10)
-
 
 class RunCancelled(Exception):
     """The batch was cancelled while this run was playing."""
@@ -65,17 +71,24 @@ def final_runs_q(batch: RunBatch) -> Q:
     )
 
 
-def run_claim(*, run_id: int, stale_after: timedelta = RUN_STALE_AFTER) -> Run | None:
+def _lost_q(before) -> Q:
+    """Runs nobody works on: pending, or running with a heartbeat older than ``before``."""
+    return Q(status=RunStatus.PENDING) | Q(
+        Q(heartbeat_at__lt=before) | Q(heartbeat_at__isnull=True), status=RunStatus.RUNNING
+    )
+
+
+def run_claim(*, run_id: int, stale: timedelta | None = None) -> Run | None:
     """Take a run for this worker, or None if it is finished or alive elsewhere."""
     now = timezone.now()
     token = uuid.uuid4().hex
-    claimed = (
-        Run.objects.filter(pk=run_id)
-        .filter(
-            Q(status=RunStatus.PENDING)
-            | Q(status=RunStatus.RUNNING, heartbeat_at__lt=now - stale_after)
-        )
-        .update(status=RunStatus.RUNNING, claim_token=token, started_at=now, heartbeat_at=now)
+    claimed = Run.objects.filter(_lost_q(now - (stale or stale_after())), pk=run_id).update(
+        status=RunStatus.RUNNING,
+        claim_token=token,
+        claims=F("claims") + 1,
+        worker=worker_name(),
+        started_at=now,
+        heartbeat_at=now,
     )
     if not claimed:
         return None
@@ -87,26 +100,19 @@ def run_claim(*, run_id: int, stale_after: timedelta = RUN_STALE_AFTER) -> Run |
     ).get(pk=run_id)
 
 
-HEARTBEAT_EVERY_S = 30.0
+class _CancelCheck:
+    """Called before every model request: stops the run if its batch was cancelled or
+    another worker took the run over (the heartbeat thread found its claim gone)."""
 
-
-class _Heartbeat:
-    """Called before every model request: stops the run if its batch was cancelled, and
-    proves it alive (a write at most every ``HEARTBEAT_EVERY_S``: writes are what a shared
-    SQLite database or a busy PostgreSQL pays for)."""
-
-    def __init__(self, run: Run):
+    def __init__(self, run: Run, heartbeat: Heartbeat):
         self.run = run
-        self.last = time.monotonic()
+        self.heartbeat = heartbeat
 
     def __call__(self) -> None:
+        if self.heartbeat.lost:
+            raise RunCancelled
         if Job.objects.filter(pk=self.run.batch.job_id, cancel_requested=True).exists():
             raise RunCancelled
-        if time.monotonic() - self.last >= HEARTBEAT_EVERY_S:
-            self.last = time.monotonic()
-            Run.objects.filter(pk=self.run.pk, claim_token=self.run.claim_token).update(
-                heartbeat_at=timezone.now()
-            )
 
 
 # Loaded specs by (environment id, revision, spec hash): every edit bumps the revision, so a
@@ -129,13 +135,55 @@ def _load_spec(environment) -> tuple[object, str]:
 
 def run_execute(*, run_id: int) -> Run | None:
     """Play one run and move its batch along. Returns the run, or None if it was not
-    claimable (already finished, or running elsewhere)."""
+    claimable (already finished, or running elsewhere).
+
+    A database that cannot be reached is not the run's fault: the claim is given back and
+    the error raised again, so the task is retried (or the sweeper sends the run again)."""
     run = run_claim(run_id=run_id)
     if run is None:
         logger.info("Run %s is not claimable (finished or running elsewhere).", run_id)
+        finished = Run.objects.filter(pk=run_id).exclude(status=RunStatus.RUNNING)
+        batch = RunBatch.objects.filter(runs__in=finished).first()
+        if batch is not None:
+            # A redelivered message of a finished run: make sure its batch moved along (the
+            # first delivery may have died between closing the run and refreshing the batch).
+            batch_refresh(batch=batch)
         return None
+    try:
+        _execute_claimed(run)
+    except TRANSIENT_DB_ERRORS:
+        _release(run)
+        raise
+    run.refresh_from_db()
     batch = run.batch
-    if Job.objects.filter(pk=batch.job_id, cancel_requested=True).exists():
+    if run.status == RunStatus.ERRORED and run.retryable and run.attempt < batch.max_attempts:
+        _retry(run)
+    batch_refresh(batch=batch)
+    return run
+
+
+def _release(run: Run) -> None:
+    """Give the claim back: the run is pending again and its retried message takes it at
+    once. If the database is still away, the claim just goes stale and is swept."""
+    try:
+        Run.objects.filter(pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING).update(
+            status=RunStatus.PENDING, claim_token="", heartbeat_at=None
+        )
+    except TRANSIENT_DB_ERRORS:
+        logger.warning("Run %s: could not give its claim back; it will be swept.", run.pk)
+
+
+def _execute_claimed(run: Run) -> None:
+    batch = run.batch
+    if run.claims > max_claims():
+        _close(
+            run,
+            status=RunStatus.ERRORED,
+            error=f"Its worker stopped {run.claims - 1} times while playing it (killed, "
+            "perhaps for lack of memory); it was not started again.",
+            retryable=False,
+        )
+    elif Job.objects.filter(pk=batch.job_id, cancel_requested=True).exists():
         _close(run, status=RunStatus.CANCELLED, error="Cancelled before it started.")
     else:
         Job.objects.filter(pk=batch.job_id, status=JobStatus.PENDING).update(
@@ -143,8 +191,19 @@ def run_execute(*, run_id: int) -> Run | None:
         )
         usage = LLMUsage()
         started = time.monotonic()
+        heartbeat = Heartbeat(
+            lambda: bool(
+                Run.objects.filter(
+                    pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
+                ).update(heartbeat_at=timezone.now())
+            ),
+            name=f"run {run.pk}",
+        )
         try:
-            fields = _play(run, usage)
+            with heartbeat:
+                fields = _play(run, usage, heartbeat)
+        except TRANSIENT_DB_ERRORS:
+            raise
         except RunCancelled:
             _close(run, status=RunStatus.CANCELLED, error="Cancelled while running.")
         except RunUnavailable as exc:
@@ -168,11 +227,6 @@ def run_execute(*, run_id: int) -> Run | None:
             )
         else:
             _close(run, status=RunStatus.SUCCEEDED, **fields, **_usage_fields(usage, started))
-    run.refresh_from_db()
-    if run.status == RunStatus.ERRORED and run.retryable and run.attempt < batch.max_attempts:
-        _retry(run)
-    batch_refresh(batch=batch)
-    return run
 
 
 def _usage_fields(usage: LLMUsage, started: float) -> dict:
@@ -185,7 +239,7 @@ def _usage_fields(usage: LLMUsage, started: float) -> dict:
     }
 
 
-def _play(run: Run, usage: LLMUsage) -> dict:
+def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
     batch = run.batch
     task = run.task
     if task is None:
@@ -198,21 +252,24 @@ def _play(run: Run, usage: LLMUsage) -> dict:
     except SpecError as exc:
         first = exc.problems[0].message if exc.problems else str(exc)
         raise RunUnavailable(f"The environment's spec does not load: {first}") from None
-    heartbeat = _Heartbeat(run)
+    before_call = _CancelCheck(run, heartbeat)
     if batch.policy_kind == PolicyKind.ORACLE:
         policy = OraclePolicy()
     else:
         if batch.endpoint is None:
             raise RunUnavailable("The batch's model endpoint was deleted.")
         policy = LLMAgentPolicy(
-            endpoint=batch.endpoint, job=batch.job, usage=usage, before_call=heartbeat
+            endpoint=batch.endpoint, job=batch.job, usage=usage, before_call=before_call
         )
     user_turn = None
     if batch.user_side == UserSide.SIMULATOR:
         if batch.simulator_endpoint is None:
             raise RunUnavailable("The batch's user-simulator endpoint was deleted.")
         user_turn = LLMUserSimulator(
-            endpoint=batch.simulator_endpoint, job=batch.job, usage=usage, before_call=heartbeat
+            endpoint=batch.simulator_endpoint,
+            job=batch.job,
+            usage=usage,
+            before_call=before_call,
         )
     result = run_task(
         spec,
@@ -369,8 +426,6 @@ def batch_dispatch(*, batch: RunBatch) -> int:
     how many runs were enqueued (after the transaction commits)."""
     if batch.executor != Executor.CELERY:
         return 0
-    from apps.runs.tasks import execute_run_task
-
     enqueued = 0
     with transaction.atomic():
         # One dispatcher at a time per batch, so two finishing runs cannot both fill the
@@ -392,6 +447,39 @@ def batch_dispatch(*, batch: RunBatch) -> int:
         now = timezone.now()
         for run_id in candidates:
             if Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=now):
-                transaction.on_commit(lambda pk=run_id: execute_run_task.delay(pk))
+                transaction.on_commit(lambda pk=run_id: run_send(pk))
                 enqueued += 1
     return enqueued
+
+
+def run_send(run_id: int) -> None:
+    send_task("apps.runs.tasks.execute_run_task", run_id)
+
+
+def runs_sweep(*, now=None) -> dict:
+    """What Celery beat runs every JOB_SWEEP_EVERY_S: send again every run of an active
+    batch that nobody works on although it was sent more than ``JOB_STALE_AFTER_S`` ago
+    (its worker died, or the message was lost), then move every active batch along (queue
+    its next runs, finish it when every slot is final).
+
+    Safe on several hosts at once: a run is taken by a conditional UPDATE of its
+    ``enqueued_at`` that only one sweeper wins, so it is sent once per period.
+    Returns ``{"sent": [run ids], "batches": [batch ids refreshed]}``.
+    """
+    now = now or timezone.now()
+    before = now - stale_after()
+    lost = _lost_q(before) & Q(enqueued_at__lt=before)
+    active = RunBatch.objects.filter(executor=Executor.CELERY, job__status__in=ACTIVE_JOB_STATUSES)
+    sent = []
+    for run_id in (
+        Run.objects.filter(lost, batch__in=active).order_by("id").values_list("pk", flat=True)
+    ):
+        if Run.objects.filter(lost, pk=run_id).update(enqueued_at=now):
+            logger.info("Sweeper: sending run %s again.", run_id)
+            run_send(run_id)
+            sent.append(run_id)
+    refreshed = []
+    for batch in active.order_by("id"):
+        batch_refresh(batch=batch)
+        refreshed.append(batch.pk)
+    return {"sent": sent, "batches": refreshed}

@@ -4,11 +4,11 @@ from apps.synthesis.services.demo import synthesis_demo_seed
 from apps.synthesis.services.jobs import (
     SYNTHESIS_JOB_KIND,
     synthesis_cancel,
-    synthesis_recover,
     synthesis_refresh,
     synthesis_resume,
     synthesis_run_inline,
     synthesis_start,
+    synthesis_sweep,
 )
 from apps.synthesis.services.slots import synthesis_slot_run
 
@@ -16,10 +16,10 @@ __all__ = [
     "SYNTHESIS_JOB_KIND",
     "synthesis_cancel",
     "synthesis_demo_seed",
-    "synthesis_recover",
     "synthesis_refresh",
     "synthesis_resume",
     "synthesis_run_inline",
     "synthesis_slot_run",
     "synthesis_start",
+    "synthesis_sweep",
 ]

@@ -4,15 +4,15 @@ import logging
 import random
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
+from apps.core.leases import stale_after
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
-from apps.core.services import job_create
+from apps.core.services import job_create, send_task
 from apps.environments.engine import library
 from apps.synthesis.generators import GENERATOR_VERSION
 from apps.synthesis.models import (
@@ -38,7 +38,8 @@ MAX_RESULT_LINKS = 50
 
 
 def lease_seconds() -> float:
-    return float(getattr(settings, "SYNTHESIS_LEASE_S", 90))
+    """How long a slot's claim lives without a heartbeat (``JOB_STALE_AFTER_S``)."""
+    return stale_after().total_seconds()
 
 
 def _field_error(field: str, message: str) -> ApplicationError:
@@ -178,8 +179,10 @@ def synthesis_start(
         synthesis.full_clean(exclude=["job", "project"])
         synthesis.save()
         synthesis.capabilities.set(capabilities)
+        enqueued_at = timezone.now() if enqueue else None
         slots = SynthesisSlot.objects.bulk_create(
-            SynthesisSlot(synthesis=synthesis, index=i, seed=seed + i) for i in range(count)
+            SynthesisSlot(synthesis=synthesis, index=i, seed=seed + i, enqueued_at=enqueued_at)
+            for i in range(count)
         )
         job.params = {"synthesis_id": synthesis.pk}
         job.save(update_fields=["params"])
@@ -189,14 +192,9 @@ def synthesis_start(
     return synthesis
 
 
-def _enqueue_slots(slot_ids: list[int], countdown: float | None = None) -> None:
-    from apps.synthesis.tasks import synthesize_slot_task
-
+def _enqueue_slots(slot_ids: list[int]) -> None:
     for slot_id in slot_ids:
-        if countdown:
-            synthesize_slot_task.apply_async((slot_id,), countdown=countdown)
-        else:
-            synthesize_slot_task.delay(slot_id)
+        send_task("apps.synthesis.tasks.synthesize_slot_task", slot_id)
 
 
 def synthesis_cancel(*, synthesis: SynthesisJob) -> SynthesisJob:
@@ -240,6 +238,7 @@ def synthesis_resume(*, synthesis: SynthesisJob) -> dict:
         else:
             leased_until.append(beat + lease)
     if ready:
+        SynthesisSlot.objects.filter(pk__in=ready).update(enqueued_at=now)
         transaction.on_commit(lambda: _enqueue_slots(ready))
     synthesis_refresh(synthesis=synthesis)
     recheck = None
@@ -248,15 +247,39 @@ def synthesis_resume(*, synthesis: SynthesisJob) -> dict:
     return {"enqueued": len(ready), "leased": len(leased_until), "recheck_in": recheck}
 
 
-def synthesis_recover() -> list[dict]:
-    """Resume every active synthesis job (a worker starting up calls this)."""
-    outcomes = []
-    active = SynthesisJob.objects.filter(job__status__in=ACTIVE_JOB_STATUSES).select_related("job")
-    for synthesis in active:
-        outcome = synthesis_resume(synthesis=synthesis)
-        outcome["synthesis_id"] = synthesis.pk
-        outcomes.append(outcome)
-    return outcomes
+def synthesis_sweep(*, now=None) -> dict:
+    """What Celery beat runs every JOB_SWEEP_EVERY_S: send again every slot of an active job
+    that nobody works on although it was sent more than ``JOB_STALE_AFTER_S`` ago (its
+    worker died, or the message was lost), then bring every active job's progress and
+    verdict up to date (a job whose last slot finished while its refresh failed ends here).
+
+    Slots worked in process (``--sync``, never sent) are left to that process. Safe on
+    several hosts at once: a slot is taken by a conditional UPDATE of ``enqueued_at`` that
+    only one sweeper wins, so it is sent once per period.
+    Returns ``{"sent": [slot ids], "jobs": [synthesis ids refreshed]}``.
+    """
+    now = now or timezone.now()
+    before = now - stale_after()
+    lost = Q(enqueued_at__lt=before) & (
+        Q(status=SlotStatus.REQUESTED)
+        | Q(
+            Q(heartbeat_at__lt=before) | Q(heartbeat_at__isnull=True),
+            status__in=RUNNING_SLOT_STATUSES,
+        )
+    )
+    active = SynthesisJob.objects.filter(job__status__in=ACTIVE_JOB_STATUSES)
+    sent = []
+    candidates = SynthesisSlot.objects.filter(lost, synthesis__in=active).order_by("id")
+    for slot_id in candidates.values_list("pk", flat=True):
+        if SynthesisSlot.objects.filter(lost, pk=slot_id).update(enqueued_at=now):
+            logger.info("Sweeper: sending synthesis slot %s again.", slot_id)
+            _enqueue_slots([slot_id])
+            sent.append(slot_id)
+    refreshed = []
+    for synthesis in active.order_by("id"):
+        synthesis_refresh(synthesis=synthesis)
+        refreshed.append(synthesis.pk)
+    return {"sent": sent, "jobs": refreshed}
 
 
 def synthesis_refresh(*, synthesis: SynthesisJob) -> Job:

@@ -4,26 +4,26 @@ At-least-once delivery is assumed. A worker *claims* a slot with a conditional U
 writes a fresh token; only the holder of that token may store attempts or finish the slot,
 and every such write is itself conditional on the token (a fence). A background thread
 renews the lease (``heartbeat_at``) while the slot is worked on, so a claim whose worker
-died expires after ``SYNTHESIS_LEASE_S`` and the slot can be taken over; the new holder
+died expires after ``JOB_STALE_AFTER_S`` and the slot can be taken over; the new holder
 resumes from the attempts already stored. The environment is created in the same
 transaction that marks the slot finished, and ``SynthesisSlot.environment`` is one-to-one:
-no retry, redelivery or takeover can make a second environment for a slot.
+no retry, redelivery or takeover can make a second environment for a slot. A slot whose
+worker died is sent again by the sweeper (``synthesis_sweep``); one whose worker died
+``JOB_MAX_CLAIMS`` times is failed rather than tried forever.
 """
 
 import logging
-import os
-import socket
-import threading
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from apps.accounts.models import Project
+from apps.core.leases import TRANSIENT_DB_ERRORS, Heartbeat, max_claims, worker_name
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
 from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.problems import SpecError
@@ -32,11 +32,13 @@ from apps.environments.models import EnvironmentSource
 from apps.environments.services import environment_import, environment_validation_record
 from apps.llm.exceptions import LLMError, LLMOutputError
 from apps.synthesis.models import (
+    FINISHED_SLOT_STATUSES,
     RUNNING_SLOT_STATUSES,
     AttemptKind,
     Generator,
     SlotStatus,
     SynthesisAttempt,
+    SynthesisJob,
     SynthesisSlot,
 )
 from apps.synthesis.services.drafting import Answer, draft_with_llm, draft_with_template
@@ -55,8 +57,8 @@ class SlotCancelled(Exception):
     """The job was cancelled; stop at this checkpoint."""
 
 
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+class SlotKilled(Exception):
+    """The slot's workers died too many times while holding it."""
 
 
 def slot_claim(*, slot_id: int, worker: str = "") -> tuple[SynthesisSlot, str] | None:
@@ -93,8 +95,10 @@ class SlotLease:
         self.slot = slot
         self.token = token
         self.lost = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._heartbeat = Heartbeat(
+            lambda: bool(self._mine().update(heartbeat_at=timezone.now())),
+            name=f"synthesis slot {slot.pk}",
+        )
 
     def _mine(self):
         return SynthesisSlot.objects.filter(
@@ -103,6 +107,7 @@ class SlotLease:
 
     def checkpoint(self) -> None:
         """Renew the lease; raise SlotLost if it was taken over, SlotCancelled on cancel."""
+        self.lost = self.lost or self._heartbeat.lost
         if self.lost or not self._mine().update(heartbeat_at=timezone.now()):
             self.lost = True
             raise SlotLost
@@ -120,29 +125,22 @@ class SlotLease:
     # --- heartbeat thread ---------------------------------------------------------------
 
     def __enter__(self) -> "SlotLease":
-        # Inside a test's wrapping transaction another connection could not see the slot.
-        if not connection.in_atomic_block:
-            self._thread = threading.Thread(target=self._beat, daemon=True)
-            self._thread.start()
+        self._heartbeat.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._heartbeat.__exit__(*exc)
 
-    def _beat(self) -> None:
-        interval = max(0.2, lease_seconds() / 4)
+    def release(self) -> None:
+        """Give the claim back (the database went away under the work): the slot becomes
+        claimable at once and resumes from its stored attempts. If the database is still
+        away the claim simply goes stale and is swept."""
         try:
-            while not self._stop.wait(interval):
-                if not self._mine().update(heartbeat_at=timezone.now()):
-                    self.lost = True
-                    return
-        except Exception:  # the main thread notices a lost lease at its next checkpoint
-            logger.exception("Heartbeat of synthesis slot %s failed", self.slot.pk)
-        finally:
-            close_old_connections()
-            connection.close()
+            self._mine().update(claim_token="", heartbeat_at=None)
+        except TRANSIENT_DB_ERRORS:
+            logger.warning(
+                "Slot %s: could not give its claim back; it will be swept.", self.slot.pk
+            )
 
 
 @dataclass
@@ -158,6 +156,12 @@ def synthesis_slot_run(*, slot_id: int, worker: str | None = None) -> str:
     """Claim and work one slot to its end. Returns what happened (for logs and the CLI)."""
     claimed = slot_claim(slot_id=slot_id, worker=worker or worker_name())
     if claimed is None:
+        finished = SynthesisSlot.objects.filter(pk=slot_id, status__in=FINISHED_SLOT_STATUSES)
+        synthesis = SynthesisJob.objects.filter(slots__in=finished).first()
+        if synthesis is not None:
+            # A redelivered message of a finished slot: make sure its job counted it (the
+            # first delivery may have died between finishing the slot and the refresh).
+            synthesis_refresh(synthesis=synthesis)
         return "skipped"
     slot, token = claimed
     synthesis = slot.synthesis
@@ -165,10 +169,26 @@ def synthesis_slot_run(*, slot_id: int, worker: str | None = None) -> str:
     outcome = "lost"
     try:
         with lease:
+            if slot.claims > max_claims():
+                raise SlotKilled(slot.claims - 1)
             lease.checkpoint()
             synthesis_mark_running(synthesis=synthesis)
             final = _produce(slot, lease)
             outcome = _finish(slot, lease, final)
+    except TRANSIENT_DB_ERRORS:
+        lease.release()
+        raise
+    except SlotKilled as exc:
+        outcome = _finish(
+            slot,
+            lease,
+            Final(
+                SlotStatus.FAILED,
+                error=f"Its worker stopped {exc.args[0]} times while working on it (killed, "
+                "perhaps for lack of memory); it was not started again.",
+            ),
+            fenced_only=True,
+        )
     except SlotLost:
         logger.warning("Synthesis slot %s was taken over by another worker.", slot_id)
     except SlotCancelled:
