@@ -1,4 +1,7 @@
-"""Run the web server and one Celery worker together until Ctrl-C stops both.
+"""Run the web server, one Celery worker and Celery beat together until Ctrl-C stops them.
+
+Beat sends the sweepers (work whose worker died, or whose message was lost, is sent again);
+its schedule file is ``CELERY_BEAT_SCHEDULE_FILENAME``, under ``var/``.
 
 With ``--seed`` the demo is seeded first. Where to open the app (and, when seeded, how to log
 in) is printed last, once the server answers and the worker is ready, so it stays on screen
@@ -15,9 +18,9 @@ import time
 
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = os.environ.get("PORT", "8000")
-READY_TIMEOUT = 90  # seconds to wait for both banners before printing the address anyway
+READY_TIMEOUT = 90  # seconds to wait for the banners before printing the address anyway
 # A line each process prints once it can take work.
-READY_MARKERS = {"web": "Quit the server with", "worker": " ready."}
+READY_MARKERS = {"web": "Quit the server with", "worker": " ready.", "beat": "beat: Starting"}
 LOGIN_PREFIXES = ("URL:", "User:", "Password:")
 
 
@@ -74,6 +77,7 @@ def main() -> int:
             "--loglevel",
             "INFO",
         ],
+        "beat": [python, "-m", "celery", "-A", "coworkenv_web", "beat", "--loglevel", "INFO"],
     }
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     processes, ready = {}, {}
@@ -112,7 +116,7 @@ def main() -> int:
                     waiting = [name for name, event in ready.items() if not event.is_set()]
                     lines.append(f"(still waiting for: {', '.join(waiting)})")
                 lines += [line.strip() for line in login if not line.strip().startswith("URL:")]
-                lines.append("Ctrl-C stops the web server and the worker.")
+                lines.append("Ctrl-C stops the web server, the worker and beat.")
                 print("\n" + "\n".join(f"  {line}" for line in lines) + "\n", flush=True)
             time.sleep(0.2)
     finally:
