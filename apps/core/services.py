@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
@@ -192,10 +192,17 @@ def job_execute(*, job_id: int, work: Callable[[JobContext], str | None]) -> Job
 
 def job_release(*, job: Job) -> bool:
     """Give a claim back (the database went away under the work): the job is pending again,
-    so the retried task, or the sweeper, takes it at once. If the database is still away
-    this fails quietly and the claim simply goes stale."""
+    so the retried task, or the sweeper, takes it at once, and the claim does not count as
+    one whose worker died. If the database is still away this fails quietly and the claim
+    simply goes stale."""
     try:
-        return bool(_mine(job).update(status=JobStatus.PENDING, claim_token="", heartbeat_at=None))
+        released = _mine(job).update(
+            status=JobStatus.PENDING,
+            claim_token="",
+            heartbeat_at=None,
+            attempts=F("attempts") - 1,
+        )
+        return bool(released)
     except TRANSIENT_DB_ERRORS:
         return False
 

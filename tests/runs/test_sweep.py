@@ -14,6 +14,7 @@ from apps.runs.services import (
     run_batch_create,
     run_batch_execute_inline,
     run_claim,
+    run_execute,
     runs_sweep,
 )
 from tests.workers import purge_queues, queued_messages
@@ -91,3 +92,22 @@ def test_runs_played_in_process_are_left_to_their_process(project, author, sampl
     Run.objects.filter(batch=batch).update(enqueued_at=ago(99), heartbeat_at=ago(99))
     assert runs_sweep() == {"sent": [], "batches": []}
     assert queued_messages("llm") == []
+
+
+def test_a_run_that_killed_its_worker_too_often_is_errored_not_retried(
+    project, author, sample_environments, settings
+):
+    settings.JOB_MAX_CLAIMS = 3
+    batch = make_batch(project, author, sample_environments[0], trials=1, concurrency=1)
+    run = Run.objects.filter(batch=batch).order_by("id").first()
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, claims=3, heartbeat_at=ago(31), enqueued_at=ago(31)
+    )
+    run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.retryable, run.claims) == (RunStatus.ERRORED, False, 4)
+    assert run.error == (
+        "Its worker stopped 3 times while playing it (killed, perhaps for lack of memory); "
+        "it was not started again."
+    )
+    assert not Run.objects.filter(batch=batch, task_ref=run.task_ref, attempt=2).exists()

@@ -64,3 +64,22 @@ def test_a_job_whose_last_refresh_was_lost_is_finished_by_the_sweeper(start_temp
     job = Job.objects.get(pk=synthesis.job_id)
     assert (job.status, job.progress_done, job.progress_total) == (JobStatus.SUCCEEDED, 2, 2)
     assert synthesis_sweep() == {"sent": [], "jobs": []}
+
+
+def test_a_slot_that_killed_its_worker_too_often_is_failed_not_retried(start_template, settings):
+    from apps.synthesis.services import synthesis_slot_run
+
+    settings.JOB_MAX_CLAIMS = 3
+    synthesis = start_template(count=1, enqueue=True)
+    slot = synthesis.slots.get()
+    SynthesisSlot.objects.filter(pk=slot.pk).update(
+        status=SlotStatus.DRAFTING, claims=3, heartbeat_at=ago(31)
+    )
+    assert synthesis_slot_run(slot_id=slot.pk, worker="w4") == SlotStatus.FAILED
+    slot.refresh_from_db()
+    assert (slot.status, slot.claims, slot.environment_id) == (SlotStatus.FAILED, 4, None)
+    assert slot.error == (
+        "Its worker stopped 3 times while working on it (killed, perhaps for lack of memory); "
+        "it was not started again."
+    )
+    assert Job.objects.get(pk=synthesis.job_id).status == JobStatus.FAILED

@@ -167,7 +167,7 @@ def _release(run: Run) -> None:
     once. If the database is still away, the claim just goes stale and is swept."""
     try:
         Run.objects.filter(pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING).update(
-            status=RunStatus.PENDING, claim_token="", heartbeat_at=None
+            status=RunStatus.PENDING, claim_token="", heartbeat_at=None, claims=F("claims") - 1
         )
     except TRANSIENT_DB_ERRORS:
         logger.warning("Run %s: could not give its claim back; it will be swept.", run.pk)

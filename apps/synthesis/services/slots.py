@@ -136,7 +136,7 @@ class SlotLease:
         claimable at once and resumes from its stored attempts. If the database is still
         away the claim simply goes stale and is swept."""
         try:
-            self._mine().update(claim_token="", heartbeat_at=None)
+            self._mine().update(claim_token="", heartbeat_at=None, claims=F("claims") - 1)
         except TRANSIENT_DB_ERRORS:
             logger.warning(
                 "Slot %s: could not give its claim back; it will be swept.", self.slot.pk
