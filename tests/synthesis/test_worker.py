@@ -1,8 +1,10 @@
-"""A real Celery worker is killed in the middle of a synthesis job; another one finishes it
-with exactly the requested number of environments, the sweeper (Celery beat) sending the
-interrupted slots again on its own."""
+"""A real Celery worker — or one of its pool processes — is killed in the middle of a
+synthesis job; the job still ends with exactly the requested number of environments, the
+sweeper (Celery beat) sending the interrupted slots again on its own."""
 
 import copy
+import os
+import signal
 
 import pytest
 
@@ -107,3 +109,65 @@ def test_killed_worker_mid_job_then_another_finishes_exactly_n(
     assert all(
         claims >= 2 for claims in slots.filter(pk__in=interrupted).values_list("claims", flat=True)
     )
+
+
+def test_a_killed_pool_process_does_not_leave_its_slot_drafting(
+    short_lease, slow_server, project, author, capabilities, tmp_path
+):
+    endpoint = endpoint_create(
+        project=project,
+        created_by=author,
+        name="slow",
+        base_url=slow_server.base_url,
+        model="loop",
+        api_key_env=TEST_KEY_ENV,
+        request_timeout_s=10,
+        max_concurrency=2,
+    )
+    purge_queues()
+    beat = BeatProcess(log_path=tmp_path / "beat.log").start()
+    # Three pool processes for two LLM slots at a time: one stays free for the sweeps.
+    worker = WorkerProcess(concurrency=3, log_path=tmp_path / "worker.log").start()
+    try:
+        synthesis = synthesis_start(
+            project=project,
+            user=author,
+            capabilities=capabilities,
+            count=3,
+            generator="llm",
+            endpoint=endpoint,
+            tasks_per_environment=2,
+            seed=2,
+        )
+        slots = SynthesisSlot.objects.filter(synthesis=synthesis)
+        slot = wait_for(
+            lambda: slots.filter(status=SlotStatus.DRAFTING).first(),
+            timeout=60,
+            interval=0.05,
+            message="a drafting slot",
+        )
+        pid = int(slot.worker.rsplit(":", 1)[1])
+        assert pid in worker.pool_children()
+        os.kill(pid, signal.SIGKILL)
+
+        def finished():
+            synthesis.job.refresh_from_db()
+            return synthesis.job.status not in (JobStatus.PENDING, JobStatus.RUNNING)
+
+        wait_for(finished, timeout=60, interval=0.3, message="the job to finish")
+        assert worker.process.poll() is None  # the worker itself lived on
+    finally:
+        worker.stop()
+        beat.stop()
+        for name in ("worker.log", "beat.log"):
+            print(name, (tmp_path / name).read_text()[-3000:])
+
+    job = synthesis.job
+    assert job.status == JobStatus.SUCCEEDED, job.message
+    assert list(slots.values_list("status", flat=True)) == [SlotStatus.VALID] * 3
+    assert slots.filter(environment__isnull=False).count() == 3
+    assert Environment.objects.filter(project=project).count() == 3
+    assert SynthesisAttempt.objects.filter(slot__synthesis=synthesis).count() == 3
+    taken_over = SynthesisSlot.objects.get(pk=slot.pk)
+    assert taken_over.claims == 2
+    assert taken_over.worker != slot.worker
