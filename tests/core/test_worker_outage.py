@@ -21,17 +21,21 @@ from apps.datasets.models import VersionStatus
 from apps.datasets.services import VersionFilter, dataset_create, dataset_version_create
 from apps.environments.models import ValidationReport
 from apps.environments.services import environment_validation_start
+from apps.llm.services import endpoint_create, endpoint_test_start
 from apps.runs.models import Run, RunStatus
 from apps.runs.services import BatchSettings, TaskSelection, run_batch_create
 from apps.synthesis.models import SlotStatus
 from apps.synthesis.services import synthesis_start
 from tests.datasets.conftest import make_demonstration
+from tests.llm_server import LoopbackLLMServer, Reply
 from tests.runs.conftest import SAMPLES, import_valid
 from tests.workers import BeatProcess, DatabaseOutage, WorkerProcess, purge_queues, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 STALE_S = 3
+KEY_ENV = "COWORKENV_TEST_OUTAGE_API_KEY"
+KEY = "sk-loopback-outage"
 OUTAGE_S = 6
 SLOW_STEPS = 16
 
@@ -41,6 +45,13 @@ def fast_sweeps(settings, monkeypatch):
     settings.JOB_STALE_AFTER_S = STALE_S
     monkeypatch.setenv("JOB_STALE_AFTER_S", str(STALE_S))
     monkeypatch.setenv("JOB_SWEEP_EVERY_S", "1")
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+@pytest.fixture
+def model_server():
+    with LoopbackLLMServer(api_key=KEY, responder=lambda request: Reply.text("pong")) as server:
+        yield server
 
 
 @pytest.fixture
@@ -60,7 +71,7 @@ def processes(tmp_path):
 
 
 def test_every_job_kind_completes_after_the_database_refused_the_workers(
-    fast_sweeps, processes, project, author
+    fast_sweeps, processes, model_server, project, author
 ):
     start = processes
     environments = [import_valid(project, author, json.loads(p.read_text())) for p in SAMPLES]
@@ -98,8 +109,17 @@ def test_every_job_kind_completes_after_the_database_refused_the_workers(
         dataset=dataset, user=author, filters=VersionFilter(), validation_fraction=0.0
     )
     regrade = regrade_job_start(project=project, environment=first, user=author, only_stale=False)
+    endpoint = endpoint_create(
+        project=project,
+        created_by=author,
+        name="loop",
+        base_url=model_server.base_url,
+        model="loop",
+        api_key_env=KEY_ENV,
+    )
+    endpoint_test = endpoint_test_start(endpoint=endpoint, started_by=author)
     jobs = Job.objects.filter(project=project)
-    assert jobs.count() == 6
+    assert jobs.count() == 7
 
     # 1. The messages arrive while the database refuses the workers.
     with DatabaseOutage():
@@ -128,6 +148,7 @@ def test_every_job_kind_completes_after_the_database_refused_the_workers(
     kinds = [
         "curation.regrade",
         "dataset_build",
+        "endpoint_test",
         "environment_validation",
         "run_batch",
         "synthesis",
@@ -154,3 +175,5 @@ def test_every_job_kind_completes_after_the_database_refused_the_workers(
     assert version.train_rows == len(train_tasks)
     regrade.refresh_from_db()
     assert regrade.message == f"Re-graded {len(train_tasks)} demonstrations; 0 flipped."
+    endpoint_test.refresh_from_db()
+    assert endpoint_test.message.startswith("Connected. It answered “pong”")

@@ -9,6 +9,7 @@ TASKS_BY_KIND = {
     "curation.regrade": "apps.curation.tasks.regrade_demonstrations_task",
     "dataset_build": "apps.datasets.tasks.build_dataset_version_task",
     "dataset_verify": "apps.datasets.tasks.verify_dataset_version_task",
+    "endpoint_test": "apps.llm.tasks.check_endpoint_task",
 }
 
 
