@@ -6,8 +6,10 @@ stopped heartbeating again."""
 
 import os
 import signal
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from apps.core.models import Job, JobStatus
 from apps.llm.services import endpoint_create
@@ -131,10 +133,15 @@ def test_a_killed_worker_mid_batch_is_finished_by_the_next_one(start_batch, proc
     runs = Run.objects.filter(batch=batch)
 
     def mid_batch():
-        statuses = list(runs.values_list("status", flat=True))
-        return RunStatus.SUCCEEDED in statuses and RunStatus.RUNNING in statuses
+        # A run finished, and another one was claimed a moment ago: it has about two seconds
+        # of model requests left when the worker is killed.
+        just_claimed = timezone.now() - timedelta(seconds=0.5)
+        return (
+            runs.filter(status=RunStatus.SUCCEEDED).exists()
+            and runs.filter(status=RunStatus.RUNNING, started_at__gte=just_claimed).exists()
+        )
 
-    wait_for(mid_batch, timeout=60, interval=0.05, message="a finished and a running run")
+    wait_for(mid_batch, timeout=60, interval=0.05, message="a finished and a starting run")
     first.kill()
     interrupted = set(runs.filter(status=RunStatus.RUNNING).values_list("pk", flat=True))
     assert interrupted

@@ -5,8 +5,10 @@ sweeper (Celery beat) sending the interrupted slots again on its own."""
 import copy
 import os
 import signal
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from apps.core.models import JobStatus
 from apps.environments.models import Environment
@@ -72,8 +74,13 @@ def test_killed_worker_mid_job_then_another_finishes_exactly_n(
         slots = SynthesisSlot.objects.filter(synthesis=synthesis)
 
         def mid_job():
-            statuses = list(slots.values_list("status", flat=True))
-            return statuses.count(SlotStatus.VALID) >= 1 and SlotStatus.DRAFTING in statuses
+            # A slot finished, and another was claimed a moment ago (its model request has
+            # about a second left when the worker is killed).
+            just_claimed = timezone.now() - timedelta(seconds=0.3)
+            return (
+                slots.filter(status=SlotStatus.VALID).exists()
+                and slots.filter(status=SlotStatus.DRAFTING, started_at__gte=just_claimed).exists()
+            )
 
         wait_for(mid_job, timeout=90, interval=0.05, message="a finished and a drafting slot")
         first.kill()
