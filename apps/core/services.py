@@ -51,10 +51,14 @@ def job_create(
     params: dict | None = None,
     total: int = 0,
     task=None,
+    enqueue: Callable[[int], object] | None = None,
 ) -> Job:
     """Create a pending job and, once the transaction commits, send its id to ``task`` (a
     Celery task taking the job id). The task's name is kept on the row, so the sweeper can
-    send the job again if the message is lost or its worker dies."""
+    send the job again if the message is lost or its worker dies.
+
+    ``enqueue`` (a callable taking the job id) is for jobs that route their own messages
+    and recover on their own; the sweeper does not know how to send those again."""
     job = Job(
         project=project,
         kind=kind,
@@ -69,6 +73,8 @@ def job_create(
     job.save()
     if task is not None:
         transaction.on_commit(lambda: send_task(task.name, job.pk))
+    elif enqueue is not None:
+        transaction.on_commit(lambda: enqueue(job.pk))
     return job
 
 
