@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "apps.curation",
     "apps.datasets",
     "apps.workspace",
+    "apps.training",
 ]
 
 MIDDLEWARE = [
@@ -386,3 +387,25 @@ if DATASET_TOKENIZER_DEFAULT and DATASET_TOKENIZER_DEFAULT not in DATASET_TOKENI
         f"DATASET_TOKENIZER_DEFAULT={DATASET_TOKENIZER_DEFAULT!r} is not a name in "
         "DATASET_TOKENIZERS."
     )
+
+
+# Training (apps.training). Local jobs write under TRAINING_ROOT; the gpu-queue worker starts
+# the entry point with `accelerate launch` (TRAINING_LAUNCHER=python runs it without accelerate)
+# on TRAINING_NUM_PROCESSES processes, or as TRAINING_ACCELERATE_CONFIG (a DeepSpeed/FSDP
+# config file) says. TRAINING_DEVICE: auto (GPU when /dev/nvidia0 exists), cpu or gpu.
+TRAINING_ROOT = Path(env_str("TRAINING_ROOT", str(VAR_DIR / "training")))
+TRAINING_LAUNCHER = env_str("TRAINING_LAUNCHER", "accelerate")
+if TRAINING_LAUNCHER not in ("accelerate", "python"):
+    raise ImproperlyConfigured("TRAINING_LAUNCHER is accelerate or python.")
+TRAINING_NUM_PROCESSES = env_int("TRAINING_NUM_PROCESSES", 1)
+TRAINING_ACCELERATE_CONFIG = env_str("TRAINING_ACCELERATE_CONFIG", "")
+TRAINING_DEVICE = env_str("TRAINING_DEVICE", "auto")
+if TRAINING_DEVICE not in ("auto", "cpu", "gpu"):
+    raise ImproperlyConfigured("TRAINING_DEVICE is auto, cpu or gpu.")
+# A running local job whose worker has not reported for this long is taken over (and resumed
+# from its last checkpoint) by the next worker that starts or receives it.
+TRAINING_STALE_S = env_int("TRAINING_STALE_S", 120)
+# How often the openai backend polls the provider, in seconds.
+TRAINING_POLL_S = float(env_str("TRAINING_POLL_S", "15"))
+# The address cluster jobs (command backend) call back to; it must reach this server.
+TRAINING_CALLBACK_BASE_URL = env_str("TRAINING_CALLBACK_BASE_URL", "http://127.0.0.1:8000")

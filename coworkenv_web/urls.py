@@ -15,6 +15,7 @@ api_v1 = [
     path("", include("apps.curation.apis")),
     path("", include("apps.datasets.apis")),
     path("", include("apps.workspace.apis")),
+    path("", include("apps.training.apis")),
     path(
         "schema/",
         SpectacularAPIView.as_view(permission_classes=[ApiDocsPermission]),
@@ -43,6 +44,7 @@ urlpatterns = [
     path("", include("apps.curation.urls")),
     path("", include("apps.datasets.urls")),
     path("", include("apps.workspace.urls")),
+    path("", include("apps.training.urls")),
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),
 ]

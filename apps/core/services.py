@@ -95,13 +95,19 @@ def job_report_progress(
         raise JobCancelled
 
 
-def job_execute(*, job_id: int, work: Callable[[JobContext], str | None]) -> Job | None:
+def job_execute(
+    *,
+    job_id: int,
+    work: Callable[[JobContext], str | None],
+    stale_after: timedelta = STALE_AFTER,
+) -> Job | None:
     """Run ``work`` for a claimed job and record how it ended.
 
     ``work`` may return a closing message. Errors a person can act on should be raised as
     ApplicationError; anything else is logged with its traceback and shown generically.
+    ``stale_after``: how long a running job must have been silent before it is taken over.
     """
-    job = job_claim(job_id=job_id)
+    job = job_claim(job_id=job_id, stale_after=stale_after)
     if job is None:
         logger.info("Job %s is not claimable (finished, cancelled or running elsewhere).", job_id)
         return None
@@ -133,6 +139,13 @@ def job_cancel(*, job: Job) -> Job:
         Job.objects.filter(pk=job.pk).update(cancel_requested=True)
     job.refresh_from_db()
     return job
+
+
+def job_finish(*, job: Job, status: str, message: str) -> None:
+    """Close a job whose work ended outside ``job_execute`` (e.g. reported by a callback)."""
+    if status not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED):
+        raise ValueError(f"{status} is not a final job status.")
+    _finish(job, status, message)
 
 
 def _finish(job: Job, status: str, message: str) -> None:

@@ -676,3 +676,33 @@ def _json_default(value):
     if hasattr(value, "model_dump"):
         return value.model_dump(exclude_none=True)
     return str(value)
+
+
+def endpoint_openai_client(endpoint: ModelEndpoint) -> openai.OpenAI:
+    """An ``openai.OpenAI`` client for an endpoint's other APIs (files, fine-tuning jobs),
+    with the same key rules as ``llm_chat``: only an *API_KEY variable, only to the hosts
+    LLM_KEY_HOSTS allows. No retries inside the client: callers poll and retry themselves."""
+    key = ""
+    if endpoint.api_key_env:
+        allowed = api_key_env_allowed(endpoint.api_key_env)
+        refusal = api_key_host_refusal(endpoint.api_key_env, endpoint.base_url) if allowed else None
+        key = os.environ.get(endpoint.api_key_env, "") if allowed and not refusal else ""
+        if not key:
+            if not allowed:
+                detail = f"{endpoint.api_key_env} is not an API key variable."
+            else:
+                detail = refusal or f"Environment variable {endpoint.api_key_env} is not set."
+            raise LLMConfigurationError(
+                f"Endpoint “{endpoint.name}” cannot be used: {detail}",
+                detail=detail,
+                endpoint=endpoint.name,
+            )
+    return _openai_client(endpoint.base_url, key or "not-needed", endpoint.request_timeout_s)
+
+
+def describe_openai_error(exc: Exception, endpoint: ModelEndpoint) -> tuple[str, bool]:
+    """``(what went wrong, whether retrying may help)`` for an error of the openai client."""
+    if isinstance(exc, openai.OpenAIError):
+        failure = _classify(exc, endpoint)
+        return failure.detail, failure.retryable
+    return f"{type(exc).__name__}: {exc}", False
