@@ -58,6 +58,9 @@ def _submit_command(job_id: int) -> Job | None:
 def training_job_execute(job_id: int) -> Job | None:
     """Claim the job (a running one only once its worker has been silent for
     TRAINING_STALE_S) and run its backend. Safe to deliver twice."""
+    backend = TrainingJob.objects.filter(job_id=job_id).values_list("backend", flat=True).first()
+    if backend == Backend.COMMAND:
+        return _submit_command(job_id)
     return job_execute(job_id=job_id, work=_work, stale_after=training_stale_after())
 
 
