@@ -230,13 +230,18 @@ def training_chat_template(tokenizer) -> str:
 
 
 def _process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie — killed, not yet reaped — counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 def make_callback(reporter: Reporter, supervisor_pid: int | None):
