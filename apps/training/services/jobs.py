@@ -92,9 +92,11 @@ def training_job_create(
     endpoint=None,
     command_template=None,
     method: str = TrainingMethod.SFT,
+    enqueue: bool = True,
 ) -> TrainingJob:
     """A pending training job on a ready dataset version, queued once the transaction commits
-    (``local`` on the ``gpu`` queue; ``openai`` and ``command`` on ``llm``)."""
+    (``local`` on the ``gpu`` queue; ``openai`` and ``command`` on ``llm``). ``enqueue=False``
+    leaves it for the caller to run in process (``training_job_execute``)."""
     if dataset_version is None or dataset_version.dataset.project_id != project.pk:
         raise _field_error("dataset_version", "Choose a dataset version of this project.")
     if dataset_version.status != VersionStatus.READY:
@@ -158,7 +160,7 @@ def training_job_create(
         started_by=user,
         params={"backend": backend, "base_model": base_model},
         total=total,
-        enqueue=lambda job_id: _enqueue(job_id, backend),
+        enqueue=(lambda job_id: _enqueue(job_id, backend)) if enqueue else None,
     )
     training_job = TrainingJob(
         project=project,
