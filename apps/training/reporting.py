@@ -4,7 +4,7 @@ Every event is one JSON object with a ``type``:
 
 - ``started``   ``{"resumed_from_step": int, "data_sha256": {"train": hex, …}, "total_steps"}``
 - ``metrics``   ``{"step", "epoch", "loss", "eval_loss", "learning_rate", "grad_norm",
-  "tokens_per_second"}`` (absent values omitted)
+  "tokens_per_second", "max_rss_gb", "max_gpu_memory_gb"}`` (absent values omitted)
 - ``checkpoint`` ``{"step", "path"}``
 - ``log``       ``{"line"}``
 - ``finished``  ``{"status": "succeeded"|"failed"|"cancelled", "message", "artifacts"}``

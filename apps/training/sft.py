@@ -244,6 +244,18 @@ def _process_alive(pid: int) -> bool:
         return True
 
 
+def _memory() -> dict[str, float]:
+    """Peak memory so far: the GPU's (this process) when there is one, and the process's RSS."""
+    import resource
+
+    import torch
+
+    out = {"max_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)}
+    if torch.cuda.is_available():
+        out["max_gpu_memory_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+    return out
+
+
 def make_callback(reporter: Reporter, supervisor_pid: int | None):
     from transformers import TrainerCallback
 
@@ -278,6 +290,7 @@ def make_callback(reporter: Reporter, supervisor_pid: int | None):
                     )
                 self.last_tokens, self.last_time = tokens, now
             if set(event) & {"loss", "eval_loss", "learning_rate", "grad_norm"}:
+                event.update(_memory())
                 reporter.emit(event)
 
         def on_save(self, args, state, control, **kwargs):
