@@ -287,16 +287,18 @@ class CallbackDataApi(APIView):
     authentication_classes = []
     permission_classes = [AllowAny]
 
+    split = "train"
+
     @extend_schema(
         responses={(200, "application/jsonl"): OpenApiTypes.BINARY},
-        operation_id="training_callback_data",
-        description="The job's train or eval file (TRL rows), as written when it launched.",
+        operation_id="training_callback_data_train",
+        description="The job's train file (TRL rows), as written when it launched.",
     )
-    def get(self, request, pk, split):
+    def get(self, request, pk):
         training_job = _job_for_secret(request, pk)
         if training_job is None:
             return Response(REFUSED.data, status=REFUSED.status_code)
-        name = {"train": "train.jsonl", "eval": "eval.jsonl"}[split]
+        name = f"{self.split}.jsonl"
         file_path = Path(training_job.output_dir) / "data" / name
         if not file_path.exists():
             return Response(
@@ -304,6 +306,18 @@ class CallbackDataApi(APIView):
                 status=status.HTTP_404_NOT_FOUND,
             )
         return FileResponse(open(file_path, "rb"), content_type="application/jsonl")
+
+
+class CallbackEvalDataApi(CallbackDataApi):
+    split = "eval"
+
+    @extend_schema(
+        responses={(200, "application/jsonl"): OpenApiTypes.BINARY},
+        operation_id="training_callback_data_eval",
+        description="The job's eval file (TRL rows), as written when it launched.",
+    )
+    def get(self, request, pk):
+        return super().get(request, pk)
 
 
 urlpatterns = [
@@ -324,13 +338,11 @@ urlpatterns = [
     path(
         "training-jobs/<int:pk>/callback/data/train/",
         CallbackDataApi.as_view(),
-        {"split": "train"},
         name="training-data-train",
     ),
     path(
         "training-jobs/<int:pk>/callback/data/eval/",
-        CallbackDataApi.as_view(),
-        {"split": "eval"},
+        CallbackEvalDataApi.as_view(),
         name="training-data-eval",
     ),
 ]

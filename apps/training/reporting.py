@@ -77,7 +77,10 @@ class HttpReporter(Reporter):
                 self.cancel_requested = bool(answer.get("cancel"))
                 return
             except urllib.error.HTTPError as exc:
-                if exc.code < 500:  # refused (wrong secret, finished job): retrying will not help
+                if exc.code == 410:  # the job has ended (cancelled): stop training
+                    self.cancel_requested = True
+                    return
+                if exc.code < 500:  # refused (wrong secret): retrying will not help
                     logger.error("The callback refused an event: HTTP %s", exc.code)
                     return
             except (urllib.error.URLError, OSError, ValueError) as exc:

@@ -3,6 +3,8 @@ dataset version through `accelerate launch`, the loss falls, the model loads and
 
 import hashlib
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -10,9 +12,10 @@ import pytest
 pytest.importorskip("trl")  # the `train` extra
 transformers = pytest.importorskip("transformers")
 
-from apps.core.models import JobStatus  # noqa: E402
-from apps.training.models import ModelKind, TrainedModel  # noqa: E402
+from apps.core.models import Job, JobStatus  # noqa: E402
+from apps.training.models import ModelKind, TrainedModel, TrainingJob  # noqa: E402
 from apps.training.services import training_job_create, training_job_execute  # noqa: E402
+from apps.training.services.local import group_alive  # noqa: E402
 from tests.training.conftest import TINY  # noqa: E402
 
 
@@ -85,3 +88,39 @@ def test_local_training_end_to_end(project, author, training_version):
         generated[0, -1].item() == tokenizer.eos_token_id
     )
     assert isinstance(tokenizer.decode(generated[0][prompt["input_ids"].shape[1] :]), str)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_kills_the_trainer_process_group(project, author, training_version):
+    training_job = training_job_create(
+        project=project,
+        user=author,
+        dataset_version=training_version,
+        backend="local",
+        base_model="preset:tiny-qwen2",
+        hyperparameters={**TINY, "max_steps": 500, "save_steps": 1000},
+        enqueue=False,
+    )
+    pid_file = Path(training_job.output_dir) / "trainer.pid"
+    seen = {}
+
+    def cancel_after_two_steps():
+        rows = TrainingJob.objects.filter(pk=training_job.pk)
+        for _ in range(3000):
+            if rows.values_list("current_step", flat=True)[0] >= 2 and pid_file.exists():
+                seen["pid"] = int(pid_file.read_text())
+                Job.objects.filter(pk=training_job.job_id).update(cancel_requested=True)
+                return
+            time.sleep(0.05)
+
+    helper = threading.Thread(target=cancel_after_two_steps)
+    helper.start()
+    training_job_execute(training_job.job_id)
+    helper.join()
+    job = Job.objects.get(pk=training_job.job_id)
+    assert job.status == JobStatus.CANCELLED
+    assert not group_alive(seen["pid"])  # the launcher and the trainer are gone
+    training_job.refresh_from_db()
+    assert 2 <= training_job.current_step < 500
+    assert not TrainedModel.objects.filter(training_job=training_job).exists()
+    assert not pid_file.exists()

@@ -3,7 +3,6 @@ its supervisor; the next worker takes the job over and the trainer resumes from 
 checkpoint: the step count continues, every step has its metrics once, the model is saved."""
 
 import contextlib
-import os
 import re
 from pathlib import Path
 
@@ -14,6 +13,7 @@ pytest.importorskip("trl")  # the `train` extra
 from apps.core.models import Job, JobStatus
 from apps.training.models import TrainedModel, TrainingJob, TrainingMetric
 from apps.training.services import training_job_create
+from apps.training.services.local import group_alive
 from tests.training.conftest import TINY
 from tests.workers import WorkerProcess, purge_queues, wait_for
 
@@ -21,14 +21,6 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 STEPS = 30
 SAVE_EVERY = 5
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_killed_worker_resumes_from_the_last_checkpoint(
@@ -58,7 +50,9 @@ def test_killed_worker_resumes_from_the_last_checkpoint(
         pid = int((Path(training_job.output_dir) / "trainer.pid").read_text())
         first.kill()
         # The trainer notices its supervisor is gone at its next step and stops.
-        wait_for(lambda: _gone(pid), timeout=60, interval=0.1, message="the orphaned trainer")
+        wait_for(
+            lambda: not group_alive(pid), timeout=60, interval=0.1, message="the orphaned trainer"
+        )
         checkpoints = sorted(
             int(m.group(1))
             for p in (Path(training_job.output_dir) / "checkpoints").iterdir()

@@ -120,12 +120,43 @@ def _kill_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies waiting to be reaped do not)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _wait_group(pgid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not group_alive(pgid):
+            return True
+        time.sleep(0.1)
+    return not group_alive(pgid)
+
+
 def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the whole group (launcher and trainers), SIGKILL after a grace period."""
     _kill_group(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
+    if not _wait_group(process.pid, STOP_GRACE_S):
         _kill_group(process.pid, signal.SIGKILL)
+        _wait_group(process.pid, STOP_GRACE_S)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=STOP_GRACE_S)
 
 
@@ -137,13 +168,7 @@ def _stop_previous_trainer(pid_file: Path) -> None:
     except (OSError, ValueError):
         return
     _kill_group(pid, signal.SIGKILL)
-    deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.1)
+    _wait_group(pid, STOP_GRACE_S)
 
 
 class _Tail:
