@@ -681,7 +681,16 @@ def _json_default(value):
 def endpoint_openai_client(endpoint: ModelEndpoint) -> openai.OpenAI:
     """An ``openai.OpenAI`` client for an endpoint's other APIs (files, fine-tuning jobs),
     with the same key rules as ``llm_chat``: only an *API_KEY variable, only to the hosts
-    LLM_KEY_HOSTS allows. No retries inside the client: callers poll and retry themselves."""
+    LLM_KEY_HOSTS allows; the base URL and every connection through the address guard. No
+    retries inside the client: callers poll and retry themselves."""
+    refusal = base_url_refusal(endpoint.base_url, resolve_names=False)
+    if refusal is not None:
+        detail = f"Refused to connect: {refusal}"
+        raise LLMConfigurationError(
+            f"Endpoint “{endpoint.name}” cannot be used: {detail}",
+            detail=detail,
+            endpoint=endpoint.name,
+        )
     key = ""
     if endpoint.api_key_env:
         allowed = api_key_env_allowed(endpoint.api_key_env)
@@ -697,12 +706,14 @@ def endpoint_openai_client(endpoint: ModelEndpoint) -> openai.OpenAI:
                 detail=detail,
                 endpoint=endpoint.name,
             )
-    return _openai_client(endpoint.base_url, key or "not-needed", endpoint.request_timeout_s)
+    return _openai_client(
+        endpoint.base_url, key or "not-needed", endpoint.request_timeout_s, allowed_networks()
+    )
 
 
 def describe_openai_error(exc: Exception, endpoint: ModelEndpoint) -> tuple[str, bool]:
     """``(what went wrong, whether retrying may help)`` for an error of the openai client."""
     if isinstance(exc, openai.OpenAIError):
-        failure = _classify(exc, endpoint)
+        failure = _classify(exc, endpoint, endpoint.request_timeout_s)
         return failure.detail, failure.retryable
     return f"{type(exc).__name__}: {exc}", False

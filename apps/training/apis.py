@@ -223,25 +223,33 @@ def _job_for_secret(request, pk) -> TrainingJob | None:
     return training_job
 
 
+# A wrong or missing secret reads exactly like a job that does not exist: the callback tells
+# nobody which ids are real.
 REFUSED = Response(
-    {"message": "Refused: this job's secret is required.", "details": {}},
-    status=status.HTTP_403_FORBIDDEN,
+    {"message": "No such training job.", "details": {}}, status=status.HTTP_404_NOT_FOUND
 )
+
+
+class _SecretOnly:
+    """The callback endpoints: no user, the job's own secret; no per-address throttle (a
+    cluster behind one NAT address reports every step of every job; the 256-bit secret is
+    not guessable)."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+    throttle_classes = []
 
 
 class CallbackInput(serializers.Serializer):
     events = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=500)
 
 
-class CallbackApi(APIView):
-    authentication_classes = []
-    permission_classes = [AllowAny]
-
+class CallbackApi(_SecretOnly, APIView):
     @extend_schema(
         request=CallbackInput,
         responses={
             200: OpenApiResponse(description='{"cancel": bool}'),
-            403: OpenApiResponse(description="Missing or wrong secret."),
+            404: OpenApiResponse(description="Missing or wrong secret (or no such job)."),
             410: OpenApiResponse(description='The job has ended: {"cancel": true}.'),
         },
         operation_id="training_callback",
@@ -266,10 +274,7 @@ class CallbackApi(APIView):
         return Response(answer)
 
 
-class CallbackConfigApi(APIView):
-    authentication_classes = []
-    permission_classes = [AllowAny]
-
+class CallbackConfigApi(_SecretOnly, APIView):
     @extend_schema(
         responses=OpenApiTypes.OBJECT,
         operation_id="training_callback_config",
@@ -283,10 +288,7 @@ class CallbackConfigApi(APIView):
         return Response(remote_config(training_job, _secret(request)))
 
 
-class CallbackDataApi(APIView):
-    authentication_classes = []
-    permission_classes = [AllowAny]
-
+class CallbackDataApi(_SecretOnly, APIView):
     split = "train"
 
     @extend_schema(

@@ -166,10 +166,15 @@ def _post(job, secret, events):
 def test_callback_secret_is_per_job_and_a_wrong_one_changes_nothing(command_jobs):
     (first, first_secret), (_second, second_secret) = command_jobs
     metrics = [{"type": "metrics", "step": 1, "loss": 2.5}]
-    assert _post(first, "", metrics).status_code == 403
-    assert _post(first, "not-the-secret", metrics).status_code == 403
-    assert _post(first, second_secret, metrics).status_code == 403  # another job's secret
-    assert _post(first, first_secret.upper(), metrics).status_code == 403
+    refused = _post(first, "not-the-secret", metrics)
+    # Refused exactly like a job that does not exist.
+    assert (refused.status_code, refused.json()) == (
+        404,
+        {"message": "No such training job.", "details": {}},
+    )
+    assert _post(first, "", metrics).status_code == 404
+    assert _post(first, second_secret, metrics).status_code == 404  # another job's secret
+    assert _post(first, first_secret.upper(), metrics).status_code == 404
     assert not TrainingMetric.objects.exists()
     first.job.refresh_from_db()
     assert first.job.status == JobStatus.PENDING
@@ -210,7 +215,7 @@ def test_config_and_data_are_served_to_the_secret_only(command_jobs, tmp_path):
     (data_dir / "train.jsonl").write_text('{"messages": []}\n')
     api = APIClient()
     config_url = f"/api/v1/training-jobs/{job.pk}/callback/config/"
-    assert api.get(config_url, HTTP_AUTHORIZATION=f"Bearer {other_secret}").status_code == 403
+    assert api.get(config_url, HTTP_AUTHORIZATION=f"Bearer {other_secret}").status_code == 404
     config = api.get(config_url, HTTP_AUTHORIZATION=f"Bearer {secret}").json()
     assert config["train_file"] == (
         f"http://127.0.0.1:8000/api/v1/training-jobs/{job.pk}/callback/data/train/"
@@ -218,7 +223,7 @@ def test_config_and_data_are_served_to_the_secret_only(command_jobs, tmp_path):
     assert config["data_headers"] == {"Authorization": f"Bearer {secret}"}
     assert config["report"]["callback_secret"] == secret
     data_url = f"/api/v1/training-jobs/{job.pk}/callback/data/train/"
-    assert api.get(data_url).status_code == 403
+    assert api.get(data_url).status_code == 404
     data = api.get(data_url, HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert data.status_code == 200
     assert b"".join(data.streaming_content) == b'{"messages": []}\n'

@@ -209,3 +209,14 @@ def test_command_templates(client_for, author, viewer, outsider, project):
     assert (template.project, template.name, template.created_by) == (project, "slurm", author)
     listed = client_for(viewer).get(url).content.decode()
     assert "deploy/slurm/train.sbatch" in listed and 'data-testid="template-form"' not in listed
+
+
+def test_a_dataset_trained_on_is_kept_for_lineage(training_job):
+    from apps.core.exceptions import ApplicationError
+    from apps.datasets.models import DatasetVersion
+    from apps.datasets.services import dataset_delete
+
+    version = training_job.dataset_version
+    with pytest.raises(ApplicationError, match="kept for that job's lineage"):
+        dataset_delete(dataset=version.dataset)
+    assert DatasetVersion.objects.filter(pk=version.pk).exists()
