@@ -43,8 +43,13 @@ def excluded_turn_transcript(environment, task_key: str) -> tuple[list, list, fl
     """The oracle transcript with an extra assistant reply, excluded from training."""
     transcript, tools, score = oracle_transcript(environment, task_key)
     copy = json.loads(json.dumps(transcript))
-    copy.insert(len(copy) - 1, {"role": "assistant", "content": EXCLUDED_REPLY, "weight": 0})
-    copy.insert(len(copy) - 1, {"role": "user", "content": "Go on."})
+    # Worded per environment: the build joins environments whose replies coincide into one
+    # group (which would leave no environment for the validation split).
+    copy.insert(
+        len(copy) - 1,
+        {"role": "assistant", "content": f"{EXCLUDED_REPLY} ({environment.name})", "weight": 0},
+    )
+    copy.insert(len(copy) - 1, {"role": "user", "content": f"Go on with {task_key}."})
     return copy, tools, score
 
 
