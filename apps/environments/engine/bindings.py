@@ -45,15 +45,23 @@ def placeholder_name(value: Any) -> str | None:
     return None
 
 
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy(value: Any) -> Any:
+    # Scalars are immutable: only lists and objects need a copy of their own.
+    return value if type(value) in _IMMUTABLE else copy.deepcopy(value)
+
+
 def resolve(value: Any, args: dict[str, Any], now: str) -> Any:
-    if isinstance(value, str) and value.startswith("$"):
+    if type(value) is str and value.startswith("$"):
         if value.startswith("$$"):
             return value[1:]
         name = value[1:]
         if name == "now":
             return now
-        return copy.deepcopy(args[name]) if name in args else MISSING
-    return copy.deepcopy(value)
+        return _copy(args[name]) if name in args else MISSING
+    return _copy(value)
 
 
 def normalize_text(text: str) -> str:

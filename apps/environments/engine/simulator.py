@@ -13,8 +13,10 @@ import json
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
+from .argcheck import compile_check
 from .bindings import OpContext, ToolError, execute
 from .formats import validator_for
 from .limits import Limits
@@ -143,6 +145,7 @@ def _parse_time(text: str) -> int:
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
 
 
+@lru_cache(maxsize=4096)
 def _iso(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -350,9 +353,19 @@ class Episode:
                 None,
                 [],
             )
-        errors = sorted(
-            validator_for(tool.parameters).iter_errors(args), key=lambda e: list(e.path)
-        )
+        check = self.spec._cache.get(("args", name))
+        if check is None:
+            # Compiled once per spec and tool: a plain predicate for the keyword subset tool
+            # schemas use, else the cached jsonschema validator's is_valid.
+            check = compile_check(tool.parameters) or validator_for(tool.parameters).is_valid
+            self.spec._cache[("args", name)] = check
+        if not check(args):
+            # The messages come from jsonschema, as they always have.
+            errors = sorted(
+                validator_for(tool.parameters).iter_errors(args), key=lambda e: list(e.path)
+            )
+        else:
+            errors = []
         if errors:
             parts = [
                 (f"'{'/'.join(map(str, e.absolute_path))}': " if e.absolute_path else "")
