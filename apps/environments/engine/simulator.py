@@ -26,6 +26,10 @@ from .state import BaseState, WorldState, build_base, json_size
 TRANSIENT_ERRORS = frozenset({"rate_limit", "server_error", "timeout"})
 FAULT_KINDS = ("rate_limit", "server_error", "timeout")  # what `Episode.call(fault=…)` takes
 TIMEOUT_SECONDS = 30
+# Encoders built once (json.dumps with options builds a JSONEncoder on every call).
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+_ENCODE_ARGS = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_DECODE = json.JSONDecoder().decode
 _FAULT_MESSAGES = {
     "rate_limit": "429 Too Many Requests: rate limit exceeded, retry after 2 s",
     "server_error": "500 Internal Server Error: the service failed, try again",
@@ -54,7 +58,7 @@ class ToolResult:
 
     @classmethod
     def failure(cls, code: str, message: str) -> ToolResult:
-        text = json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
+        text = _ENCODE({"error": {"code": code, "message": message}})
         return cls(False, text, code, message)
 
     @property
@@ -160,7 +164,7 @@ def base_state(spec: EnvironmentSpec, task_key: str) -> BaseState:
 
 
 def _bounded_text(content: Any, max_chars: int) -> str:
-    text = json.dumps(content, ensure_ascii=False)
+    text = _ENCODE(content)
     if len(text) <= max_chars:
         return text
     if isinstance(content, dict) and isinstance(content.get("results"), list):
@@ -325,22 +329,25 @@ class Episode:
         limit = self.limits.max_argument_chars
         if arguments is None:
             arguments = {}
-        if isinstance(arguments, str):
+        decoded = isinstance(arguments, str)
+        if decoded:
             if len(arguments) > limit:
                 return None, ToolResult.failure("bad_arguments", f"arguments exceed {limit} chars")
             try:
-                arguments = json.loads(arguments)
+                arguments = _DECODE(arguments)
             except ValueError as exc:
                 return None, ToolResult.failure("bad_arguments", f"arguments are not JSON: {exc}")
         if not isinstance(arguments, dict):
             return None, ToolResult.failure("bad_arguments", "arguments must be a JSON object")
         try:
-            text = json.dumps(arguments, allow_nan=False, ensure_ascii=False)
+            text = _ENCODE_ARGS(arguments)
         except (TypeError, ValueError) as exc:
             return None, ToolResult.failure("bad_arguments", f"arguments are not JSON: {exc}")
         if len(text) > limit:
             return None, ToolResult.failure("bad_arguments", f"arguments exceed {limit} chars")
-        return json.loads(text), None
+        # Decoded text is already the episode's own object; a caller's dict is copied (the
+        # caller may mutate it later; the audit log and the records must not change).
+        return (arguments if decoded else _DECODE(text)), None
 
     def _dispatch(
         self, seq: int, name: str, args: dict[str, Any], *, forced: str | None = None
