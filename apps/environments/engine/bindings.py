@@ -151,8 +151,8 @@ def _changes(binding: Binding, args: dict[str, Any], now: str) -> dict[str, Any]
     return changes
 
 
-def _check_size(ctx: OpContext, record: dict[str, Any], delta: int) -> None:
-    size = json_size(record)
+def _check_size(ctx: OpContext, size: int, delta: int) -> None:
+    """``size``: the new record's JSON size; ``delta``: what the state's size would grow by."""
     if size > ctx.max_record_bytes:
         raise ToolError("state_limit", f"record too large ({size} bytes > {ctx.max_record_bytes})")
     if ctx.state.size_bytes + delta > ctx.max_state_bytes:
@@ -201,9 +201,10 @@ def execute(
                 raise ToolError("conflict", f"a {col} record with id '{record['id']}' exists")
         else:
             record = {"id": _new_id(ctx, binding), **record}
-        _check_size(ctx, record, json_size(record) + 1)
+        size = json_size(record)
+        _check_size(ctx, size, size + 1)
         state.insert(svc, col, record)
-        state.size_bytes += json_size(record) + 1
+        state.size_bytes += size + 1
         diff = {
             "op": "create",
             "service": svc,
@@ -227,8 +228,9 @@ def execute(
         if not changed:
             return old, []
         new = {**old, **changes}
-        delta = json_size(new) - json_size(old)
-        _check_size(ctx, new, delta)
+        size = json_size(new)
+        delta = size - json_size(old)
+        _check_size(ctx, size, delta)
         state.replace(svc, col, new)
         state.size_bytes += delta
         diff = {

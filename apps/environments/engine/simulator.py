@@ -20,7 +20,7 @@ from .argcheck import compile_check
 from .bindings import OpContext, ToolError, execute
 from .formats import validator_for
 from .limits import Limits
-from .spec import EnvironmentSpec, Update, load_spec
+from .spec import EnvironmentSpec, ToolSpec, Update, load_spec
 from .state import BaseState, WorldState, build_base, json_size
 
 TRANSIENT_ERRORS = frozenset({"rate_limit", "server_error", "timeout"})
@@ -100,6 +100,14 @@ class AuditEntry:
     at: str
     result_text: str | None
     diff: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def _make(cls, **fields: Any) -> AuditEntry:
+        """The instance ``cls(**fields)`` gives (every field passed), built without the frozen
+        ``__init__``'s ``object.__setattr__`` per field — a sixth of a simulator call."""
+        entry = object.__new__(cls)
+        entry.__dict__.update(fields)
+        return entry
 
     @property
     def result(self) -> Any:
@@ -309,7 +317,7 @@ class Episode:
             if result is None:
                 result, fault, diff = self._dispatch(seq, str(tool_name), args, forced=forced)
         self.audit_log.append(
-            AuditEntry(
+            AuditEntry._make(
                 seq=seq,
                 turn=max(self.turn_index, 0),
                 tool=str(tool_name)[:200],
@@ -360,26 +368,9 @@ class Episode:
                 None,
                 [],
             )
-        check = self.spec._cache.get(("args", name))
-        if check is None:
-            # Compiled once per spec and tool: a plain predicate for the keyword subset tool
-            # schemas use, else the cached jsonschema validator's is_valid.
-            check = compile_check(tool.parameters) or validator_for(tool.parameters).is_valid
-            self.spec._cache[("args", name)] = check
-        if not check(args):
-            # The messages come from jsonschema, as they always have.
-            errors = sorted(
-                validator_for(tool.parameters).iter_errors(args), key=lambda e: list(e.path)
-            )
-        else:
-            errors = []
-        if errors:
-            parts = [
-                (f"'{'/'.join(map(str, e.absolute_path))}': " if e.absolute_path else "")
-                + e.message
-                for e in errors[:3]
-            ]
-            return ToolResult.failure("bad_arguments", "; ".join(parts)[:1000]), None, []
+        problem = self._check_arguments(tool, args)
+        if problem is not None:
+            return ToolResult.failure("bad_arguments", problem), None, []
         kind = forced
         if kind is None and self.faults and tool.faults.rate > 0:
             rng = random.Random(f"{self.seed}/{seq}/{name}")
@@ -401,6 +392,27 @@ class Episode:
         except ToolError as exc:
             return ToolResult.failure(exc.code, exc.message), None, []
         return ToolResult(True, _bounded_text(content, self.limits.max_result_chars)), None, diff
+
+    def _check_arguments(self, tool: ToolSpec, args: dict[str, Any]) -> str | None:
+        """Why ``args`` fail the tool's schema (up to three jsonschema messages), or None."""
+        key = ("args", tool.name)
+        check = self.spec._cache.get(key)
+        if check is None:
+            # Compiled once per spec and tool: a plain predicate for the keyword subset tool
+            # schemas use (argcheck.py), else the cached jsonschema validator's is_valid.
+            check = compile_check(tool.parameters) or validator_for(tool.parameters).is_valid
+            self.spec._cache[key] = check
+        if check(args):
+            return None
+        # An invalid call: the messages come from jsonschema, as they always have.
+        errors = sorted(
+            validator_for(tool.parameters).iter_errors(args), key=lambda e: list(e.path)
+        )
+        parts = [
+            (f"'{'/'.join(map(str, e.absolute_path))}': " if e.absolute_path else "") + e.message
+            for e in errors[:3]
+        ]
+        return "; ".join(parts)[:1000]
 
     # ------------------------------------------------------------------ state
     @property
