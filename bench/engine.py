@@ -2,7 +2,7 @@
 
     python bench/engine.py [--quick]
 
-* µs per simulator tool call on a sample (in process; wall and CPU, best of 3 passes), the
+* µs per simulator tool call on a sample (in process; wall and CPU, best of 5 passes), the
   target (34 µs a call: 100x the 3.4 ms Claw-Eval's harness measured on this machine) and
   the measured / target ratio;
 * the same calls as HTTP requests to a minimal mock service on loopback (stdlib
@@ -79,11 +79,11 @@ def simulator_loop(spec, calls, n: int) -> None:
 
 
 def bench_in_process(spec, calls, n: int) -> tuple[float, float]:
-    """(wall, CPU) seconds per call, each the best of 3 passes (the machine may be loaded:
+    """(wall, CPU) seconds per call, each the best of 5 passes (the machine may be loaded:
     CPU time leaves out the time other processes held the core)."""
     simulator_loop(spec, calls, min(n, 200))  # warm the per-spec caches
     wall = cpu = float("inf")
-    for _ in range(3):
+    for _ in range(5):
         w0, c0 = time.perf_counter(), time.process_time()
         simulator_loop(spec, calls, n)
         wall = min(wall, (time.perf_counter() - w0) / n)
