@@ -101,7 +101,7 @@ def spec_parse(text: str, *, source: str) -> dict:
     except RecursionError:
         raise _fail(
             f"{source} is nested too deeply to be a spec.",
-            [_problem("json_syntax", "The JSON is nested too deeply.", source=source)],
+            [_problem("json_too_deep", "The JSON is nested too deeply.", source=source)],
         ) from None
     if not isinstance(value, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
