@@ -48,3 +48,7 @@ urlpatterns = [
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),
 ]
+
+handler400 = "apps.core.middleware.bad_request_view"
+handler404 = "apps.core.middleware.not_found_view"
+handler500 = "apps.core.middleware.server_error_view"

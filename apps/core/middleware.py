@@ -9,6 +9,7 @@ by the API's parser (``apps.core.api.JSONParser``) and spec files by the import 
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.shortcuts import render
+from django.views import defaults as django_defaults
 
 from apps.core.safeinput import query_fault
 
@@ -63,3 +64,30 @@ class InputScreeningMiddleware:
             what, fault = found
             return bad_request(request, f"{what} {fault}.", {"form": [f"{what} {fault}."]})
         return None
+
+
+# Django's own error pages (an unknown URL, a refused request, a crash) answer in the API's
+# error shape under /api/, and as Django's pages elsewhere. Wired in coworkenv_web/urls.py.
+
+
+def bad_request_view(request, exception=None):
+    if is_api_request(request):
+        message = "The request is not valid."
+        if isinstance(exception, RequestDataTooBig):
+            return bad_request(
+                request, "The request body is larger than the server accepts.", {}, status=413
+            )
+        return bad_request(request, message, {})
+    return django_defaults.bad_request(request, exception)
+
+
+def not_found_view(request, exception=None):
+    if is_api_request(request):
+        return bad_request(request, "Not found.", {}, status=404)
+    return django_defaults.page_not_found(request, exception)
+
+
+def server_error_view(request):
+    if is_api_request(request):
+        return bad_request(request, "The server failed; the error is logged.", {}, status=500)
+    return django_defaults.server_error(request)

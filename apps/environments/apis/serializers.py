@@ -38,10 +38,11 @@ class ProblemOutput(serializers.Serializer):
 
 
 class SpecProblemsErrorOutput(serializers.Serializer):
-    """A 400 whose ``details.problems`` lists what is wrong with the spec."""
+    """A 400 whose ``details.problems`` lists what is wrong with the spec — or, for a request
+    that never got as far as the spec, the bad fields and their errors (as ``ErrorOutput``)."""
 
     class Details(serializers.Serializer):
-        problems = ProblemOutput(many=True)
+        problems = ProblemOutput(many=True, required=False)
 
     message = serializers.CharField()
     details = Details()
