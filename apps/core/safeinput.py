@@ -105,6 +105,22 @@ def json_loads(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return value
 
 
+def parse_id(value) -> int | None:
+    """``value`` (a str from an address, or an int) as an object id, or ``None``.
+
+    Only ASCII digits: ``str.isdigit()`` is true for "²", which ``int()`` refuses. Only up to
+    ``ID_MAX``: a larger number cannot be any row's id."""
+    text = str(value)
+    if not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if number <= ID_MAX else None
+
+
+def is_id(value) -> bool:
+    return parse_id(value) is not None
+
+
 def query_fault(pairs) -> tuple[str, str] | None:
     """``(what, fault)`` for the first unstorable name or value among ``(name, value)`` pairs."""
     for name, value in pairs:

@@ -244,3 +244,58 @@ def test_oversized_api_body_is_413_in_the_error_shape(api_client_for, author, pr
         "/api/v1/environments/import/", body, content_type="application/json"
     )
     assert_error(response, 413, "The request body is larger than the server accepts.", {})
+
+
+# --- numbers in the address -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", ["\u00b2", "\u0663", "99999999999999999999999"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/runs/compare/?a={n}&b={n}",
+        "/p/acme/runs/evaluation/?batch={n}",
+        "/p/acme/runs/?batch={n}&task={n}",
+        "/p/acme/demonstrations/?environment={n}",
+        "/environments/{env}/validation/?report={n}",
+        "/environments/{env}/tasks/?task={n}",
+        "/api/v1/projects/{project}/runs/?batch={n}&task={n}",
+    ],
+)
+def test_numbers_in_the_address_are_never_a_server_error(
+    client_for, viewer, environment, project, url, number
+):
+    """Unicode digits pass ``str.isdigit()`` but not ``int()``; huge ones pass ``int()`` but
+    not a 64-bit column. Either is "no such thing" (or no filter), never a 500."""
+    address = url.format(n=number, env=environment.pk, project=project.pk)
+    response = client_for(viewer).get(address)
+    assert response.status_code in (200, 404), (address, response.status_code)
+
+
+def test_html_record_editor_refuses_a_lone_surrogate(client_for, author, environment):
+    record = environment.records.get(service="contacts", record_id="p1")
+    text = '{\n  "id": "p1",\n  "name": "\\ud800"\n}'
+    response = client_for(author).post(f"/environments/records/{record.pk}/edit/", {"data": text})
+    assert response.status_code == 200
+    assert response.context["form"].errors["data"] == [
+        f'Line 3, column 1: A text value at /name {SURROGATE_AT}. Near: "name": "\\ud800"'
+    ]
+    record.refresh_from_db()
+    assert record.data["name"] != "\ud800"
+
+
+def test_nul_in_the_path_is_a_404(client_for, viewer, environment):
+    response = client_for(viewer).get(f"/environments/{environment.pk}/services/a%00/b.json/")
+    assert response.status_code == 404
+
+
+def test_a_form_post_that_is_not_utf8_is_never_a_server_error(client_for, author, project):
+    """A surrogate cannot be spelt in a form post: its UTF-8-style bytes are not UTF-8, and
+    Django decodes them as U+FFFD, which PostgreSQL stores."""
+    response = client_for(author).post(
+        f"/p/{project.slug}/capabilities/new/",
+        "name=Ask%ED%A0%80first&slug=ask-first",
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert response.status_code == 302
+    assert project.capabilities.get(slug="ask-first").name == "Ask\ufffd\ufffd\ufffdfirst"
