@@ -299,3 +299,28 @@ def test_a_form_post_that_is_not_utf8_is_never_a_server_error(client_for, author
     )
     assert response.status_code == 302
     assert project.capabilities.get(slug="ask-first").name == "Ask\ufffd\ufffd\ufffdfirst"
+
+
+@pytest.mark.parametrize("how", ["api", "paste"])
+def test_a_spec_integer_past_its_column_is_a_400(
+    api_client_for, client_for, author, project, spec, how
+):
+    spec["tasks"][0]["graders"][0]["at_turn"] = 2**31
+    if how == "api":
+        response = post_json(
+            api_client_for(author),
+            "/api/v1/environments/import/",
+            {"project": project.pk, "spec": spec},
+        )
+        assert response.status_code == 400
+        problems = response.json()["details"]["problems"]
+    else:
+        response = client_for(author).post(
+            f"/p/{project.slug}/environments/import/", {"text": json.dumps(spec)}
+        )
+        assert response.status_code == 200
+        problems = response.context["problems"]
+    assert [(p["code"], p["pointer"]) for p in problems] == [
+        ("schema_invalid", "/tasks/0/graders/0/at_turn")
+    ]
+    assert not Environment.objects.exists()
