@@ -75,7 +75,11 @@ def json_check(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
                 raise UnsafeInput(f"A text value{where} {fault}.", _pointer(path))
         elif isinstance(item, (dict, list)):
             if depth >= max_depth:
-                raise UnsafeInput(f"The JSON nests deeper than {max_depth} levels.", _pointer(path))
+                raise UnsafeInput(
+                    f"The JSON nests deeper than {max_depth} levels.",
+                    _pointer(path),
+                    code="json_too_deep",
+                )
             if isinstance(item, dict):
                 for key, child in item.items():
                     if isinstance(key, str) and text_fault(key):

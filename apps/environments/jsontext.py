@@ -8,7 +8,7 @@ its value starts on, so problems can be shown beside their location. Pure functi
 import json
 from dataclasses import dataclass
 
-from apps.core.safeinput import UnsafeInput, json_check
+from apps.core.safeinput import UnsafeInput, json_loads
 from apps.environments.engine.problems import pointer as make_pointer
 
 _DECODER = json.JSONDecoder()
@@ -33,9 +33,7 @@ def parse_json_text(text: str):
     if not text.strip():
         raise JSONTextError("Empty input: expected a JSON value.", 1, 1, "")
     try:
-        value = json.loads(text)
-        json_check(value)
-        return value
+        return json_loads(text)
     except UnsafeInput as exc:
         line = nearest_line(value_lines(text), exc.pointer) or 1
         lines = text.splitlines() or [""]
@@ -44,8 +42,8 @@ def parse_json_text(text: str):
         lines = text.splitlines() or [""]
         line_text = lines[exc.lineno - 1] if exc.lineno - 1 < len(lines) else ""
         raise JSONTextError(exc.msg + ".", exc.lineno, exc.colno, line_text) from None
-    except RecursionError:
-        raise JSONTextError("The document nests too deeply.", 1, 1, "") from None
+    except ValueError as exc:  # NaN / Infinity, which JSON does not have
+        raise JSONTextError(f"{exc}.", 1, 1, "") from None
 
 
 def value_lines(text: str) -> dict[str, int]:

@@ -324,3 +324,13 @@ def test_a_spec_integer_past_its_column_is_a_400(
         ("schema_invalid", "/tasks/0/graders/0/at_turn")
     ]
     assert not Environment.objects.exists()
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_html_paste_nested_too_deeply_is_a_problem_not_a_crash(client_for, author, project, depth):
+    text = '{"a": ' + "[" * depth + "]" * depth + "}"
+    response = client_for(author).post(f"/p/{project.slug}/environments/import/", {"text": text})
+    assert response.status_code == 200
+    problems = response.context["problems"]
+    assert [p["code"] for p in problems] == ["json_too_deep"]
+    assert not Environment.objects.exists()
