@@ -58,8 +58,16 @@ def _escape(part) -> str:
     return str(part).replace("~", "~0").replace("/", "~1")
 
 
+# A reply names where the bad input is, but never echoes a huge key or name whole.
+_SHOWN = 200
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "…"
+
+
 def _pointer(path: tuple) -> str:
-    return "".join(f"/{_escape(part)}" for part in path)
+    return _shown("".join(f"/{_escape(part)}" for part in path))
 
 
 def json_check(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
@@ -133,5 +141,5 @@ def query_fault(pairs) -> tuple[str, str] | None:
             return "A parameter name", fault
         fault = text_fault(value) if isinstance(value, str) else None
         if fault:
-            return f"The value of {name!r}", fault
+            return f"The value of {_shown(name)!r}", fault
     return None

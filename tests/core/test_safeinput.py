@@ -91,3 +91,12 @@ def test_query_fault_names_the_parameter():
     )
     assert query_fault([("a\x00", "x")])[0] == "A parameter name"
     assert query_fault([("q", "fine")]) is None
+
+
+def test_a_huge_key_or_name_is_not_echoed_whole():
+    with pytest.raises(UnsafeInput) as caught:
+        json_check({"k" * 100_000: "\x00"})
+    assert caught.value.pointer == "/" + "k" * 199 + "…"
+    assert len(caught.value.message) < 400
+    what, _ = query_fault([("n" * 100_000, "\x00")])
+    assert what == "The value of '" + "n" * 200 + "…'"
