@@ -100,6 +100,22 @@ def json_check(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
                 stack.extend((child, (*path, index), depth + 1) for index, child in enumerate(item))
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(value: Any) -> Any:
+    """A copy of a JSON-like value whose strings (and keys) hold no NUL and no lone
+    surrogate: each becomes U+FFFD, the replacement character. For text that is data from
+    elsewhere (a model's answer) and must be kept rather than refused."""
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable(item) for item in value]
+    return value
+
+
 def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a JSON value")
 

@@ -27,6 +27,7 @@ import openai
 from django.conf import settings
 from django.db import transaction
 
+from apps.core.safeinput import UnsafeInput, json_check, storable
 from apps.llm.concurrency import SlotTimeout, endpoint_slot, ensure_outside_transaction
 from apps.llm.exceptions import (
     LLMConfigurationError,
@@ -412,6 +413,7 @@ class _CallLog:
         self.group = uuid.uuid4()
 
     def write(self, *, attempt: int, status: str, **fields) -> LLMCall:
+        fields = {name: storable(value) for name, value in fields.items()}
         if "error" in fields:
             fields["error"] = fields["error"][:ERROR_TEXT_LIMIT]
         with transaction.atomic(durable=True):
@@ -562,19 +564,39 @@ def _read_completion(completion, endpoint: ModelEndpoint, latency_ms: int):
     usage = completion.usage
     tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
     tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
-    response = {
-        "id": completion.id,
-        "model": completion.model,
-        "content": message.content,
-        "tool_calls": tool_calls,
-        "finish_reason": choice.finish_reason,
-    }
+    # The answer is data from outside: NUL and lone surrogates become U+FFFD here, once, so
+    # that the call log, transcripts and drafts can always store it.
+    response = storable(
+        {
+            "id": completion.id,
+            "model": completion.model,
+            "content": message.content,
+            "tool_calls": [
+                {**call, "arguments": _storable_arguments(call["arguments"])} for call in tool_calls
+            ],
+            "finish_reason": choice.finish_reason,
+        }
+    )
     return {
         "response": response,
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
         "cost": endpoint.cost_of(tokens_in, tokens_out),
     }, None
+
+
+def _storable_arguments(arguments):
+    """Tool-call arguments are JSON text: an escaped NUL or lone surrogate inside it would
+    only appear once parsed, so such a text is parsed and written again, storable."""
+    if not isinstance(arguments, str) or "\\u" not in arguments:
+        return arguments
+    try:
+        json_check(json.loads(arguments))
+    except UnsafeInput:
+        return json.dumps(storable(json.loads(arguments)), ensure_ascii=False)
+    except (ValueError, RecursionError):
+        pass  # not JSON: the agent loop reports that to the model as it is
+    return arguments
 
 
 def _next_delay(failure: _Failure, policy: RetryPolicy, attempt: int, waited: float):
