@@ -194,6 +194,7 @@ _ERRORS = {
     "401": "Not authenticated: log in, or send ``Authorization: Bearer <token>``.",
     "403": "Your role in the project is too low.",
     "404": "No such object in your projects.",
+    "429": "Too many requests: wait as ``Retry-After`` says.",
 }
 _BODY_ERRORS = {
     "413": "The request body is larger than the server accepts.",

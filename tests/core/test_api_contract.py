@@ -75,7 +75,7 @@ def test_every_4xx_declares_the_error_shape(schema):
     missing = []
     for path, method, operation in operations(schema):
         responses = operation["responses"]
-        for code in ("400", "401", "403", "404"):
+        for code in ("400", "401", "403", "404", "429"):
             if code not in responses:
                 missing.append((method, path, code))
         for code, response in responses.items():
