@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "apps.curation",
     "apps.datasets",
     "apps.workspace",
+    "apps.training",
 ]
 
 MIDDLEWARE = [
@@ -71,6 +72,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "apps.core.middleware.InputScreeningMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -252,6 +254,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "apps.core.api.StandardPagination",
+    # Bodies are JSON only, through the one parser with the size, text and depth limits.
+    "DEFAULT_PARSER_CLASSES": ["apps.core.api.JSONParser"],
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "apps.core.api.exception_handler",
@@ -284,6 +288,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "PREPROCESSING_HOOKS": ["apps.core.api.legacy_paths_hook"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.core.api.error_responses_hook",
+    ],
     # Several models have a "status"; name each choice set after its model.
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "apps.core.models.JobStatus",
@@ -421,3 +430,24 @@ CELERY_BEAT_SCHEDULE = {
     )
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# Training (apps.training). Local jobs write under TRAINING_ROOT; the gpu-queue worker starts
+# the entry point with `accelerate launch` (TRAINING_LAUNCHER=python runs it without accelerate)
+# on TRAINING_NUM_PROCESSES processes, or as TRAINING_ACCELERATE_CONFIG (a DeepSpeed/FSDP
+# config file) says. TRAINING_DEVICE: auto (GPU when /dev/nvidia0 exists), cpu or gpu.
+TRAINING_ROOT = Path(env_str("TRAINING_ROOT", str(VAR_DIR / "training")))
+TRAINING_LAUNCHER = env_str("TRAINING_LAUNCHER", "accelerate")
+if TRAINING_LAUNCHER not in ("accelerate", "python"):
+    raise ImproperlyConfigured("TRAINING_LAUNCHER is accelerate or python.")
+TRAINING_NUM_PROCESSES = env_int("TRAINING_NUM_PROCESSES", 1)
+TRAINING_ACCELERATE_CONFIG = env_str("TRAINING_ACCELERATE_CONFIG", "")
+TRAINING_DEVICE = env_str("TRAINING_DEVICE", "auto")
+if TRAINING_DEVICE not in ("auto", "cpu", "gpu"):
+    raise ImproperlyConfigured("TRAINING_DEVICE is auto, cpu or gpu.")
+# A running local job whose worker has not reported for this long is taken over (and resumed
+# from its last checkpoint) by the next worker that starts or receives it.
+TRAINING_STALE_S = env_int("TRAINING_STALE_S", 120)
+# How often the openai backend polls the provider, in seconds.
+TRAINING_POLL_S = float(env_str("TRAINING_POLL_S", "15"))
+# The address cluster jobs (command backend) call back to; it must reach this server.
+TRAINING_CALLBACK_BASE_URL = env_str("TRAINING_CALLBACK_BASE_URL", "http://127.0.0.1:8000")

@@ -15,6 +15,7 @@ api_v1 = [
     path("", include("apps.curation.apis")),
     path("", include("apps.datasets.apis")),
     path("", include("apps.workspace.apis")),
+    path("", include("apps.training.apis")),
     path(
         "schema/",
         SpectacularAPIView.as_view(permission_classes=[ApiDocsPermission]),
@@ -43,6 +44,11 @@ urlpatterns = [
     path("", include("apps.curation.urls")),
     path("", include("apps.datasets.urls")),
     path("", include("apps.workspace.urls")),
+    path("", include("apps.training.urls")),
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),
 ]
+
+handler400 = "apps.core.middleware.bad_request_view"
+handler404 = "apps.core.middleware.not_found_view"
+handler500 = "apps.core.middleware.server_error_view"

@@ -1,7 +1,12 @@
 """A scripted OpenAI-compatible server on loopback, for tests and benchmarks.
 
 It speaks enough of the OpenAI API for the real ``openai`` client: ``POST
-/v1/chat/completions`` (non-streaming) and ``GET /v1/models``. What it answers is scripted:
+/v1/chat/completions`` (non-streaming) and ``GET /v1/models``; and, for fine-tuning, ``POST
+/v1/files`` (multipart), ``POST /v1/fine_tuning/jobs``, ``GET /v1/fine_tuning/jobs/{id}``,
+``GET /v1/fine_tuning/jobs/{id}/events`` and ``POST /v1/fine_tuning/jobs/{id}/cancel`` (see
+``FineTuning``: each retrieve moves a job one step through validating_files → queued →
+running (one metrics event per step) → succeeded, or failed as configured). What chat
+completions answer is scripted:
 
     with LoopbackLLMServer() as server:
         server.script(
@@ -25,8 +30,11 @@ No Django here: benches and other test folders import it freely.
 from __future__ import annotations
 
 import collections
+import email.parser
+import email.policy
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -122,6 +130,151 @@ class RecordedRequest:
         return (self.body or {}).get("messages", []) if isinstance(self.body, dict) else []
 
 
+class FineTuning:
+    """The files and fine-tuning jobs of a loopback server (thread-safe through its lock).
+
+    ``steps``: metrics events a job reports while running (one per retrieve);
+    ``fail_with``: a message to fail every job with instead of succeeding. Uploaded files
+    keep their bytes (``files[id]["content"]``) so tests can compare them with exports.
+    """
+
+    def __init__(self, *, steps: int = 3, fail_with: str | None = None):
+        self.steps = steps
+        self.fail_with = fail_with
+        self.files: dict[str, dict] = {}
+        self.jobs: dict[str, dict] = {}
+        self.events: dict[str, list[dict]] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def upload(self, filename: str, purpose: str, content: bytes) -> dict:
+        with self._lock:
+            file_id = f"file-loopback-{next(self._ids)}"
+            self.files[file_id] = {
+                "id": file_id,
+                "object": "file",
+                "bytes": len(content),
+                "created_at": int(time.time()),
+                "filename": filename,
+                "purpose": purpose,
+                "status": "processed",
+                "content": content,
+            }
+            return {k: v for k, v in self.files[file_id].items() if k != "content"}
+
+    def create(self, body: dict) -> tuple[int, dict]:
+        with self._lock:
+            for key in ("training_file", "validation_file"):
+                if body.get(key) and body[key] not in self.files:
+                    return 400, {"error": {"message": f"No such file: {body[key]}", "param": key}}
+            if not body.get("model") or not body.get("training_file"):
+                return 400, {"error": {"message": "model and training_file are required."}}
+            job_id = f"ftjob-loopback-{next(self._ids)}"
+            hp = ((body.get("method") or {}).get("supervised") or {}).get("hyperparameters", {})
+            self.jobs[job_id] = {
+                "id": job_id,
+                "object": "fine_tuning.job",
+                "created_at": int(time.time()),
+                "model": body["model"],
+                "training_file": body["training_file"],
+                "validation_file": body.get("validation_file"),
+                "hyperparameters": hp,
+                "method": body.get("method"),
+                "seed": body.get("seed", 0),
+                "suffix": body.get("suffix"),
+                "metadata": body.get("metadata"),
+                "status": "validating_files",
+                "fine_tuned_model": None,
+                "finished_at": None,
+                "error": None,
+                "result_files": [],
+                "trained_tokens": None,
+                "organization_id": "org-loopback",
+                "_step": 0,
+                "_cancel": False,
+            }
+            self.events[job_id] = []
+            self._event(job_id, f"Created fine-tuning job: {job_id}")
+            return 200, self._public(job_id)
+
+    def retrieve(self, job_id: str) -> tuple[int, dict]:
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                return 404, {"error": {"message": f"No such job: {job_id}"}}
+            self._advance(job)
+            return 200, self._public(job_id)
+
+    def cancel(self, job_id: str) -> tuple[int, dict]:
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                return 404, {"error": {"message": f"No such job: {job_id}"}}
+            if job["status"] in ("succeeded", "failed", "cancelled"):
+                return 400, {"error": {"message": f"Job is already {job['status']}."}}
+            job["_cancel"] = True
+            return 200, self._public(job_id)
+
+    def list_events(self, job_id: str) -> tuple[int, dict]:
+        with self._lock:
+            if job_id not in self.jobs:
+                return 404, {"error": {"message": f"No such job: {job_id}"}}
+            return 200, {"object": "list", "data": self.events[job_id][::-1], "has_more": False}
+
+    # --- internals (lock held) -------------------------------------------------------------
+
+    def _public(self, job_id: str) -> dict:
+        return {k: v for k, v in self.jobs[job_id].items() if not k.startswith("_")}
+
+    def _event(self, job_id: str, message: str, *, kind: str = "message", data=None) -> None:
+        self.events[job_id].append(
+            {
+                "id": f"ftevent-loopback-{next(self._ids)}",
+                "object": "fine_tuning.job.event",
+                "created_at": int(time.time()),
+                "level": "info",
+                "message": message,
+                "type": kind,
+                "data": data or {},
+            }
+        )
+
+    def _advance(self, job: dict) -> None:
+        job_id, status = job["id"], job["status"]
+        if status in ("succeeded", "failed", "cancelled"):
+            return
+        if job["_cancel"]:
+            job["status"], job["finished_at"] = "cancelled", int(time.time())
+            self._event(job_id, "Fine-tuning job cancelled.")
+        elif status == "validating_files":
+            job["status"] = "queued"
+            self._event(job_id, "Validating training file: done.")
+        elif status == "queued":
+            job["status"] = "running"
+            self._event(job_id, "Fine-tuning job started.")
+        elif job["_step"] < self.steps:
+            job["_step"] += 1
+            step = job["_step"]
+            self._event(
+                job_id,
+                f"Step {step}/{self.steps}: training loss={2.0 / step:.4f}",
+                kind="metrics",
+                data={"step": step, "train_loss": 2.0 / step, "valid_loss": 2.5 / step},
+            )
+        elif self.fail_with:
+            job["status"], job["finished_at"] = "failed", int(time.time())
+            job["error"] = {"code": "invalid_training_file", "message": self.fail_with}
+            self._event(job_id, f"Fine-tuning job failed: {self.fail_with}")
+        else:
+            job["status"], job["finished_at"] = "succeeded", int(time.time())
+            job["fine_tuned_model"] = f"ft:{job['model']}:loopback:{job['suffix']}:{job_id[-4:]}"
+            job["trained_tokens"] = 1234
+            self._event(job_id, "The job has successfully completed.")
+
+
+FINE_TUNING_JOB = re.compile(r"^/v1/fine_tuning/jobs/([^/?]+)(/events|/cancel)?/?(\?.*)?$")
+
+
 class LoopbackLLMServer:
     def __init__(
         self,
@@ -135,6 +288,7 @@ class LoopbackLLMServer:
         api_key: str | None = None,
         models: tuple[str, ...] = ("loopback-model",),
         hang_limit: float = 60.0,
+        fine_tuning: FineTuning | None = None,
     ):
         if over_capacity not in ("queue", "reject"):
             raise ValueError("over_capacity is 'queue' or 'reject'")
@@ -147,6 +301,7 @@ class LoopbackLLMServer:
         self.api_key = api_key  # when set, other bearer tokens get 401
         self.models = models
         self.hang_limit = hang_limit
+        self.fine_tuning = fine_tuning or FineTuning()
         self.requests: list[RecordedRequest] = []
         self.unexpected = 0
         self.in_flight = 0
@@ -345,12 +500,50 @@ class _Handler(BaseHTTPRequestHandler):
                 for name in self.owner.models
             ]
             self._send(200, {"object": "list", "data": data})
+        elif match := FINE_TUNING_JOB.match(request.path):
+            job_id, tail = match.group(1), match.group(2)
+            if tail == "/events":
+                self._send(*self.owner.fine_tuning.list_events(job_id))
+            elif tail is None:
+                self._send(*self.owner.fine_tuning.retrieve(job_id))
+            else:
+                self._send(405, {"error": {"message": "Use POST."}})
+        else:
+            self._send(404, {"error": {"message": f"No route {request.path}"}})
+
+    def _fine_tuning_post(self, request: RecordedRequest) -> None:
+        tuning = self.owner.fine_tuning
+        path = request.path.split("?")[0].rstrip("/")
+        if path == "/v1/files":
+            content_type = request.headers.get("content-type", "")
+            message = email.parser.BytesParser(policy=email.policy.default).parsebytes(
+                f"Content-Type: {content_type}\r\n\r\n".encode() + request.raw
+            )
+            fields, upload = {}, None
+            for part in message.iter_parts():
+                name = part.get_param("name", header="content-disposition")
+                if part.get_filename() is not None:
+                    upload = (part.get_filename(), part.get_payload(decode=True))
+                else:
+                    fields[name] = part.get_content().strip()
+            if upload is None:
+                self._send(400, {"error": {"message": "No file in the upload."}})
+                return
+            self._send(200, tuning.upload(upload[0], fields.get("purpose", ""), upload[1]))
+        elif path == "/v1/fine_tuning/jobs":
+            self._send(*tuning.create(request.body if isinstance(request.body, dict) else {}))
+        elif (match := FINE_TUNING_JOB.match(path)) and match.group(2) == "/cancel":
+            self._send(*tuning.cancel(match.group(1)))
         else:
             self._send(404, {"error": {"message": f"No route {request.path}"}})
 
     def do_POST(self):
         owner = self.owner
         request = self._record()
+        if request.path.startswith(("/v1/files", "/v1/fine_tuning/")):
+            if self._authorized(request):
+                self._fine_tuning_post(request)
+            return
         if not request.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, {"error": {"message": f"No route {request.path}"}})
             return

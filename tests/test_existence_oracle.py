@@ -26,6 +26,7 @@ from apps.llm.models import ModelEndpoint
 from apps.runs.models import Executor, Run, RunBatch
 from apps.runs.services import run_batch_create, run_batch_execute_inline
 from apps.synthesis.models import SynthesisJob, SynthesisSlot
+from apps.training.models import TrainedModel, TrainingJob
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "acme-ops.json"
@@ -71,6 +72,7 @@ API_OBJECTS = [
     ("api/v1/runs/", "run"),
     ("api/v1/demonstrations/", "demonstration"),
     ("api/v1/datasets/", "dataset"),
+    ("api/v1/training-jobs/", "training_job"),
 ]
 PAGE_OBJECTS = [
     ("account/tokens/", "token"),
@@ -89,6 +91,8 @@ PAGE_OBJECTS = [
     ("demonstrations/", "demonstration"),
     ("review/tags/", "tag"),
     ("datasets/", "dataset"),
+    ("training/models/", "trained_model"),
+    ("training/", "training_job"),
     ("p/<slug:slug>/members/", "membership"),
     ("p/<slug:slug>/review/", "demonstration"),
 ]
@@ -126,6 +130,16 @@ def _build_world():
     dataset = Dataset.objects.create(project=project, name="d", created_by=owner)
     version_job = Job.objects.create(project=project, kind="dataset_version", title="v")
     token, _raw = api_token_create(user=owner, name="owner's laptop")
+    version = DatasetVersion.objects.create(dataset=dataset, number=1, job=version_job)
+    training_job = TrainingJob.objects.create(
+        project=project,
+        job=Job.objects.create(project=project, kind="training", title="t"),
+        name="t",
+        dataset_version=version,
+        backend="command",
+        base_model="m",
+        callback_secret_sha256="0" * 64,
+    )
     world = {
         "project": project,
         "home": home,
@@ -155,7 +169,11 @@ def _build_world():
         ),
         "tag": ReviewReasonTag.objects.create(project=project, name="t"),
         "dataset": dataset,
-        "version": DatasetVersion.objects.create(dataset=dataset, number=1, job=version_job),
+        "version": version,
+        "training_job": training_job,
+        "trained_model": TrainedModel.objects.create(
+            project=project, training_job=training_job, name="t", kind="full", base_model="m"
+        ),
         "membership": Membership.objects.get(project=project, user=owner),
         "service": record.service,
         "collection": record.collection,
@@ -164,6 +182,7 @@ def _build_world():
 
 
 def _teardown_world(world) -> None:
+    TrainingJob.objects.filter(project=world["project"]).delete()  # they PROTECT versions
     DatasetVersion.objects.filter(dataset__project=world["project"]).delete()
     RunBatch.objects.filter(project=world["project"]).delete()  # their jobs are PROTECTed
     Project.objects.filter(pk__in=[world["project"].pk, world["home"].pk]).delete()

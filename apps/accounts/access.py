@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from apps.accounts.models import Membership, Project, Role
+from apps.core.safeinput import is_id
 
 
 def membership_for(user, project: Project) -> Membership | None:
@@ -47,7 +48,7 @@ def project_get_for_user(user, slug: str, min_role: str = Role.VIEWER) -> Projec
 
 
 def project_get_for_user_by_pk(user, pk, min_role: str = Role.VIEWER) -> Project:
-    project = Project.objects.filter(pk=pk).first() if str(pk).isdigit() else None
+    project = Project.objects.filter(pk=pk).first() if is_id(pk) else None
     if project is None:
         raise Http404("No such project.")
     check_project_role(user, project, min_role)
@@ -57,7 +58,7 @@ def project_get_for_user_by_pk(user, pk, min_role: str = Role.VIEWER) -> Project
 def membership_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Membership:
     membership = (
         Membership.objects.select_related("project", "user").filter(pk=pk).first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if membership is None:

@@ -19,7 +19,7 @@ from apps.accounts.services import (
     membership_remove,
     project_update,
 )
-from apps.core.api import paginated_response
+from apps.core.api import StandardPagination, paginated_response
 
 
 class ProjectOutput(serializers.Serializer):
@@ -32,7 +32,7 @@ class ProjectOutput(serializers.Serializer):
 
 class ProjectCreateInput(serializers.Serializer):
     name = serializers.CharField(max_length=120)
-    slug = serializers.SlugField(max_length=60, required=False, allow_blank=True, default="")
+    slug = serializers.SlugField(max_length=60, required=False, allow_blank=True)
     description = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=PROJECT_DESCRIPTION_MAX_LENGTH
     )
@@ -99,6 +99,8 @@ class ProjectDetailApi(APIView):
 
 
 class MembershipListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=MembershipOutput(many=True), operation_id="memberships_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
@@ -140,6 +142,8 @@ class MembershipDetailApi(APIView):
 
 
 class TokenListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=TokenOutput(many=True), operation_id="tokens_list")
     def get(self, request):
         return paginated_response(request, self, api_token_list(user=request.user), TokenOutput)

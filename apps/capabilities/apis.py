@@ -23,7 +23,8 @@ from apps.capabilities.services import (
     capability_restore,
     capability_update,
 )
-from apps.core.api import paginated_response
+from apps.core.api import StandardPagination, paginated_response
+from apps.core.safeinput import ID_MAX
 
 
 class CapabilityOutput(serializers.Serializer):
@@ -56,16 +57,16 @@ class CapabilityPage(serializers.Serializer):
 
 
 class CapabilityListFilters(serializers.Serializer):
-    project = serializers.IntegerField(required=False, min_value=1)
+    project = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX)
     group = serializers.CharField(required=False, allow_blank=True, default="", max_length=60)
     q = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
     archived = serializers.BooleanField(required=False, default=False)
 
 
 class CapabilityCreateInput(serializers.Serializer):
-    project = serializers.IntegerField(min_value=1)
+    project = serializers.IntegerField(min_value=1, max_value=ID_MAX)
     name = serializers.CharField(max_length=120)
-    slug = serializers.SlugField(max_length=80, required=False, allow_blank=True, default="")
+    slug = serializers.SlugField(max_length=80, required=False, allow_blank=True)
     group = serializers.CharField(max_length=60, required=False, allow_blank=True, default="")
     description = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=DESCRIPTION_MAX_LENGTH
@@ -110,6 +111,8 @@ def _output(capability) -> dict:
 
 
 class CapabilityListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(
         parameters=[
             OpenApiParameter(

@@ -1,18 +1,65 @@
-"""API plumbing shared by every app: one error shape and one pagination."""
+"""API plumbing shared by every app: one JSON parser, one error shape and one pagination."""
 
+import codecs
 import functools
+import json
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import exceptions, parsers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from apps.core.exceptions import ApplicationError
+from apps.core.safeinput import UnsafeInput, json_loads
+
+
+class BodyTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is larger than the server accepts."
+    default_code = "body_too_large"
+
+
+class UnsafeBody(exceptions.ParseError):
+    """The body is JSON, but holds text the database cannot store or nests too deeply."""
+
+    def __init__(self, error: UnsafeInput):
+        super().__init__(error.message)
+        self.pointer = error.pointer
+
+
+class JSONParser(parsers.JSONParser):
+    """The one parser of API bodies (set globally in settings): JSON only, at most
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes, no NaN/Infinity, no text PostgreSQL cannot store,
+    no nesting deeper than ``apps.core.safeinput.MAX_JSON_DEPTH`` — each a 4xx in the error
+    shape, never a 500."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        parser_context = parser_context or {}
+        encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = stream.read(limit + 1) if limit is not None else stream.read()
+        if limit is not None and len(raw) > limit:
+            raise BodyTooLarge()
+        try:
+            text = codecs.decode(raw, encoding)
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise exceptions.ParseError(f"The body is not {encoding} text: {exc}.") from None
+        try:
+            return json_loads(text)
+        except UnsafeInput as exc:
+            raise UnsafeBody(exc) from None
+        except json.JSONDecodeError as exc:
+            raise exceptions.ParseError(
+                f"The body is not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}."
+            ) from None
+        except ValueError as exc:
+            raise exceptions.ParseError(f"The body is not valid JSON: {exc}.") from None
 
 
 class ApiDocsPermission(BasePermission):
@@ -89,6 +136,19 @@ def _error_response(exc, context):
         return Response(
             {"message": exc.message, "details": exc.extra}, status=status.HTTP_400_BAD_REQUEST
         )
+    if isinstance(exc, UnsafeBody):
+        return Response(
+            {"message": str(exc.detail), "details": {"pointer": exc.pointer}},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    if isinstance(exc, RequestDataTooBig):
+        exc = BodyTooLarge()
+    elif isinstance(exc, DjangoValidationError):
+        # A model's full_clean() refusing a value a serializer let through: still the
+        # caller's fault, so a 400 naming the fields, never a 500.
+        exc = exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):
@@ -115,3 +175,53 @@ def paginated_response(request, view, queryset, serializer_class) -> Response:
     paginator = StandardPagination()
     page = paginator.paginate_queryset(queryset, request, view=view)
     return paginator.get_paginated_response(serializer_class(page, many=True).data)
+
+
+# --- the OpenAPI schema (drf-spectacular hooks, set in settings) -----------------------------
+
+ERROR_COMPONENT = {
+    "type": "object",
+    "description": "Every API error: a message a person can act on, and structured details "
+    "(bad fields and their errors, the JSON pointer of bad input, a spec's problems).",
+    "properties": {
+        "message": {"type": "string"},
+        "details": {"description": "Structured details; ``{}`` when there are none."},
+    },
+    "required": ["message", "details"],
+}
+_ERRORS = {
+    "400": "Bad input, or a rule of the domain refused it.",
+    "401": "Not authenticated: log in, or send ``Authorization: Bearer <token>``.",
+    "403": "Your role in the project is too low.",
+    "404": "No such object in your projects.",
+    "429": "Too many requests: wait as ``Retry-After`` says.",
+}
+_BODY_ERRORS = {
+    "413": "The request body is larger than the server accepts.",
+    "415": "The body is not ``application/json``.",
+}
+
+
+def legacy_paths_hook(endpoints, **kwargs):
+    """Every documented path ends with a slash; the slash-less spellings of a few actions
+    (``environments/import``, ``…/export``…) still answer but are left out of the schema."""
+    return [endpoint for endpoint in endpoints if endpoint[0].endswith("/")]
+
+
+def error_responses_hook(result, generator, request, public):
+    """Every operation declares its 4xx answers, each in the one error shape."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas.setdefault("ErrorOutput", ERROR_COMPONENT)
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOutput"}}}
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method == "parameters":
+                continue
+            responses = operation.setdefault("responses", {})
+            declared = dict(_ERRORS, **(_BODY_ERRORS if "requestBody" in operation else {}))
+            for code, description in declared.items():
+                responses.setdefault(code, {"description": description})
+            for code, response in responses.items():
+                if code.startswith("4") and not response.get("content"):
+                    response["content"] = error
+    return result

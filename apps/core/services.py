@@ -15,9 +15,9 @@ from apps.core.leases import (
     TRANSIENT_DB_ERRORS,
     Heartbeat,
     max_claims,
-    stale_after,
     worker_name,
 )
+from apps.core.leases import stale_after as lease_stale_after
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 
 logger = logging.getLogger(__name__)
@@ -92,14 +92,15 @@ def send_task(name: str, *args) -> bool:
     return True
 
 
-def job_claim(*, job_id: int, stale: timedelta | None = None) -> Job | None:
+def job_claim(*, job_id: int, stale_after: timedelta | None = None) -> Job | None:
     """Claim a job for this worker, or return None if it is finished or alive elsewhere.
 
     A job whose worker died ``JOB_MAX_CLAIMS`` times while holding it is failed instead.
     """
     now = timezone.now()
     claimable = Q(status=JobStatus.PENDING) | Q(
-        Q(heartbeat_at__lt=now - (stale or stale_after())) | Q(heartbeat_at__isnull=True),
+        Q(heartbeat_at__lt=now - (stale_after or lease_stale_after()))
+        | Q(heartbeat_at__isnull=True),
         status=JobStatus.RUNNING,
     )
     with transaction.atomic():
@@ -160,15 +161,22 @@ def job_report_progress(
         raise JobCancelled
 
 
-def job_execute(*, job_id: int, work: Callable[[JobContext], str | None]) -> Job | None:
+def job_execute(
+    *,
+    job_id: int,
+    work: Callable[[JobContext], str | None],
+    stale_after: timedelta | None = None,
+) -> Job | None:
     """Run ``work`` for a claimed job and record how it ended.
 
     ``work`` may return a closing message. Errors a person can act on should be raised as
     ApplicationError; anything else is logged with its traceback and shown generically. A
     database that cannot be reached is not the job's fault: the claim is given back and the
     error raised again, so the task is retried (and the sweeper sends it again if not).
+    ``stale_after``: how long a running job must have been silent before it is taken over
+    (``JOB_STALE_AFTER_S`` unless given).
     """
-    job = job_claim(job_id=job_id)
+    job = job_claim(job_id=job_id, stale_after=stale_after)
     if job is None:
         logger.info("Job %s is not claimable (finished, cancelled or running elsewhere).", job_id)
         return None
@@ -223,7 +231,7 @@ def jobs_sweep(*, now=None) -> dict:
     Returns ``{"sent": [job ids]}``.
     """
     now = now or timezone.now()
-    before = now - stale_after()
+    before = now - lease_stale_after()
     lost = Q(status=JobStatus.PENDING) | Q(
         Q(heartbeat_at__lt=before) | Q(heartbeat_at__isnull=True), status=JobStatus.RUNNING
     )
@@ -252,6 +260,13 @@ def job_cancel(*, job: Job) -> Job:
         Job.objects.filter(pk=job.pk).update(cancel_requested=True)
     job.refresh_from_db()
     return job
+
+
+def job_finish(*, job: Job, status: str, message: str) -> None:
+    """Close a job whose work ended outside ``job_execute`` (e.g. reported by a callback)."""
+    if status not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED):
+        raise ValueError(f"{status} is not a final job status.")
+    _finish(job, status, message, fenced=False)
 
 
 def _finish(job: Job, status: str, message: str, *, fenced: bool = True) -> bool:

@@ -4,6 +4,7 @@ from django.http import Http404
 
 from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
+from apps.core.safeinput import is_id
 from apps.curation.models import Demonstration, ReviewReasonTag
 
 
@@ -14,7 +15,7 @@ def demonstration_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Demonst
         )
         .filter(pk=pk)
         .first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if demonstration is None:
@@ -26,7 +27,7 @@ def demonstration_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Demonst
 def reason_tag_get_for_user(user, pk, min_role: str = Role.ADMIN) -> ReviewReasonTag:
     tag = (
         ReviewReasonTag.objects.select_related("project").filter(pk=pk).first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if tag is None:

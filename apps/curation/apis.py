@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.api import StandardPagination
+from apps.core.safeinput import INT32_MAX
 from apps.curation.access import demonstration_get_for_user
 from apps.curation.models import Decision, DemonstrationStatus
 from apps.curation.selectors import (
@@ -140,7 +141,9 @@ class DemonstrationRejectInput(serializers.Serializer):
 
 class DemonstrationEditInput(serializers.Serializer):
     op = serializers.ChoiceField(choices=EDIT_OPS)
-    index = serializers.IntegerField(min_value=0, help_text="Message position in the transcript.")
+    index = serializers.IntegerField(
+        min_value=0, max_value=INT32_MAX, help_text="Message position in the transcript."
+    )
     content = serializers.CharField(
         required=False, allow_blank=True, trim_whitespace=False, help_text="For op=edit."
     )
@@ -177,6 +180,8 @@ DEMONSTRATION_FILTERS = [
 
 
 class DemonstrationListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(
         parameters=DEMONSTRATION_FILTERS,
         responses=DemonstrationOutput(many=True),

@@ -1,5 +1,6 @@
 from django import forms
 
+from apps.core.safeinput import INT32_MAX
 from apps.curation.models import MAX_REVIEWS_REQUIRED, Decision
 from apps.curation.services.reviews import MAX_COMMENT
 
@@ -24,7 +25,7 @@ class CorrectionForm(forms.Form):
     op = forms.ChoiceField(
         choices=[("edit", "Edit text"), ("weight", "Set weight"), ("truncate", "Drop from here")]
     )
-    index = forms.IntegerField(min_value=0)
+    index = forms.IntegerField(min_value=0, max_value=INT32_MAX)
     content = forms.CharField(required=False, strip=False, widget=forms.Textarea)
     weight = forms.TypedChoiceField(
         required=False, choices=[("0", "0"), ("1", "1")], coerce=int, empty_value=None

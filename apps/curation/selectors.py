@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from apps.core.safeinput import parse_id
 from apps.curation.models import Demonstration, DemonstrationStatus, Review
 
 
@@ -126,7 +127,7 @@ class DemonstrationFilters:
         status = params.get("status", "")
         return cls(
             capability=str(params.get("capability", "")).strip()[:100],
-            environment=int(environment) if environment.isdigit() else None,
+            environment=parse_id(environment),
             model=str(params.get("model", "")).strip()[:200],
             score_min=number("score_min"),
             score_max=number("score_max"),

@@ -13,6 +13,7 @@ from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
+from apps.core.safeinput import is_id, parse_id
 from apps.curation.access import demonstration_get_for_user, reason_tag_get_for_user
 from apps.curation.forms import (
     CorrectionForm,
@@ -405,7 +406,7 @@ def regrade_view(request, slug):
     project = project_get_for_user(request.user, slug, Role.REVIEWER)
     environment = None
     env_id = request.POST.get("environment", "")
-    if env_id.isdigit():
+    if is_id(env_id):
         from apps.environments.access import environment_get_for_user
 
         environment = environment_get_for_user(request.user, env_id, Role.REVIEWER)
@@ -426,7 +427,7 @@ def detail_view(request, pk):
 
     def pick(name, default):
         value = request.GET.get(name, "")
-        return by_number.get(int(value)) if value.isdigit() else default
+        return by_number.get(parse_id(value)) if is_id(value) else default
 
     shown = pick("v", demo.current_version) or versions[-1]
     a = pick("a", None)

@@ -4,13 +4,14 @@ from django.http import Http404
 
 from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
+from apps.core.safeinput import is_id
 from apps.datasets.models import Dataset, DatasetVersion
 
 
 def dataset_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Dataset:
     dataset = (
         Dataset.objects.select_related("project", "created_by").filter(pk=pk).first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if dataset is None:
@@ -27,7 +28,7 @@ def version_get_for_user(user, dataset_pk, number, min_role: str = Role.VIEWER) 
         )
         .filter(dataset_id=dataset_pk, number=number)
         .first()
-        if str(dataset_pk).isdigit() and str(number).isdigit()
+        if is_id(dataset_pk) and is_id(number)
         else None
     )
     if version is None:

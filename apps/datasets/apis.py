@@ -14,6 +14,7 @@ from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.api import StandardPagination
 from apps.core.apis import JobOutput
+from apps.core.safeinput import ID_MAX, INT32_MAX
 from apps.datasets.access import dataset_get_for_user, version_get_for_user
 from apps.datasets.downloads import ExportUnavailable, export_for, export_response
 from apps.datasets.models import (
@@ -125,13 +126,13 @@ class VersionInput(serializers.Serializer):
         child=serializers.SlugField(), required=False, default=list
     )
     environments = serializers.ListField(
-        child=serializers.IntegerField(), required=False, default=list
+        child=serializers.IntegerField(min_value=1, max_value=ID_MAX), required=False, default=list
     )
     min_score = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
     min_agreement = serializers.FloatField(
         min_value=0, max_value=1, required=False, allow_null=True
     )
-    seed = serializers.IntegerField(default=0)
+    seed = serializers.IntegerField(default=0, min_value=0, max_value=INT32_MAX)
     validation_fraction = serializers.FloatField(
         min_value=0, max_value=MAX_VALIDATION_FRACTION, default=0.1
     )
@@ -158,7 +159,7 @@ class VersionCreated(serializers.Serializer):
 def _export_url(request, version, export) -> str | None:
     if not export.offered:
         return None
-    url = f"/api/v1/datasets/{version.dataset_id}/versions/{version.number}/export"
+    url = f"/api/v1/datasets/{version.dataset_id}/versions/{version.number}/export/"
     query = f"?format={export.format}" + (f"&split={export.split}" if export.split else "")
     return request.build_absolute_uri(url + query)
 
@@ -196,6 +197,8 @@ def _version_detail(request, version) -> dict:
 
 
 class DatasetListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=DatasetOutput(many=True), operation_id="datasets_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
@@ -221,6 +224,8 @@ class DatasetDetailApi(APIView):
 
 
 class VersionListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=VersionOutput(many=True), operation_id="dataset_versions_list")
     def get(self, request, pk):
         dataset = dataset_get_for_user(request.user, pk)
@@ -298,6 +303,8 @@ class VersionVerifyApi(APIView):
 
 
 class VersionRowsApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(
         parameters=[OpenApiParameter("split", str, enum=RowSplit.values, required=False)],
         responses=RowOutput(many=True),
@@ -382,12 +389,6 @@ class VersionExportApi(APIView):
         return export_response(request, version, export)
 
 
-class VersionExportSlashApi(VersionExportApi):
-    @extend_schema(exclude=True)
-    def get(self, request, pk, number):
-        return super().get(request, pk, number)
-
-
 def _error(message: str, code: int, details: dict | None = None) -> Response:
     return Response({"message": message, "details": details or {}}, status=code)
 
@@ -417,13 +418,14 @@ urlpatterns = [
         name="dataset_version_verify",
     ),
     path(
-        "datasets/<int:pk>/versions/<int:number>/export",
+        "datasets/<int:pk>/versions/<int:number>/export/",
         VersionExportApi.as_view(),
         name="dataset_version_export",
     ),
+    # The slash-less spelling of earlier releases still answers (not in the schema).
     path(
-        "datasets/<int:pk>/versions/<int:number>/export/",
-        VersionExportSlashApi.as_view(),
-        name="dataset_version_export_slash",
+        "datasets/<int:pk>/versions/<int:number>/export",
+        VersionExportApi.as_view(),
+        name="dataset_version_export_legacy",
     ),
 ]

@@ -1,6 +1,7 @@
 from django import forms
 
 from apps.capabilities.models import Capability
+from apps.core.safeinput import INT32_MAX
 from apps.datasets.models import DESCRIPTION_MAX_LENGTH, MAX_VALIDATION_FRACTION
 from apps.datasets.services import VersionFilter
 from apps.datasets.services.datasets import tokenizer_choices
@@ -49,7 +50,12 @@ class VersionForm(forms.Form):
         help_text="Pairwise agreement of the reviewers; demonstrations with one reviewer have "
         "none and are left out when this is set.",
     )
-    seed = forms.IntegerField(initial=0, help_text="Decides the split and the row order.")
+    seed = forms.IntegerField(
+        initial=0,
+        min_value=0,
+        max_value=INT32_MAX,
+        help_text="Decides the split and the row order.",
+    )
     validation_fraction = forms.FloatField(
         initial=0.1,
         min_value=0,

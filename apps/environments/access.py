@@ -4,11 +4,12 @@ from django.http import Http404
 
 from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
+from apps.core.safeinput import is_id
 from apps.environments.models import Environment, Grader, ServiceRecord, Task, ToolSchema
 
 
 def _first_or_404(queryset, pk, what: str):
-    obj = queryset.filter(pk=pk).first() if str(pk).isdigit() else None
+    obj = queryset.filter(pk=pk).first() if is_id(pk) else None
     if obj is None:
         raise Http404(f"No such {what}.")
     return obj

@@ -6,6 +6,7 @@ from django import forms
 from django.db.models import Q
 
 from apps.capabilities.models import Capability
+from apps.core.safeinput import INT32_MAX
 from apps.environments.jsontext import JSONTextError, parse_json_text
 from apps.environments.models import GraderCategory, Split
 from apps.environments.services.imports import human_size, max_upload_bytes
@@ -271,6 +272,7 @@ class GraderForm(forms.Form):
     at_turn = forms.IntegerField(
         required=False,
         min_value=0,
+        max_value=INT32_MAX,
         label="At turn",
         help_text="Grade the state right after this turn (0-based); empty = the end.",
     )

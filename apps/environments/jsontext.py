@@ -8,6 +8,7 @@ its value starts on, so problems can be shown beside their location. Pure functi
 import json
 from dataclasses import dataclass
 
+from apps.core.safeinput import UnsafeInput, json_loads
 from apps.environments.engine.problems import pointer as make_pointer
 
 _DECODER = json.JSONDecoder()
@@ -26,17 +27,23 @@ class JSONTextError(ValueError):
 
 
 def parse_json_text(text: str):
-    """Parse ``text`` as one JSON value; raise JSONTextError pointing at the problem."""
+    """Parse ``text`` as one JSON value; raise JSONTextError pointing at the problem — a
+    syntax error, or text the database cannot store (NUL, a lone surrogate), or nesting
+    deeper than ``apps.core.safeinput.MAX_JSON_DEPTH``."""
     if not text.strip():
         raise JSONTextError("Empty input: expected a JSON value.", 1, 1, "")
     try:
-        return json.loads(text)
+        return json_loads(text)
+    except UnsafeInput as exc:
+        line = nearest_line(value_lines(text), exc.pointer) or 1
+        lines = text.splitlines() or [""]
+        raise JSONTextError(exc.message, line, 1, lines[min(line, len(lines)) - 1]) from None
     except json.JSONDecodeError as exc:
         lines = text.splitlines() or [""]
         line_text = lines[exc.lineno - 1] if exc.lineno - 1 < len(lines) else ""
         raise JSONTextError(exc.msg + ".", exc.lineno, exc.colno, line_text) from None
-    except RecursionError:
-        raise JSONTextError("The document nests too deeply.", 1, 1, "") from None
+    except ValueError as exc:  # NaN / Infinity, which JSON does not have
+        raise JSONTextError(f"{exc}.", 1, 1, "") from None
 
 
 def value_lines(text: str) -> dict[str, int]:

@@ -7,6 +7,8 @@ to a tab and an anchor on it. Pure functions: no Django, no database.
 
 import re
 
+from apps.core.safeinput import is_id, parse_id
+
 TABS = ("overview", "services", "tools", "tasks", "validation", "spec")
 RECORDS_PER_PAGE = 50
 
@@ -38,7 +40,7 @@ def split_pointer(pointer: str) -> list[str] | None:
 
 
 def _index(token: str) -> int | None:
-    return int(token) if token.isdigit() else None
+    return parse_id(token)
 
 
 def pointer_target(pointer: str) -> tuple[str, str]:
@@ -113,6 +115,6 @@ def page_param(service: str, collection: str) -> str:
 def pointer_page(pointer: str) -> tuple[str, int] | None:
     """For an environment-level record, the (query parameter, page) whose table shows it."""
     tokens = split_pointer(pointer)
-    if tokens and len(tokens) >= 4 and tokens[0] == "services" and tokens[3].isdigit():
-        return page_param(tokens[1], tokens[2]), record_page(int(tokens[3]))
+    if tokens and len(tokens) >= 4 and tokens[0] == "services" and is_id(tokens[3]):
+        return page_param(tokens[1], tokens[2]), record_page(parse_id(tokens[3]))
     return None

@@ -15,6 +15,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
+from apps.core.safeinput import is_id, parse_id
 from apps.environments.engine.validation import validate_spec
 from apps.environments.models import (
     Environment,
@@ -209,7 +210,7 @@ def environment_capability_choices(*, project) -> list[tuple[str, str]]:
 
 def environments_by_ids(*, project, ids) -> QuerySet:
     """The project's environments among ``ids`` (others' and unknown ids are dropped)."""
-    clean = [int(i) for i in ids if str(i).isdigit()]
+    clean = [parse_id(i) for i in ids if is_id(i)]
     return Environment.objects.filter(project=project, pk__in=clean).order_by("name", "id")
 
 
@@ -231,7 +232,7 @@ def environment_task_list(
 
 def environment_task_get(*, environment: Environment, pk) -> Task | None:
     """One task of this environment with its graders and capabilities, or None."""
-    if not str(pk).isdigit():
+    if not is_id(pk):
         return None
     return environment_tasks(environment=environment).filter(pk=pk).first()
 

@@ -2,6 +2,7 @@ from django.http import Http404
 
 from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
+from apps.core.safeinput import is_id
 from apps.llm.models import ModelEndpoint
 
 
@@ -12,7 +13,7 @@ def endpoint_get_for_user(user, pk, min_role: str = Role.VIEWER) -> ModelEndpoin
     """
     endpoint = (
         ModelEndpoint.objects.select_related("project", "created_by").filter(pk=pk).first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if endpoint is None:

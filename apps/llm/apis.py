@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 from apps.accounts.access import check_project_role, project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.access import job_get_for_user
-from apps.core.api import paginated_response
+from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.llm.access import endpoint_get_for_user, error_bodies_visible
 from apps.llm.models import (
@@ -116,6 +116,8 @@ _STATUS_FILTER = OpenApiParameter(
 
 
 class EndpointListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=EndpointOutput(many=True), operation_id="model_endpoints_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
@@ -184,6 +186,8 @@ class EndpointTestApi(APIView):
 
 
 class EndpointCallListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(
         parameters=[_STATUS_FILTER],
         responses=LLMCallOutput(many=True),
@@ -198,6 +202,8 @@ class EndpointCallListApi(APIView):
 
 
 class JobCallListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(
         parameters=[_STATUS_FILTER],
         responses=LLMCallOutput(many=True),

@@ -27,6 +27,7 @@ import openai
 from django.conf import settings
 from django.db import transaction
 
+from apps.core.safeinput import UnsafeInput, json_check, storable
 from apps.llm.concurrency import SlotTimeout, endpoint_slot, ensure_outside_transaction
 from apps.llm.exceptions import (
     LLMConfigurationError,
@@ -412,6 +413,7 @@ class _CallLog:
         self.group = uuid.uuid4()
 
     def write(self, *, attempt: int, status: str, **fields) -> LLMCall:
+        fields = {name: storable(value) for name, value in fields.items()}
         if "error" in fields:
             fields["error"] = fields["error"][:ERROR_TEXT_LIMIT]
         with transaction.atomic(durable=True):
@@ -562,19 +564,39 @@ def _read_completion(completion, endpoint: ModelEndpoint, latency_ms: int):
     usage = completion.usage
     tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
     tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
-    response = {
-        "id": completion.id,
-        "model": completion.model,
-        "content": message.content,
-        "tool_calls": tool_calls,
-        "finish_reason": choice.finish_reason,
-    }
+    # The answer is data from outside: NUL and lone surrogates become U+FFFD here, once, so
+    # that the call log, transcripts and drafts can always store it.
+    response = storable(
+        {
+            "id": completion.id,
+            "model": completion.model,
+            "content": message.content,
+            "tool_calls": [
+                {**call, "arguments": _storable_arguments(call["arguments"])} for call in tool_calls
+            ],
+            "finish_reason": choice.finish_reason,
+        }
+    )
     return {
         "response": response,
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
         "cost": endpoint.cost_of(tokens_in, tokens_out),
     }, None
+
+
+def _storable_arguments(arguments):
+    """Tool-call arguments are JSON text: an escaped NUL or lone surrogate inside it would
+    only appear once parsed, so such a text is parsed and written again, storable."""
+    if not isinstance(arguments, str) or "\\u" not in arguments:
+        return arguments
+    try:
+        json_check(json.loads(arguments))
+    except UnsafeInput:
+        return json.dumps(storable(json.loads(arguments)), ensure_ascii=False)
+    except (ValueError, RecursionError):
+        pass  # not JSON: the agent loop reports that to the model as it is
+    return arguments
 
 
 def _next_delay(failure: _Failure, policy: RetryPolicy, attempt: int, waited: float):
@@ -676,3 +698,44 @@ def _json_default(value):
     if hasattr(value, "model_dump"):
         return value.model_dump(exclude_none=True)
     return str(value)
+
+
+def endpoint_openai_client(endpoint: ModelEndpoint) -> openai.OpenAI:
+    """An ``openai.OpenAI`` client for an endpoint's other APIs (files, fine-tuning jobs),
+    with the same key rules as ``llm_chat``: only an *API_KEY variable, only to the hosts
+    LLM_KEY_HOSTS allows; the base URL and every connection through the address guard. No
+    retries inside the client: callers poll and retry themselves."""
+    refusal = base_url_refusal(endpoint.base_url, resolve_names=False)
+    if refusal is not None:
+        detail = f"Refused to connect: {refusal}"
+        raise LLMConfigurationError(
+            f"Endpoint “{endpoint.name}” cannot be used: {detail}",
+            detail=detail,
+            endpoint=endpoint.name,
+        )
+    key = ""
+    if endpoint.api_key_env:
+        allowed = api_key_env_allowed(endpoint.api_key_env)
+        refusal = api_key_host_refusal(endpoint.api_key_env, endpoint.base_url) if allowed else None
+        key = os.environ.get(endpoint.api_key_env, "") if allowed and not refusal else ""
+        if not key:
+            if not allowed:
+                detail = f"{endpoint.api_key_env} is not an API key variable."
+            else:
+                detail = refusal or f"Environment variable {endpoint.api_key_env} is not set."
+            raise LLMConfigurationError(
+                f"Endpoint “{endpoint.name}” cannot be used: {detail}",
+                detail=detail,
+                endpoint=endpoint.name,
+            )
+    return _openai_client(
+        endpoint.base_url, key or "not-needed", endpoint.request_timeout_s, allowed_networks()
+    )
+
+
+def describe_openai_error(exc: Exception, endpoint: ModelEndpoint) -> tuple[str, bool]:
+    """``(what went wrong, whether retrying may help)`` for an error of the openai client."""
+    if isinstance(exc, openai.OpenAIError):
+        failure = _classify(exc, endpoint, endpoint.request_timeout_s)
+        return failure.detail, failure.retryable
+    return f"{type(exc).__name__}: {exc}", False

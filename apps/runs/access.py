@@ -4,6 +4,7 @@ from django.http import Http404
 
 from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
+from apps.core.safeinput import is_id
 from apps.runs.models import Run, RunBatch
 
 
@@ -12,7 +13,7 @@ def batch_get_for_user(user, pk, min_role: str = Role.VIEWER) -> RunBatch:
         RunBatch.objects.select_related("project", "job", "endpoint", "created_by")
         .filter(pk=pk)
         .first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if batch is None:
@@ -26,7 +27,7 @@ def run_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Run:
         Run.objects.select_related("batch__job", "project", "task", "environment")
         .filter(pk=pk)
         .first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if run is None:

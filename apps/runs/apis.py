@@ -9,9 +9,10 @@ from rest_framework.views import APIView
 
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
-from apps.core.api import paginated_response
+from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
+from apps.core.safeinput import ID_MAX, INT32_MAX
 from apps.environments.models import EnvironmentStatus, Split
 from apps.llm.models import ModelEndpoint
 from apps.runs.access import batch_get_for_user, run_get_for_user
@@ -75,10 +76,12 @@ class RunBatchInput(serializers.Serializer):
     policy = serializers.ChoiceField(
         choices=PolicyKind.choices, help_text="oracle (no LLM) or endpoint (give `endpoint`)."
     )
-    endpoint = serializers.IntegerField(required=False, allow_null=True)
+    endpoint = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=ID_MAX
+    )
     role = serializers.ChoiceField(choices=RunRole.choices, default=RunRole.EVAL)
     environments = serializers.ListField(
-        child=serializers.IntegerField(), required=False, default=list
+        child=serializers.IntegerField(min_value=1, max_value=ID_MAX), required=False, default=list
     )
     capabilities = serializers.ListField(
         child=serializers.SlugField(), required=False, default=list
@@ -98,8 +101,11 @@ class RunBatchInput(serializers.Serializer):
     max_attempts = serializers.IntegerField(min_value=1, max_value=MAX_ATTEMPTS, default=3)
     faults = serializers.BooleanField(default=True)
     user_side = serializers.ChoiceField(choices=UserSide.choices, default=UserSide.SCRIPTED)
-    simulator_endpoint = serializers.IntegerField(required=False, allow_null=True)
-    seed = serializers.IntegerField(default=0)
+    simulator_endpoint = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=ID_MAX
+    )
+    # Trial i runs with seed + i, which must still fit the column.
+    seed = serializers.IntegerField(default=0, min_value=0, max_value=INT32_MAX - MAX_TRIALS)
 
 
 class RunListOutput(serializers.Serializer):
@@ -160,6 +166,8 @@ def _endpoint(project, pk, field: str):
 
 
 class RunBatchListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=RunBatchOutput(many=True), operation_id="run_batches_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
@@ -243,6 +251,8 @@ RUN_FILTERS = [
 
 
 class RunListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(
         parameters=RUN_FILTERS, responses=RunListOutput(many=True), operation_id="runs_list"
     )

@@ -1,6 +1,7 @@
 from django import forms
 
 from apps.capabilities.models import Capability
+from apps.core.safeinput import INT32_MAX
 from apps.environments.models import Environment, EnvironmentStatus, Split
 from apps.llm.models import ModelEndpoint
 from apps.runs.models import (
@@ -62,7 +63,12 @@ class RunBatchForm(forms.Form):
         initial=3,
         help_text="An errored trial (endpoint down) is re-run up to this many attempts.",
     )
-    seed = forms.IntegerField(initial=0, help_text="Seeds the injected faults (trial i: seed+i).")
+    seed = forms.IntegerField(
+        initial=0,
+        min_value=0,
+        max_value=INT32_MAX - MAX_TRIALS,
+        help_text="Seeds the injected faults (trial i: seed+i).",
+    )
     faults = forms.BooleanField(
         required=False, initial=True, label="Inject the tools' declared faults"
     )

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.core.leases import stale_after
+from apps.core.safeinput import parse_id
 from apps.environments.models import Task
 from apps.runs.evaluation import batch_evaluation, outcome_stats
 from apps.runs.models import Run, RunBatch, RunStatus
@@ -120,7 +121,7 @@ class RunFilters:
     def from_query(cls, params) -> RunFilters:
         def number(name):
             value = params.get(name, "")
-            return int(value) if str(value).isdigit() else None
+            return parse_id(value)
 
         passed = params.get("passed", "")
         return cls(

@@ -10,6 +10,7 @@ from apps.accounts.models import Role
 from apps.core import charts
 from apps.core.exceptions import ApplicationError
 from apps.core.http import is_partial_request, redirect_after_post, render_page
+from apps.core.safeinput import is_id, parse_id
 from apps.core.text import count_of
 from apps.runs.access import batch_get_for_user, run_get_for_user
 from apps.runs.forms import RunBatchForm
@@ -236,7 +237,7 @@ def run_detail_view(request, pk):
 @require_GET
 def run_compare_view(request):
     a_id, b_id = request.GET.get("a", ""), request.GET.get("b", "")
-    if not (a_id.isdigit() and b_id.isdigit()):
+    if not (is_id(a_id) and is_id(b_id)):
         raise Http404("Choose two runs to compare: ?a=<run id>&b=<run id>.")
     a = run_get_for_user(request.user, a_id)
     b = run_get_for_user(request.user, b_id)
@@ -265,7 +266,7 @@ def run_compare_view(request):
 @require_GET
 def evaluation_view(request, slug):
     project = project_get_for_user(request.user, slug)
-    chosen = [int(v) for v in request.GET.getlist("batch") if v.isdigit()]
+    chosen = [parse_id(v) for v in request.GET.getlist("batch") if is_id(v)]
     data = model_evaluation(project=project, batch_ids=chosen or None)
     models = data["models"]
     for model in models:

@@ -2,6 +2,7 @@ from django.http import Http404
 
 from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
+from apps.core.safeinput import is_id
 from apps.synthesis.models import SynthesisJob, SynthesisSlot
 
 
@@ -12,7 +13,7 @@ def synthesis_get_for_user(user, pk, min_role: str = Role.VIEWER) -> SynthesisJo
         SynthesisJob.objects.select_related("project", "job", "endpoint", "created_by")
         .filter(pk=pk)
         .first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if synthesis is None:
@@ -28,7 +29,7 @@ def slot_get_for_user(user, pk, min_role: str = Role.VIEWER) -> SynthesisSlot:
         )
         .filter(pk=pk)
         .first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if slot is None:

@@ -7,8 +7,9 @@ from rest_framework.views import APIView
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.capabilities.models import Capability
-from apps.core.api import paginated_response
+from apps.core.api import StandardPagination, paginated_response
 from apps.core.exceptions import ApplicationError
+from apps.core.safeinput import ID_MAX
 from apps.environments.engine import library
 from apps.llm.models import ModelEndpoint
 from apps.synthesis.access import synthesis_get_for_user
@@ -98,7 +99,11 @@ class SynthesisInput(serializers.Serializer):
     count = serializers.IntegerField(min_value=1, max_value=MAX_ENVIRONMENTS_PER_JOB)
     generator = serializers.ChoiceField(choices=Generator.choices)
     endpoint = serializers.IntegerField(
-        required=False, allow_null=True, help_text="Model endpoint id (the LLM generator)."
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=ID_MAX,
+        help_text="Model endpoint id (the LLM generator).",
     )
     services = serializers.ListField(
         child=serializers.ChoiceField(choices=list(library.KINDS)), required=False, default=list
@@ -117,7 +122,9 @@ class SynthesisInput(serializers.Serializer):
     max_repair_rounds = serializers.IntegerField(
         min_value=0, max_value=MAX_REPAIR_ROUNDS, default=3
     )
-    domain_hint = serializers.CharField(max_length=200, required=False, default="")
+    domain_hint = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, default=""
+    )
     scenario_hint = serializers.CharField(
         required=False, default="", allow_blank=True, max_length=SCENARIO_HINT_MAX_LENGTH
     )
@@ -132,6 +139,8 @@ def _detail(synthesis):
 
 
 class SynthesisListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=SynthesisOutput(many=True), operation_id="synthesis_jobs_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)

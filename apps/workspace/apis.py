@@ -8,11 +8,13 @@ from rest_framework.views import APIView
 
 from apps.accounts.apis import ProjectCreateInput, ProjectOutput
 from apps.accounts.selectors import project_list_for_user
-from apps.core.api import paginated_response
+from apps.core.api import StandardPagination, paginated_response
 from apps.workspace.services import project_start
 
 
 class ProjectListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=ProjectOutput(many=True), operation_id="projects_list")
     def get(self, request):
         return paginated_response(

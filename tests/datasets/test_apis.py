@@ -23,7 +23,7 @@ def _body(response) -> bytes:
 
 def _export_url(version, **query) -> str:
     params = "&".join(f"{key}={value}" for key, value in query.items())
-    return f"/api/v1/datasets/{version.dataset_id}/versions/{version.number}/export?{params}"
+    return f"/api/v1/datasets/{version.dataset_id}/versions/{version.number}/export/?{params}"
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_bad_export_requests(token_client, built_version):
     response = token_client.get(_export_url(built_version, format="openai"))
     assert response.status_code == 400
     assert response.json()["message"] == "split is one of train, validation."
-    missing = f"/api/v1/datasets/{built_version.dataset_id}/versions/9/export?format=card"
+    missing = f"/api/v1/datasets/{built_version.dataset_id}/versions/9/export/?format=card"
     assert token_client.get(missing).status_code == 404
 
 
@@ -206,7 +206,7 @@ def test_version_detail_and_rows(token_client, built_version):
         e for e in detail["exports"] if (e["format"], e["split"]) == ("openai", "train")
     )
     assert openai_train["url"].endswith(
-        f"/api/v1/datasets/{dataset.pk}/versions/1/export?format=openai&split=train"
+        f"/api/v1/datasets/{dataset.pk}/versions/1/export/?format=openai&split=train"
     )
     rows = token_client.get(
         f"/api/v1/datasets/{dataset.pk}/versions/1/rows/?split=validation"
@@ -289,10 +289,10 @@ def test_the_schema_describes_the_export(db):
     schema = SchemaGenerator().get_schema(request=None, public=True)
     validate_schema(schema)
     paths = schema["paths"]
-    export = paths["/api/v1/datasets/{id}/versions/{number}/export"]["get"]
+    export = paths["/api/v1/datasets/{id}/versions/{number}/export/"]["get"]
     assert export["operationId"] == "dataset_versions_export"
     assert {p["name"] for p in export["parameters"]} >= {"format", "split", "If-None-Match"}
-    assert "/api/v1/datasets/{id}/versions/{number}/export/" not in paths
+    assert "/api/v1/datasets/{id}/versions/{number}/export" not in paths
     assert "/api/v1/projects/{id}/datasets/" in paths
 
 

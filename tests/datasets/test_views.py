@@ -359,7 +359,7 @@ def test_the_sample_api_url_names_an_offered_export(
     page = client_for(viewer).get(_urls(version)["version"]).content.decode()
     assert (
         f'data-testid="api-sample">http://testserver/api/v1/datasets/{dataset.pk}/versions/1/'
-        "export?format=trl&amp;split=train<" in page
+        "export/?format=trl&amp;split=train<" in page
     )
     card = version.exports.get(format="card")
     from apps.datasets.services import export_absolute_path

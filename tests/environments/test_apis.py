@@ -318,7 +318,7 @@ def test_import_non_object_spec_is_400(api_client_for, author, project, spec):
         "details": {
             "problems": [
                 {
-                    "code": "spec_not_object",
+                    "code": "not_an_object",
                     "severity": "error",
                     "pointer": "",
                     "message": "A spec must be a JSON object.",
@@ -338,8 +338,8 @@ def test_import_needs_project_and_spec(api_client_for, author):
 
 def test_import_body_must_be_json(api_client_for, author, project):
     response = api_client_for(author).post(
-        f"{API}/environments/import", {"project": project.pk, "spec": "{}"}
-    )  # multipart
+        f"{API}/environments/import/", {"project": project.pk, "spec": "{}"}, format="multipart"
+    )
     assert response.status_code == 415
 
 
@@ -706,7 +706,7 @@ def test_malformed_json_body_is_400_with_its_position(api_client_for, author, en
     )
     assert response.status_code == 400
     assert response.json() == {
-        "message": "JSON parse error - Expecting value: line 2 column 10 (char 48)",
+        "message": "The body is not valid JSON: line 2, column 10: Expecting value.",
         "details": {},
     }
     environment.refresh_from_db()

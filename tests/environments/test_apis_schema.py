@@ -6,14 +6,14 @@ from drf_spectacular.validation import validate_schema
 
 EXPECTED = {
     "/api/v1/environments/": {"get"},
-    "/api/v1/environments/import": {"post"},
+    "/api/v1/environments/import/": {"post"},
     "/api/v1/environments/{id}/": {"get", "patch", "delete"},
-    "/api/v1/environments/{id}/spec": {"get", "put"},
-    "/api/v1/environments/{id}/validate": {"post"},
-    "/api/v1/environments/{id}/approve": {"post"},
-    "/api/v1/environments/{id}/archive": {"post"},
-    "/api/v1/environments/{id}/restore": {"post"},
-    "/api/v1/environments/{id}/duplicate": {"post"},
+    "/api/v1/environments/{id}/spec/": {"get", "put"},
+    "/api/v1/environments/{id}/validate/": {"post"},
+    "/api/v1/environments/{id}/approve/": {"post"},
+    "/api/v1/environments/{id}/archive/": {"post"},
+    "/api/v1/environments/{id}/restore/": {"post"},
+    "/api/v1/environments/{id}/duplicate/": {"post"},
     "/api/v1/environments/{id}/tasks/": {"get", "post"},
     "/api/v1/tasks/{id}/": {"get", "patch", "delete"},
     "/api/v1/tasks/{id}/graders/": {"get", "post"},
@@ -47,7 +47,7 @@ def test_every_endpoint_is_documented(schema):
 
 def test_request_and_response_bodies(schema):
     paths = schema["paths"]
-    create = paths["/api/v1/environments/import"]["post"]
+    create = paths["/api/v1/environments/import/"]["post"]
     assert ref(create["requestBody"]["content"]) == "EnvironmentImportInputRequest"
     assert list(create["requestBody"]["content"]) == ["application/json"]
     assert ref(create["responses"]["201"]["content"]) == "EnvironmentWithProblemsOutput"
@@ -59,7 +59,7 @@ def test_request_and_response_bodies(schema):
         "project", "status", "domain", "capability", "split", "source", "q", "sort", "page",
         "page_size",
     }  # fmt: skip
-    validate = paths["/api/v1/environments/{id}/validate"]["post"]
+    validate = paths["/api/v1/environments/{id}/validate/"]["post"]
     assert ref(validate["responses"]["202"]["content"]) == "JobOutput"
     grader_patch = paths["/api/v1/graders/{id}/"]["patch"]
     assert ref(grader_patch["requestBody"]["content"]) == "PatchedGraderUpdateInputRequest"

@@ -66,7 +66,9 @@ def test_create_validates(api_client_for, author, project, sample_environments):
     assert bad.status_code == 400
     assert bad.json()["message"] == "The request is not valid."
     assert "trials" in bad.json()["details"]
-    nothing = api.post(url, {"policy": "oracle", "split": "eval", "capabilities": ["nope"]})
+    nothing = api.post(
+        url, {"policy": "oracle", "split": "eval", "capabilities": ["nope"]}, format="json"
+    )
     assert nothing.status_code == 400
     assert nothing.json()["message"].startswith("No task matches this selection.")
     no_endpoint = api.post(url, {"policy": "endpoint", "endpoint": 999}, format="json")

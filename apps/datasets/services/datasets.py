@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, ProtectedError
 from django.template.defaultfilters import pluralize
 
 from apps.capabilities.models import Capability
@@ -130,9 +130,16 @@ def dataset_delete(*, dataset: Dataset) -> None:
         export_absolute_path(export)
         for export in DatasetExport.objects.filter(version__dataset=dataset).exclude(path="")
     ]
-    with transaction.atomic():
-        dataset.delete()
-        transaction.on_commit(lambda: [path.unlink(missing_ok=True) for path in paths])
+    try:
+        with transaction.atomic():
+            dataset.delete()
+            transaction.on_commit(lambda: [path.unlink(missing_ok=True) for path in paths])
+    except ProtectedError:
+        # Training jobs keep the versions they were trained on (their lineage).
+        raise ApplicationError(
+            "A training job was trained on a version of this dataset; the dataset is kept "
+            "for that job's lineage."
+        ) from None
 
 
 def _check_not_empty(project, filters: VersionFilter) -> None:

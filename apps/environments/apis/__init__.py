@@ -1,44 +1,46 @@
 """The environments REST API, mounted under /api/v1/ — environments and their parts.
 
-Collections and objects end with a slash (``environments/``, ``tasks/{id}/``); actions on an
-environment do not (``environments/{id}/spec``, ``…/validate``, ``environments/import``), as
-the issue names them.
+Every path ends with a slash, as across the whole API (``environments/``, ``tasks/{id}/``,
+``environments/{id}/validate/``). The slash-less spellings of the actions that earlier releases
+documented (``environments/import``, ``environments/{id}/spec``…) still answer, under names
+ending in ``_legacy``, and are left out of the schema (``apps.core.api.legacy_paths_hook``).
 """
 
 from django.urls import path
+from django.urls.resolvers import URLPattern
 
 from apps.environments.apis import environments as env
 from apps.environments.apis import parts
 
+
+def _action(route: str, view, name: str) -> list[URLPattern]:
+    """``route/`` (documented), and ``route`` without the slash (legacy)."""
+    return [path(f"{route}/", view, name=name), path(route, view, name=f"{name}_legacy")]
+
+
 urlpatterns = [
     path("environments/", env.EnvironmentListApi.as_view(), name="environment_list"),
-    path("environments/import", env.EnvironmentImportApi.as_view(), name="environment_import"),
+    *_action("environments/import", env.EnvironmentImportApi.as_view(), "environment_import"),
     path("environments/<int:pk>/", env.EnvironmentDetailApi.as_view(), name="environment_detail"),
-    path("environments/<int:pk>/spec", env.EnvironmentSpecApi.as_view(), name="environment_spec"),
-    path(
+    *_action("environments/<int:pk>/spec", env.EnvironmentSpecApi.as_view(), "environment_spec"),
+    *_action(
         "environments/<int:pk>/validate",
         env.EnvironmentValidateApi.as_view(),
-        name="environment_validate",
+        "environment_validate",
     ),
-    path(
-        "environments/<int:pk>/approve",
-        env.EnvironmentApproveApi.as_view(),
-        name="environment_approve",
+    *_action(
+        "environments/<int:pk>/approve", env.EnvironmentApproveApi.as_view(), "environment_approve"
     ),
-    path(
-        "environments/<int:pk>/archive",
-        env.EnvironmentArchiveApi.as_view(),
-        name="environment_archive",
+    *_action(
+        "environments/<int:pk>/archive", env.EnvironmentArchiveApi.as_view(), "environment_archive"
     ),
-    path(
-        "environments/<int:pk>/restore",
-        env.EnvironmentRestoreApi.as_view(),
-        name="environment_restore",
+    *_action(
+        "environments/<int:pk>/restore", env.EnvironmentRestoreApi.as_view(), "environment_restore"
     ),
-    path(
+    *_action(
         "environments/<int:pk>/duplicate",
         env.EnvironmentDuplicateApi.as_view(),
-        name="environment_duplicate",
+        "environment_duplicate",
     ),
     path("environments/<int:pk>/tasks/", parts.TaskListApi.as_view(), name="task_list"),
     path("tasks/<int:pk>/", parts.TaskDetailApi.as_view(), name="task_detail"),

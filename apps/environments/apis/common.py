@@ -1,9 +1,9 @@
 """Small helpers shared by the environments API views."""
 
 from drf_spectacular.utils import OpenApiResponse
-from rest_framework.parsers import JSONParser
 from rest_framework.views import APIView
 
+from apps.core.api import JSONParser
 from apps.environments.apis.serializers import ErrorOutput, SpecProblemsErrorOutput
 
 

@@ -9,6 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apps.core.safeinput import ID_MAX, INT32_MAX
 from apps.environments.models import (
     EnvironmentSource,
     EnvironmentStatus,
@@ -37,10 +38,11 @@ class ProblemOutput(serializers.Serializer):
 
 
 class SpecProblemsErrorOutput(serializers.Serializer):
-    """A 400 whose ``details.problems`` lists what is wrong with the spec."""
+    """A 400 whose ``details.problems`` lists what is wrong with the spec — or, for a request
+    that never got as far as the spec, the bad fields and their errors (as ``ErrorOutput``)."""
 
     class Details(serializers.Serializer):
-        problems = ProblemOutput(many=True)
+        problems = ProblemOutput(many=True, required=False)
 
     message = serializers.CharField()
     details = Details()
@@ -137,7 +139,10 @@ class EnvironmentWithProblemsOutput(EnvironmentDetailOutput):
 
 class EnvironmentFilterInput(serializers.Serializer):
     project = serializers.IntegerField(
-        required=False, help_text="A project id; without it, every project you belong to."
+        required=False,
+        min_value=1,
+        max_value=ID_MAX,
+        help_text="A project id; without it, every project you belong to.",
     )
     # A blank value means "no filter", as a submitted form sends it.
     status = serializers.ChoiceField(
@@ -169,7 +174,9 @@ class EnvironmentFilterInput(serializers.Serializer):
 
 
 class EnvironmentImportInput(serializers.Serializer):
-    project = serializers.IntegerField(help_text="The id of the project to import into.")
+    project = serializers.IntegerField(
+        min_value=1, max_value=ID_MAX, help_text="The id of the project to import into."
+    )
     # null is let through so that every non-object spec gets the same answer (with a pointer).
     spec = serializers.JSONField(
         allow_null=True, help_text="A coworkenv.environment/v1 document (a JSON object)."
@@ -208,7 +215,9 @@ class GraderUpdateInput(serializers.Serializer):
     description = text_field()
     category = serializers.ChoiceField(choices=GraderCategory.choices, required=False)
     weight = serializers.FloatField(required=False)
-    at_turn = serializers.IntegerField(min_value=0, allow_null=True, required=False)
+    at_turn = serializers.IntegerField(
+        min_value=0, max_value=INT32_MAX, allow_null=True, required=False
+    )
     capability = serializers.CharField(
         max_length=100,
         required=False,
@@ -350,7 +359,11 @@ class RecordCreateInput(serializers.Serializer):
     service = serializers.CharField(max_length=64)
     collection = serializers.CharField(max_length=64)
     task = serializers.IntegerField(
-        required=False, allow_null=True, help_text="A task of this environment, for its own record."
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=ID_MAX,
+        help_text="A task of this environment, for its own record.",
     )
     data = JsonObjectField(help_text="The record: a JSON object with a string ``id``.")
 

@@ -45,15 +45,23 @@ def placeholder_name(value: Any) -> str | None:
     return None
 
 
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy(value: Any) -> Any:
+    # Scalars are immutable: only lists and objects need a copy of their own.
+    return value if type(value) in _IMMUTABLE else copy.deepcopy(value)
+
+
 def resolve(value: Any, args: dict[str, Any], now: str) -> Any:
-    if isinstance(value, str) and value.startswith("$"):
+    if type(value) is str and value.startswith("$"):
         if value.startswith("$$"):
             return value[1:]
         name = value[1:]
         if name == "now":
             return now
-        return copy.deepcopy(args[name]) if name in args else MISSING
-    return copy.deepcopy(value)
+        return _copy(args[name]) if name in args else MISSING
+    return _copy(value)
 
 
 def normalize_text(text: str) -> str:
@@ -143,8 +151,8 @@ def _changes(binding: Binding, args: dict[str, Any], now: str) -> dict[str, Any]
     return changes
 
 
-def _check_size(ctx: OpContext, record: dict[str, Any], delta: int) -> None:
-    size = json_size(record)
+def _check_size(ctx: OpContext, size: int, delta: int) -> None:
+    """``size``: the new record's JSON size; ``delta``: what the state's size would grow by."""
     if size > ctx.max_record_bytes:
         raise ToolError("state_limit", f"record too large ({size} bytes > {ctx.max_record_bytes})")
     if ctx.state.size_bytes + delta > ctx.max_state_bytes:
@@ -193,9 +201,10 @@ def execute(
                 raise ToolError("conflict", f"a {col} record with id '{record['id']}' exists")
         else:
             record = {"id": _new_id(ctx, binding), **record}
-        _check_size(ctx, record, json_size(record) + 1)
+        size = json_size(record)
+        _check_size(ctx, size, size + 1)
         state.insert(svc, col, record)
-        state.size_bytes += json_size(record) + 1
+        state.size_bytes += size + 1
         diff = {
             "op": "create",
             "service": svc,
@@ -219,8 +228,9 @@ def execute(
         if not changed:
             return old, []
         new = {**old, **changes}
-        delta = json_size(new) - json_size(old)
-        _check_size(ctx, new, delta)
+        size = json_size(new)
+        delta = size - json_size(old)
+        _check_size(ctx, size, delta)
         state.replace(svc, col, new)
         state.size_bytes += delta
         diff = {

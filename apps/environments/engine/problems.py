@@ -18,6 +18,8 @@ CODES: dict[str, str] = {
     # document shape
     "not_an_object": "The document is not a JSON object.",
     "schema_invalid": "The document does not validate against the JSON Schema.",
+    "json_too_deep": "The document nests deeper than the limit.",
+    "text_not_storable": "A text holds NUL (U+0000) or a lone UTF-16 surrogate.",
     # identifiers
     "duplicate_id": "Two items that must be unique share an identifier.",
     "tool_name_invalid": "A tool name is not a valid function name ([A-Za-z0-9_-], 1-64).",

@@ -13,17 +13,23 @@ import json
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
+from .argcheck import compile_check
 from .bindings import OpContext, ToolError, execute
 from .formats import validator_for
 from .limits import Limits
-from .spec import EnvironmentSpec, Update, load_spec
+from .spec import EnvironmentSpec, ToolSpec, Update, load_spec
 from .state import BaseState, WorldState, build_base, json_size
 
 TRANSIENT_ERRORS = frozenset({"rate_limit", "server_error", "timeout"})
 FAULT_KINDS = ("rate_limit", "server_error", "timeout")  # what `Episode.call(fault=…)` takes
 TIMEOUT_SECONDS = 30
+# Encoders built once (json.dumps with options builds a JSONEncoder on every call).
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+_ENCODE_ARGS = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_DECODE = json.JSONDecoder().decode
 _FAULT_MESSAGES = {
     "rate_limit": "429 Too Many Requests: rate limit exceeded, retry after 2 s",
     "server_error": "500 Internal Server Error: the service failed, try again",
@@ -52,7 +58,7 @@ class ToolResult:
 
     @classmethod
     def failure(cls, code: str, message: str) -> ToolResult:
-        text = json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
+        text = _ENCODE({"error": {"code": code, "message": message}})
         return cls(False, text, code, message)
 
     @property
@@ -94,6 +100,14 @@ class AuditEntry:
     at: str
     result_text: str | None
     diff: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def _make(cls, **fields: Any) -> AuditEntry:
+        """The instance ``cls(**fields)`` gives (every field passed), built without the frozen
+        ``__init__``'s ``object.__setattr__`` per field — a sixth of a simulator call."""
+        entry = object.__new__(cls)
+        entry.__dict__.update(fields)
+        return entry
 
     @property
     def result(self) -> Any:
@@ -143,6 +157,7 @@ def _parse_time(text: str) -> int:
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
 
 
+@lru_cache(maxsize=4096)
 def _iso(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -157,7 +172,7 @@ def base_state(spec: EnvironmentSpec, task_key: str) -> BaseState:
 
 
 def _bounded_text(content: Any, max_chars: int) -> str:
-    text = json.dumps(content, ensure_ascii=False)
+    text = _ENCODE(content)
     if len(text) <= max_chars:
         return text
     if isinstance(content, dict) and isinstance(content.get("results"), list):
@@ -302,7 +317,7 @@ class Episode:
             if result is None:
                 result, fault, diff = self._dispatch(seq, str(tool_name), args, forced=forced)
         self.audit_log.append(
-            AuditEntry(
+            AuditEntry._make(
                 seq=seq,
                 turn=max(self.turn_index, 0),
                 tool=str(tool_name)[:200],
@@ -322,22 +337,25 @@ class Episode:
         limit = self.limits.max_argument_chars
         if arguments is None:
             arguments = {}
-        if isinstance(arguments, str):
+        decoded = isinstance(arguments, str)
+        if decoded:
             if len(arguments) > limit:
                 return None, ToolResult.failure("bad_arguments", f"arguments exceed {limit} chars")
             try:
-                arguments = json.loads(arguments)
+                arguments = _DECODE(arguments)
             except ValueError as exc:
                 return None, ToolResult.failure("bad_arguments", f"arguments are not JSON: {exc}")
         if not isinstance(arguments, dict):
             return None, ToolResult.failure("bad_arguments", "arguments must be a JSON object")
         try:
-            text = json.dumps(arguments, allow_nan=False, ensure_ascii=False)
+            text = _ENCODE_ARGS(arguments)
         except (TypeError, ValueError) as exc:
             return None, ToolResult.failure("bad_arguments", f"arguments are not JSON: {exc}")
         if len(text) > limit:
             return None, ToolResult.failure("bad_arguments", f"arguments exceed {limit} chars")
-        return json.loads(text), None
+        # Decoded text is already the episode's own object; a caller's dict is copied (the
+        # caller may mutate it later; the audit log and the records must not change).
+        return (arguments if decoded else _DECODE(text)), None
 
     def _dispatch(
         self, seq: int, name: str, args: dict[str, Any], *, forced: str | None = None
@@ -350,16 +368,9 @@ class Episode:
                 None,
                 [],
             )
-        errors = sorted(
-            validator_for(tool.parameters).iter_errors(args), key=lambda e: list(e.path)
-        )
-        if errors:
-            parts = [
-                (f"'{'/'.join(map(str, e.absolute_path))}': " if e.absolute_path else "")
-                + e.message
-                for e in errors[:3]
-            ]
-            return ToolResult.failure("bad_arguments", "; ".join(parts)[:1000]), None, []
+        problem = self._check_arguments(tool, args)
+        if problem is not None:
+            return ToolResult.failure("bad_arguments", problem), None, []
         kind = forced
         if kind is None and self.faults and tool.faults.rate > 0:
             rng = random.Random(f"{self.seed}/{seq}/{name}")
@@ -381,6 +392,27 @@ class Episode:
         except ToolError as exc:
             return ToolResult.failure(exc.code, exc.message), None, []
         return ToolResult(True, _bounded_text(content, self.limits.max_result_chars)), None, diff
+
+    def _check_arguments(self, tool: ToolSpec, args: dict[str, Any]) -> str | None:
+        """Why ``args`` fail the tool's schema (up to three jsonschema messages), or None."""
+        key = ("args", tool.name)
+        check = self.spec._cache.get(key)
+        if check is None:
+            # Compiled once per spec and tool: a plain predicate for the keyword subset tool
+            # schemas use (argcheck.py), else the cached jsonschema validator's is_valid.
+            check = compile_check(tool.parameters) or validator_for(tool.parameters).is_valid
+            self.spec._cache[key] = check
+        if check(args):
+            return None
+        # An invalid call: the messages come from jsonschema, as they always have.
+        errors = sorted(
+            validator_for(tool.parameters).iter_errors(args), key=lambda e: list(e.path)
+        )
+        parts = [
+            (f"'{'/'.join(map(str, e.absolute_path))}': " if e.absolute_path else "") + e.message
+            for e in errors[:3]
+        ]
+        return "; ".join(parts)[:1000]
 
     # ------------------------------------------------------------------ state
     @property

@@ -120,7 +120,7 @@ def _not_json(doc: Any) -> list[Problem]:
         json.dumps(doc, allow_nan=False)
         return []
     except RecursionError:
-        return [error("schema_invalid", "", "The document nests too deeply.", "Flatten it.")]
+        return [error("json_too_deep", "", "The document nests too deeply.", "Flatten it.")]
     except (TypeError, ValueError):
         pass
     found: list[Problem] = []

@@ -33,8 +33,11 @@ class BaseState:
     size_bytes: int
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+
+
 def json_size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+    return len(_COMPACT(value))
 
 
 def build_base(

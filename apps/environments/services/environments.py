@@ -4,6 +4,7 @@ from django.db import transaction
 from django.db.models import F
 
 from apps.core.exceptions import ApplicationError
+from apps.core.safeinput import UnsafeInput, json_check
 from apps.core.text import count_of
 from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.problems import SpecError
@@ -16,8 +17,10 @@ def spec_canonical(document) -> dict:
     if not isinstance(document, dict):
         raise ApplicationError(
             "A spec must be a JSON object.",
-            {"problems": [_problem("spec_not_object", "", "A spec must be a JSON object.")]},
+            {"problems": [_problem("not_an_object", "", "A spec must be a JSON object.")]},
         )
+    # Every path of a whole spec into the database (API, upload, paste, synthesis) passes here.
+    input_screened(document)
     try:
         return engine_spec.canonical_dump(document)
     except SpecError as exc:
@@ -26,6 +29,22 @@ def spec_canonical(document) -> dict:
             f"The spec does not match {engine_spec.SCHEMA_ID}: "
             f"{count_of(len(problems), 'problem')}.",
             {"problems": problems},
+        ) from None
+
+
+def input_screened(value) -> None:
+    """ApplicationError, with the problem's JSON pointer, for text the database cannot store
+    (NUL, lone surrogates) or JSON nested too deeply: before any row is written."""
+    try:
+        json_check(value)
+    except UnsafeInput as exc:
+        hint = (
+            "Flatten the document."
+            if exc.code == "json_too_deep"
+            else "Remove the character: NUL and unpaired surrogates are not text."
+        )
+        raise ApplicationError(
+            exc.message, {"problems": [_problem(exc.code, exc.pointer, exc.message, hint)]}
         ) from None
 
 

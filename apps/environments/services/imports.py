@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from apps.core.exceptions import ApplicationError
+from apps.core.safeinput import UnsafeInput, json_loads
 from apps.environments.models import Environment
 from apps.environments.services.environments import environment_import, spec_canonical
 from apps.environments.specs import environment_spec
@@ -76,7 +77,22 @@ def spec_parse(text: str, *, source: str) -> dict:
     by line and column, a schema problem by JSON pointer (each tagged with ``file``).
     """
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json_loads(text)
+    except UnsafeInput as exc:
+        raise _fail(
+            f"{source}: {exc.message}",
+            [
+                _problem(
+                    exc.code,
+                    exc.message,
+                    source=source,
+                    pointer=exc.pointer,
+                    hint="Flatten the document."
+                    if exc.code == "json_too_deep"
+                    else "Remove the character: NUL and unpaired surrogates are not text.",
+                )
+            ],
+        ) from None
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
         raise _fail(
@@ -97,11 +113,6 @@ def spec_parse(text: str, *, source: str) -> dict:
         raise _fail(
             f"{source} is not valid JSON: {exc}.",
             [_problem("json_syntax", str(exc), source=source)],
-        ) from None
-    except RecursionError:
-        raise _fail(
-            f"{source} is nested too deeply to be a spec.",
-            [_problem("json_syntax", "The JSON is nested too deeply.", source=source)],
         ) from None
     if not isinstance(value, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
@@ -124,10 +135,6 @@ def spec_parse(text: str, *, source: str) -> dict:
     except ApplicationError as exc:
         problems = [{**p, "file": source} for p in exc.extra.get("problems", [])]
         raise _fail(f"{source}: {exc.message}", problems) from None
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a JSON value")
 
 
 def _decode(content: bytes, *, source: str) -> str:

@@ -18,7 +18,7 @@ from apps.environments.models import (
     TaskCapability,
     ToolSchema,
 )
-from apps.environments.services.environments import environment_edited
+from apps.environments.services.environments import environment_edited, input_screened
 
 TASK_FIELDS = {
     "key", "title", "split", "system", "constraints", "user", "turns",
@@ -36,6 +36,7 @@ def _apply(instance, data: dict, allowed: set[str]) -> None:
         raise ApplicationError(
             f"Unknown field{'' if len(unknown) == 1 else 's'}: {', '.join(sorted(unknown))}."
         )
+    input_screened(data)
     for field, value in data.items():
         setattr(instance, field, value)
     try:
@@ -163,6 +164,7 @@ def tool_delete(*, tool: ToolSchema) -> None:
 def record_create(
     *, environment: Environment, service: str, collection: str, data: dict, task: Task | None = None
 ) -> ServiceRecord:
+    input_screened({"service": service, "collection": collection, "data": data})
     if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
         raise ApplicationError("A record is a JSON object with a non-empty string “id”.")
     if collection not in environment.collections.get(service, []):
@@ -187,6 +189,7 @@ def record_create(
 
 @transaction.atomic
 def record_update(*, record: ServiceRecord, data: dict) -> ServiceRecord:
+    input_screened({"data": data})
     if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
         raise ApplicationError("A record is a JSON object with a non-empty string “id”.")
     clash = (

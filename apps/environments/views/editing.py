@@ -19,6 +19,7 @@ from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
+from apps.core.safeinput import is_id
 from apps.core.text import count_of
 from apps.environments.access import (
     environment_get_for_user,
@@ -308,7 +309,7 @@ def _validation(request, environment: Environment) -> dict:
     reports = list(environment_validation_reports(environment=environment)[:50])
     chosen = request.GET.get("report")
     report = None
-    if chosen and chosen.isdigit():
+    if chosen and is_id(chosen):
         report = ValidationReport.objects.filter(environment=environment, pk=chosen).first()
     if report is None:
         report = environment.latest_validation
@@ -376,7 +377,7 @@ def collection_json(request, pk, service, collection):
     if request.GET.get("task"):
         task = (
             environment.tasks.filter(pk=request.GET["task"]).first()
-            if request.GET["task"].isdigit()
+            if is_id(request.GET["task"])
             else None
         )
         if task is None:

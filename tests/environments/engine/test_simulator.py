@@ -1,8 +1,9 @@
+import dataclasses
 import json
 
 import pytest
 
-from apps.environments.engine.simulator import Episode, Limits, ToolResult, base_state
+from apps.environments.engine.simulator import AuditEntry, Episode, Limits, ToolResult, base_state
 from apps.environments.engine.spec import load_spec
 
 from .helpers import mini_doc
@@ -281,3 +282,26 @@ def test_malformed_calls_count_towards_the_call_limit():
     assert episode.call("anything", "{not json").error_code == "bad_arguments"
     assert episode.call("anything", "[]").error_code == "bad_arguments"
     assert episode.call("anything", {}).error_code == "call_limit"
+
+
+def test_audit_entries_equal_constructed_ones_and_stay_frozen(spec):
+    ep = Episode(spec, "book", faults=False)
+    ep.call("create_event", dict(EVENT))
+    entry = ep.audit_log[0]
+    fields = {f.name: getattr(entry, f.name) for f in dataclasses.fields(AuditEntry)}
+    assert entry == AuditEntry(**fields)
+    assert (entry.seq, entry.tool, entry.ok, entry.arguments) == (1, "create_event", True, EVENT)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.ok = False
+
+
+def test_arguments_are_the_episodes_own_copy(spec):
+    ep = Episode(spec, "book", faults=False)
+    args = {**EVENT, "attendees": ["me@acme.test"]}
+    ep.call("create_event", args)
+    args["attendees"].append("eve@evil.test")
+    args["title"] = "changed"
+    assert ep.audit_log[0].arguments == EVENT
+    created = ep.audit_log[0].diff[0]["after"]
+    assert (created["title"], created["attendees"]) == ("X", ["me@acme.test"])
+    assert ep.audit_log[0].arguments["attendees"] is not created["attendees"]

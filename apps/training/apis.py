@@ -1,0 +1,350 @@
+"""REST API of training: create, list, retrieve (with metrics), cancel, artifacts; and the
+callback endpoints a ``command``-backend script uses with its per-job secret (post events,
+fetch its config and data files — that job's only)."""
+
+from pathlib import Path
+
+from django.http import FileResponse
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.accounts.access import project_get_for_user_by_pk
+from apps.accounts.models import Role
+from apps.core.api import paginated_response
+from apps.core.apis import JobOutput
+from apps.datasets.models import DatasetVersion
+from apps.training.access import training_job_get_for_user
+from apps.training.hyperparameters import DEFAULTS, PRESETS
+from apps.training.models import Backend, TrainingJob
+from apps.training.selectors import training_job_list, training_metrics
+from apps.training.services import (
+    CallbackGone,
+    callback_secret_matches,
+    training_callback_receive,
+    training_job_cancel,
+    training_job_create,
+)
+from apps.training.services.command import remote_config
+
+
+class MetricOutput(serializers.Serializer):
+    step = serializers.IntegerField()
+    epoch = serializers.FloatField(allow_null=True)
+    loss = serializers.FloatField(allow_null=True)
+    eval_loss = serializers.FloatField(allow_null=True)
+    learning_rate = serializers.FloatField(allow_null=True)
+    grad_norm = serializers.FloatField(allow_null=True)
+    tokens_per_second = serializers.FloatField(allow_null=True)
+
+
+class TrainedModelOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    path = serializers.CharField()
+    remote_model = serializers.CharField()
+    served_name = serializers.CharField()
+    endpoint = serializers.IntegerField(source="endpoint_id", allow_null=True)
+    eval_batch = serializers.IntegerField(source="eval_batch_id", allow_null=True)
+    base_batch = serializers.IntegerField(source="base_batch_id", allow_null=True)
+
+
+class TrainingJobOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    project = serializers.IntegerField(source="project_id")
+    name = serializers.CharField()
+    dataset = serializers.IntegerField(source="dataset_version.dataset_id")
+    version = serializers.IntegerField(source="dataset_version.number")
+    eval_split = serializers.CharField()
+    method = serializers.CharField()
+    backend = serializers.ChoiceField(choices=Backend.choices)
+    base_model = serializers.CharField()
+    preset = serializers.CharField()
+    hyperparameters = serializers.JSONField()
+    endpoint = serializers.IntegerField(source="endpoint_id", allow_null=True)
+    command_template = serializers.IntegerField(source="command_template_id", allow_null=True)
+    external_id = serializers.CharField()
+    current_step = serializers.IntegerField()
+    total_steps = serializers.IntegerField()
+    last_loss = serializers.FloatField(allow_null=True)
+    job = JobOutput()
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+    created_at = serializers.DateTimeField()
+
+
+class TrainingJobDetailOutput(TrainingJobOutput):
+    metrics = MetricOutput(many=True)
+    log_tail = serializers.CharField()
+    trained_model = TrainedModelOutput(allow_null=True)
+
+
+class TrainingJobInput(serializers.Serializer):
+    dataset = serializers.IntegerField()
+    version = serializers.IntegerField()
+    backend = serializers.ChoiceField(choices=Backend.choices)
+    base_model = serializers.CharField(required=False, allow_blank=True, default="")
+    preset = serializers.ChoiceField(
+        choices=["", *PRESETS], required=False, allow_blank=True, default=""
+    )
+    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    eval_split = serializers.ChoiceField(
+        choices=["", "validation"], required=False, allow_blank=True, default="validation"
+    )
+    hyperparameters = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text=f"Any of: {', '.join(DEFAULTS)}. Blank ones take the preset's value.",
+    )
+    endpoint = serializers.IntegerField(required=False, allow_null=True, default=None)
+    command_template = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+def _detail(training_job: TrainingJob) -> dict:
+    training_job.metrics_list = list(training_metrics(training_job=training_job))
+    data = TrainingJobOutput(training_job).data
+    data["metrics"] = MetricOutput(training_job.metrics_list, many=True).data
+    data["log_tail"] = training_job.log_tail
+    model = getattr(training_job, "trained_model", None)
+    data["trained_model"] = TrainedModelOutput(model).data if model else None
+    return data
+
+
+class TrainingJobListApi(APIView):
+    @extend_schema(responses=TrainingJobOutput(many=True), operation_id="training_jobs_list")
+    def get(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk)
+        return paginated_response(
+            request, self, training_job_list(project=project), TrainingJobOutput
+        )
+
+    @extend_schema(
+        request=TrainingJobInput,
+        responses={201: TrainingJobOutput},
+        operation_id="training_jobs_create",
+        description="Launch fine-tuning on a ready dataset version. `local`: TRL on a gpu-queue "
+        "worker; `openai`: an OpenAI-compatible fine-tuning API (`endpoint`); `command`: the "
+        "project's cluster command template (`command_template`).",
+    )
+    def post(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk, min_role=Role.AUTHOR)
+        data = TrainingJobInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        version = (
+            DatasetVersion.objects.filter(
+                dataset_id=v["dataset"], dataset__project=project, number=v["version"]
+            )
+            .select_related("dataset")
+            .first()
+        )
+        training_job = training_job_create(
+            project=project,
+            user=request.user,
+            dataset_version=version,
+            backend=v["backend"],
+            base_model=v["base_model"],
+            preset=v["preset"],
+            hyperparameters=v["hyperparameters"],
+            name=v["name"],
+            eval_split=v["eval_split"],
+            endpoint=project.model_endpoints.filter(pk=v["endpoint"]).first()
+            if v["endpoint"]
+            else None,
+            command_template=project.training_command_templates.filter(
+                pk=v["command_template"]
+            ).first()
+            if v["command_template"]
+            else None,
+        )
+        return Response(TrainingJobOutput(training_job).data, status=status.HTTP_201_CREATED)
+
+
+class TrainingJobDetailApi(APIView):
+    @extend_schema(responses=TrainingJobDetailOutput, operation_id="training_jobs_retrieve")
+    def get(self, request, pk):
+        training_job = training_job_get_for_user(request.user, pk)
+        return Response(_detail(training_job))
+
+
+class TrainingJobCancelApi(APIView):
+    @extend_schema(
+        request=None, responses={202: TrainingJobOutput}, operation_id="training_jobs_cancel"
+    )
+    def post(self, request, pk):
+        training_job = training_job_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+        training_job_cancel(training_job=training_job)
+        return Response(TrainingJobOutput(training_job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class TrainingJobArtifactsApi(APIView):
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        operation_id="training_jobs_artifacts",
+        description="Where the checkpoints and the final model are, the exact config the "
+        "trainer ran with, the data files' sha256 (as written and as trained on), attempts.",
+    )
+    def get(self, request, pk):
+        training_job = training_job_get_for_user(request.user, pk)
+        model = getattr(training_job, "trained_model", None)
+        return Response(
+            {
+                "output_dir": training_job.output_dir,
+                "command": training_job.command,
+                "external_id": training_job.external_id,
+                "artifacts": training_job.artifacts,
+                "trained_model": TrainedModelOutput(model).data if model else None,
+            }
+        )
+
+
+# --- the command backend's callback (per-job secret, no user) --------------------------------
+
+
+def _secret(request) -> str:
+    header = request.headers.get("Authorization", "")
+    return header[7:].strip() if header.startswith("Bearer ") else ""
+
+
+def _job_for_secret(request, pk) -> TrainingJob | None:
+    training_job = (
+        TrainingJob.objects.select_related("dataset_version__dataset", "job")
+        .filter(pk=pk, backend=Backend.COMMAND)
+        .first()
+        if str(pk).isdigit()
+        else None
+    )
+    if training_job is None or not callback_secret_matches(training_job, _secret(request)):
+        return None
+    return training_job
+
+
+# A wrong or missing secret reads exactly like a job that does not exist: the callback tells
+# nobody which ids are real.
+REFUSED = Response(
+    {"message": "No such training job.", "details": {}}, status=status.HTTP_404_NOT_FOUND
+)
+
+
+class _SecretOnly:
+    """The callback endpoints: no user, the job's own secret; no per-address throttle (a
+    cluster behind one NAT address reports every step of every job; the 256-bit secret is
+    not guessable)."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+    throttle_classes = []
+
+
+class CallbackInput(serializers.Serializer):
+    events = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=500)
+
+
+class CallbackApi(_SecretOnly, APIView):
+    @extend_schema(
+        request=CallbackInput,
+        responses={
+            200: OpenApiResponse(description='{"cancel": bool}'),
+            404: OpenApiResponse(description="Missing or wrong secret (or no such job)."),
+            410: OpenApiResponse(description='The job has ended: {"cancel": true}.'),
+        },
+        operation_id="training_callback",
+        description="For the script a `command` job launched: `Authorization: Bearer <the "
+        "job's secret>`; events as `apps.training.reporting` describes (started, metrics, "
+        "checkpoint, log, finished). Only that job's metrics and status change.",
+    )
+    def post(self, request, pk):
+        training_job = _job_for_secret(request, pk)
+        if training_job is None:
+            return Response(REFUSED.data, status=REFUSED.status_code)
+        data = CallbackInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            answer = training_callback_receive(
+                training_job=training_job, events=data.validated_data["events"]
+            )
+        except CallbackGone as exc:
+            return Response(
+                {"message": exc.message, "details": {}, "cancel": True}, status=status.HTTP_410_GONE
+            )
+        return Response(answer)
+
+
+class CallbackConfigApi(_SecretOnly, APIView):
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        operation_id="training_callback_config",
+        description="The job.json a cluster node runs `python -m apps.training.sft --config` "
+        "with: data as this API's URLs, the secret as their header.",
+    )
+    def get(self, request, pk):
+        training_job = _job_for_secret(request, pk)
+        if training_job is None:
+            return Response(REFUSED.data, status=REFUSED.status_code)
+        return Response(remote_config(training_job, _secret(request)))
+
+
+class CallbackDataApi(_SecretOnly, APIView):
+    split = "train"
+
+    @extend_schema(
+        responses={(200, "application/jsonl"): OpenApiTypes.BINARY},
+        operation_id="training_callback_data_train",
+        description="The job's train file (TRL rows), as written when it launched.",
+    )
+    def get(self, request, pk):
+        training_job = _job_for_secret(request, pk)
+        if training_job is None:
+            return Response(REFUSED.data, status=REFUSED.status_code)
+        name = f"{self.split}.jsonl"
+        file_path = Path(training_job.output_dir) / "data" / name
+        if not file_path.exists():
+            return Response(
+                {"message": "No such file for this job.", "details": {}},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        return FileResponse(open(file_path, "rb"), content_type="application/jsonl")
+
+
+class CallbackEvalDataApi(CallbackDataApi):
+    split = "eval"
+
+    @extend_schema(
+        responses={(200, "application/jsonl"): OpenApiTypes.BINARY},
+        operation_id="training_callback_data_eval",
+        description="The job's eval file (TRL rows), as written when it launched.",
+    )
+    def get(self, request, pk):
+        return super().get(request, pk)
+
+
+urlpatterns = [
+    path("projects/<int:pk>/training-jobs/", TrainingJobListApi.as_view(), name="training-list"),
+    path("training-jobs/<int:pk>/", TrainingJobDetailApi.as_view(), name="training-detail"),
+    path("training-jobs/<int:pk>/cancel/", TrainingJobCancelApi.as_view(), name="training-cancel"),
+    path(
+        "training-jobs/<int:pk>/artifacts/",
+        TrainingJobArtifactsApi.as_view(),
+        name="training-artifacts",
+    ),
+    path("training-jobs/<int:pk>/callback/", CallbackApi.as_view(), name="training-callback"),
+    path(
+        "training-jobs/<int:pk>/callback/config/",
+        CallbackConfigApi.as_view(),
+        name="training-config",
+    ),
+    path(
+        "training-jobs/<int:pk>/callback/data/train/",
+        CallbackDataApi.as_view(),
+        name="training-data-train",
+    ),
+    path(
+        "training-jobs/<int:pk>/callback/data/eval/",
+        CallbackEvalDataApi.as_view(),
+        name="training-data-eval",
+    ),
+]

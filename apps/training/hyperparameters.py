@@ -1,0 +1,209 @@
+"""Training hyperparameters: defaults, presets and validation. Pure Python (no Django): the
+app validates what a person submits, the entry point (``apps.training.sft``) re-reads the
+same normalized dict from ``job.json``.
+
+A preset names a base model and the hyperparameters that suit its size; anything given
+explicitly overrides the preset. ``preset:tiny-qwen2`` is not a hub model: the entry point
+builds a 2-layer Qwen2 (hidden size 64) from a config and trains a byte-level BPE
+tokenizer on the training file itself — a CPU smoke test that needs no download.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TINY_PRESET_MODEL = "preset:tiny-qwen2"
+PRESET_MODELS = (TINY_PRESET_MODEL,)
+
+DEFAULTS: dict[str, Any] = {
+    "epochs": 1.0,
+    "max_steps": -1,  # > 0 overrides epochs
+    "learning_rate": 2e-5,
+    "batch_size": 1,
+    "gradient_accumulation_steps": 8,
+    "max_length": 4096,
+    "warmup_ratio": 0.03,
+    "lr_scheduler_type": "cosine",
+    "weight_decay": 0.0,
+    "seed": 0,
+    "logging_steps": 1,
+    "save_steps": 100,
+    "eval_steps": 0,  # 0: evaluate once per epoch when there is a validation split
+    "save_total_limit": 2,
+    "gradient_checkpointing": False,
+    "bf16": False,
+    "lora": False,
+    "lora_r": 16,
+    "lora_alpha": 32,
+    "lora_dropout": 0.05,
+    "lora_target_modules": "all-linear",
+    # openai backend only
+    "learning_rate_multiplier": None,
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny-cpu": {
+        "label": "Tiny smoke test (CPU, built from a config, ~30 steps)",
+        "base_model": TINY_PRESET_MODEL,
+        "hyperparameters": {
+            "max_steps": 30,
+            "learning_rate": 3e-3,
+            "batch_size": 2,
+            "gradient_accumulation_steps": 1,
+            "max_length": 1024,
+            "warmup_ratio": 0.0,
+            "lr_scheduler_type": "linear",
+            "save_steps": 10,
+        },
+    },
+    "small-lora": {
+        "label": "Small model, LoRA (≤ 3B, one GPU)",
+        "base_model": "Qwen/Qwen2.5-1.5B-Instruct",
+        "hyperparameters": {
+            "epochs": 3.0,
+            "learning_rate": 2e-4,
+            "batch_size": 2,
+            "gradient_accumulation_steps": 8,
+            "max_length": 8192,
+            "lora": True,
+            "lora_r": 16,
+            "lora_alpha": 32,
+            "gradient_checkpointing": True,
+            "bf16": True,
+        },
+    },
+    "7b-full": {
+        "label": "7-8B full fine-tune (several GPUs, DeepSpeed/FSDP config)",
+        "base_model": "Qwen/Qwen2.5-7B-Instruct",
+        "hyperparameters": {
+            "epochs": 2.0,
+            "learning_rate": 1e-5,
+            "batch_size": 1,
+            "gradient_accumulation_steps": 16,
+            "max_length": 16384,
+            "gradient_checkpointing": True,
+            "bf16": True,
+        },
+    },
+    "openai-mini": {
+        "label": "OpenAI fine-tuning (gpt-4.1-mini)",
+        "base_model": "gpt-4.1-mini-2025-04-14",
+        "hyperparameters": {"epochs": 3.0, "batch_size": 8, "learning_rate_multiplier": 1.0},
+    },
+}
+
+SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup")
+
+# name: (type, minimum, maximum) — None bounds are open.
+_NUMBERS: dict[str, tuple[type, float | None, float | None]] = {
+    "epochs": (float, 0.01, 100.0),
+    "max_steps": (int, -1, 1_000_000),
+    "learning_rate": (float, 1e-9, 1.0),
+    "batch_size": (int, 1, 4096),
+    "gradient_accumulation_steps": (int, 1, 4096),
+    "max_length": (int, 16, 1_048_576),
+    "warmup_ratio": (float, 0.0, 0.5),
+    "weight_decay": (float, 0.0, 1.0),
+    "seed": (int, 0, 2**31 - 1),
+    "logging_steps": (int, 1, 100_000),
+    "save_steps": (int, 1, 1_000_000),
+    "eval_steps": (int, 0, 1_000_000),
+    "save_total_limit": (int, 1, 1000),
+    "lora_r": (int, 1, 1024),
+    "lora_alpha": (int, 1, 4096),
+    "lora_dropout": (float, 0.0, 0.9),
+    "learning_rate_multiplier": (float, 0.001, 100.0),
+}
+_BOOLEANS = ("gradient_checkpointing", "bf16", "lora")
+
+
+class HyperparameterError(ValueError):
+    """Bad hyperparameters; ``errors`` maps each field to its messages."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(errors.items())))
+        self.errors = errors
+
+
+def _number(name: str, value: Any, errors: dict[str, list[str]]):
+    kind, low, high = _NUMBERS[name]
+    if value is None and name == "learning_rate_multiplier":
+        return None
+    if isinstance(value, bool):
+        errors.setdefault(name, []).append("Enter a number.")
+        return None
+    try:
+        number = kind(value)
+        if kind is int and float(value) != number:
+            raise ValueError
+    except (TypeError, ValueError):
+        errors.setdefault(name, []).append(
+            "Enter a whole number." if kind is int else "Enter a number."
+        )
+        return None
+    if (
+        number != number
+        or (low is not None and number < low)
+        or (high is not None and number > high)
+    ):
+        errors.setdefault(name, []).append(f"Must be between {low:g} and {high:g}.")
+        return None
+    return number
+
+
+def validate_hyperparameters(given: dict[str, Any] | None, *, preset: str = "") -> dict[str, Any]:
+    """Defaults, overlaid by the preset's values, overlaid by ``given``; every value checked.
+
+    Returns the complete normalized dict or raises ``HyperparameterError``.
+    """
+    if given is not None and not isinstance(given, dict):
+        raise HyperparameterError({"hyperparameters": ["Expected an object."]})
+    errors: dict[str, list[str]] = {}
+    if preset and preset not in PRESETS:
+        errors["preset"] = [f"Unknown preset “{preset}”: choose one of {', '.join(PRESETS)}."]
+    merged = dict(DEFAULTS)
+    if preset in PRESETS:
+        merged.update(PRESETS[preset]["hyperparameters"])
+    unknown = sorted(set(given or {}) - set(DEFAULTS))
+    if unknown:
+        errors["hyperparameters"] = [f"Unknown hyperparameter(s): {', '.join(unknown)}."]
+    merged.update({k: v for k, v in (given or {}).items() if k in DEFAULTS and v is not None})
+    out: dict[str, Any] = {}
+    for name in _NUMBERS:
+        out[name] = _number(name, merged[name], errors)
+    for name in _BOOLEANS:
+        if not isinstance(merged[name], bool):
+            errors.setdefault(name, []).append("Must be true or false.")
+        out[name] = merged[name] is True
+    if merged["lr_scheduler_type"] not in SCHEDULERS:
+        errors["lr_scheduler_type"] = [f"Choose one of {', '.join(SCHEDULERS)}."]
+    out["lr_scheduler_type"] = merged["lr_scheduler_type"]
+    targets = merged["lora_target_modules"]
+    if isinstance(targets, str):
+        targets = targets.strip()
+        if targets != "all-linear":
+            targets = [t.strip() for t in targets.split(",") if t.strip()]
+    if not targets or (
+        isinstance(targets, list)
+        and not all(isinstance(t, str) and t.isidentifier() for t in targets)
+    ):
+        errors["lora_target_modules"] = [
+            "“all-linear” or module names separated by commas (q_proj, v_proj)."
+        ]
+    out["lora_target_modules"] = targets
+    if out["max_steps"] == 0:
+        errors.setdefault("max_steps", []).append("Use -1 (train by epochs) or a positive count.")
+    if errors:
+        raise HyperparameterError(errors)
+    return out
+
+
+def planned_steps(hyperparameters: dict[str, Any], train_rows: int, processes: int = 1) -> int:
+    """Optimizer steps the run will take (what the progress bar counts to)."""
+    if hyperparameters["max_steps"] > 0:
+        return int(hyperparameters["max_steps"])
+    per_step = (
+        hyperparameters["batch_size"] * hyperparameters["gradient_accumulation_steps"] * processes
+    )
+    per_epoch = max(1, -(-train_rows // per_step))
+    return max(1, round(per_epoch * hyperparameters["epochs"]))

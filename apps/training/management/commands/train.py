@@ -1,0 +1,157 @@
+"""python manage.py train --project SLUG --dataset ID --version N --backend local
+--base-model MODEL [--max-steps N] [--sync]"""
+
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.accounts.models import Project
+from apps.core.exceptions import ApplicationError
+from apps.core.models import Job, JobStatus
+from apps.datasets.models import DatasetVersion
+from apps.training.hyperparameters import PRESETS
+from apps.training.models import Backend, CommandTemplate, TrainingJob
+from apps.training.services import training_job_create, training_job_execute
+
+
+class Command(BaseCommand):
+    help = (
+        "Launch fine-tuning on a dataset version and follow its loss. Without --sync the job "
+        "goes to the workers (local: gpu queue; openai and command: llm queue) and this "
+        "command waits for it; with --sync it runs here."
+    )
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        # --version names the dataset version here (as the issue's command line has it), so
+        # it replaces Django's own --version (which prints Django's).
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+    def add_arguments(self, parser):
+        parser.add_argument("--project", required=True, help="Project slug.")
+        parser.add_argument("--dataset", type=int, required=True, help="Dataset id.")
+        parser.add_argument("--version", type=int, required=True, help="Version number.")
+        parser.add_argument("--backend", choices=Backend.values, default=Backend.LOCAL)
+        parser.add_argument(
+            "--base-model", default="", help="Hub id, local path or preset:tiny-qwen2."
+        )
+        parser.add_argument("--preset", choices=list(PRESETS), default="")
+        parser.add_argument("--max-steps", type=int, help="Overrides epochs.")
+        parser.add_argument("--epochs", type=float)
+        parser.add_argument("--learning-rate", type=float)
+        parser.add_argument("--lora", action="store_true", help="Train a LoRA adapter.")
+        parser.add_argument(
+            "--hyperparameters", default="{}", help="More hyperparameters as a JSON object."
+        )
+        parser.add_argument("--no-eval", action="store_true", help="No validation loss.")
+        parser.add_argument("--endpoint", help="openai backend: the endpoint's name.")
+        parser.add_argument("--command-template", help="command backend: the template's name.")
+        parser.add_argument("--name", default="")
+        parser.add_argument("--sync", action="store_true", help="Run here, no worker.")
+        parser.add_argument(
+            "--timeout", type=float, default=0, help="Stop waiting after N seconds (0: never)."
+        )
+
+    def handle(self, *args, **opts):
+        project = Project.objects.filter(slug=opts["project"]).first()
+        if project is None:
+            raise CommandError(f"No project “{opts['project']}”.")
+        version = (
+            DatasetVersion.objects.filter(
+                dataset_id=opts["dataset"], dataset__project=project, number=opts["version"]
+            )
+            .select_related("dataset")
+            .first()
+        )
+        if version is None:
+            raise CommandError(
+                f"No version {opts['version']} of dataset {opts['dataset']} in {project.slug}."
+            )
+        try:
+            hyperparameters = json.loads(opts["hyperparameters"])
+        except ValueError as exc:
+            raise CommandError(f"--hyperparameters is not JSON: {exc}") from None
+        if not isinstance(hyperparameters, dict):
+            raise CommandError("--hyperparameters must be a JSON object.")
+        for option, name in (
+            ("max_steps", "max_steps"),
+            ("epochs", "epochs"),
+            ("learning_rate", "learning_rate"),
+        ):
+            if opts[option] is not None:
+                hyperparameters[name] = opts[option]
+        if opts["lora"]:
+            hyperparameters["lora"] = True
+        endpoint = template = None
+        if opts["endpoint"]:
+            endpoint = project.model_endpoints.filter(name=opts["endpoint"]).first()
+            if endpoint is None:
+                raise CommandError(f"No endpoint “{opts['endpoint']}” in {project.slug}.")
+        if opts["command_template"]:
+            template = CommandTemplate.objects.filter(
+                project=project, name=opts["command_template"]
+            ).first()
+            if template is None:
+                raise CommandError(f"No command template “{opts['command_template']}”.")
+        try:
+            training_job = training_job_create(
+                project=project,
+                dataset_version=version,
+                backend=opts["backend"],
+                base_model=opts["base_model"],
+                preset=opts["preset"],
+                hyperparameters=hyperparameters,
+                name=opts["name"],
+                eval_split="" if opts["no_eval"] else "validation",
+                endpoint=endpoint,
+                command_template=template,
+                enqueue=not opts["sync"],
+            )
+        except ApplicationError as exc:
+            details = exc.extra.get("fields") or {}
+            text = "; ".join(f"{k}: {' '.join(v)}" for k, v in details.items())
+            raise CommandError(f"{exc.message} {text}".strip()) from None
+        self.stdout.write(
+            f"Training job #{training_job.pk} “{training_job.name}”: {training_job.backend}, "
+            f"base {training_job.base_model}, {training_job.total_steps or '?'} steps."
+        )
+        if opts["sync"]:
+            training_job_execute(training_job.job_id)
+        else:
+            self._wait(training_job, opts["timeout"])
+        training_job.refresh_from_db()
+        job = Job.objects.get(pk=training_job.job_id)
+        self._losses(training_job)
+        self.stdout.write(f"{job.get_status_display()}: {job.message}")
+        model = getattr(training_job, "trained_model", None)
+        if model is not None:
+            self.stdout.write(f"Model: {model.path or model.remote_model}")
+        if job.status != JobStatus.SUCCEEDED and job.status != JobStatus.RUNNING:
+            raise CommandError(f"Training {job.status}.")
+
+    def _losses(self, training_job: TrainingJob) -> None:
+        for metric in training_job.metrics.order_by("step"):
+            parts = [f"step {metric.step:>5}"]
+            if metric.loss is not None:
+                parts.append(f"loss {metric.loss:.4f}")
+            if metric.eval_loss is not None:
+                parts.append(f"eval {metric.eval_loss:.4f}")
+            self.stdout.write("  " + "  ".join(parts))
+
+    def _wait(self, training_job: TrainingJob, timeout: float) -> None:
+        started = time.monotonic()
+        last = None
+        while True:
+            job = Job.objects.get(pk=training_job.job_id)
+            if job.message != last:
+                self.stdout.write(f"  {job.get_status_display()}: {job.message}")
+                last = job.message
+            if job.status not in (JobStatus.PENDING, JobStatus.RUNNING):
+                return
+            if training_job.backend == Backend.COMMAND and job.status == JobStatus.RUNNING:
+                self.stdout.write("  Submitted; the cluster reports through the callback.")
+                return
+            if timeout and time.monotonic() - started > timeout:
+                self.stdout.write("  Still running; follow it on its page.")
+                return
+            time.sleep(2)

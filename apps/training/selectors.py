@@ -1,0 +1,47 @@
+"""Reads for training: job lists, a job's metrics, loss series for charts, comparisons."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from apps.training.models import CommandTemplate, TrainedModel, TrainingJob, TrainingMetric
+
+
+def training_job_list(*, project) -> QuerySet[TrainingJob]:
+    return (
+        TrainingJob.objects.filter(project=project)
+        .select_related("job", "dataset_version__dataset", "created_by", "trained_model")
+        .defer("log_tail", "artifacts")
+        .order_by("-created_at", "-id")
+    )
+
+
+def training_metrics(*, training_job: TrainingJob) -> QuerySet[TrainingMetric]:
+    return TrainingMetric.objects.filter(training_job=training_job).order_by("step")
+
+
+def loss_series(
+    *, training_jobs: list[TrainingJob]
+) -> dict[int, list[tuple[int, float | None, float | None]]]:
+    """``{job id: [(step, loss, eval_loss), …]}`` for several jobs in one query."""
+    series: dict[int, list] = {job.pk: [] for job in training_jobs}
+    rows = (
+        TrainingMetric.objects.filter(training_job__in=[job.pk for job in training_jobs])
+        .order_by("training_job_id", "step")
+        .values_list("training_job_id", "step", "loss", "eval_loss")
+    )
+    for job_id, step, loss, eval_loss in rows:
+        series[job_id].append((step, loss, eval_loss))
+    return series
+
+
+def command_template_list(*, project) -> QuerySet[CommandTemplate]:
+    return CommandTemplate.objects.filter(project=project).order_by("name", "id")
+
+
+def trained_model_list(*, project) -> QuerySet[TrainedModel]:
+    return (
+        TrainedModel.objects.filter(project=project)
+        .select_related("training_job", "endpoint", "eval_batch", "base_batch")
+        .order_by("-created_at", "-id")
+    )

@@ -1,0 +1,259 @@
+"""Training pages: jobs list, launch form, job page (live loss chart, log tail, cancel,
+artifacts), overlay of several jobs' loss curves, command templates, and a trained model's
+serve command, evaluation launch and before/after comparison."""
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from apps.accounts.access import check_project_role, project_get_for_user
+from apps.accounts.models import Role
+from apps.core.exceptions import ApplicationError
+from apps.core.http import (
+    form_add_service_error,
+    redirect_after_post,
+    render_page,
+)
+from apps.datasets.models import DatasetVersion, VersionStatus
+from apps.llm.selectors import endpoint_list
+from apps.training.access import trained_model_get_for_user, training_job_get_for_user
+from apps.training.charts import job_loss_chart, loss_chart
+from apps.training.forms import CommandTemplateForm, EvaluateForm, LaunchForm
+from apps.training.hyperparameters import PRESETS
+from apps.training.models import TrainedModel, TrainingJob
+from apps.training.selectors import (
+    command_template_list,
+    loss_series,
+    training_job_list,
+    training_metrics,
+)
+from apps.training.services import (
+    command_template_create,
+    training_job_cancel,
+    training_job_create,
+)
+from apps.training.services.evaluation import before_after, serve_command, trained_model_evaluate
+
+JOBS_PER_PAGE = 25
+MAX_COMPARED = 6
+
+
+def _ready_versions(project):
+    return (
+        DatasetVersion.objects.filter(dataset__project=project, status=VersionStatus.READY)
+        .select_related("dataset")
+        .order_by("dataset__name", "-number")
+    )
+
+
+@login_required
+@require_GET
+def job_list_view(request, slug):
+    project = project_get_for_user(request.user, slug)
+    page = Paginator(training_job_list(project=project), JOBS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "page": page,
+    }
+    return render_page(request, "training/list.html", context, partial="rows")
+
+
+def _pick(queryset, value):
+    return queryset.filter(pk=value).first() if str(value or "").isdigit() else None
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def job_create_view(request, slug):
+    project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
+    versions = _ready_versions(project)
+    endpoints = endpoint_list(project=project)
+    templates = command_template_list(project=project)
+    initial = {}
+    if request.GET.get("version", "").isdigit():
+        initial["dataset_version"] = request.GET["version"]
+    form = LaunchForm(
+        request.POST or None,
+        initial=initial,
+        versions=versions,
+        endpoints=endpoints,
+        templates=templates,
+    )
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            training_job = training_job_create(
+                project=project,
+                user=request.user,
+                dataset_version=_pick(versions, data["dataset_version"]),
+                backend=data["backend"],
+                base_model=data["base_model"],
+                preset=data["preset"],
+                hyperparameters=form.hyperparameters(),
+                name=data["name"],
+                eval_split="validation" if data["eval_on_validation"] else "",
+                endpoint=_pick(endpoints, data["endpoint"]),
+                command_template=_pick(templates, data["command_template"]),
+            )
+        except ApplicationError as exc:
+            form_add_service_error(form, exc)
+        else:
+            return redirect_after_post(
+                request,
+                reverse("training:detail", args=[training_job.pk]),
+                f"Launched “{training_job.name}”.",
+            )
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "form": form,
+        "presets": PRESETS,
+        "advanced": [form[name] for name in LaunchForm.ADVANCED],
+    }
+    return render_page(request, "training/launch.html", context, partial="form")
+
+
+def _detail_context(request, training_job: TrainingJob) -> dict:
+    metrics = list(training_metrics(training_job=training_job))
+    series = [(m.step, m.loss, m.eval_loss) for m in metrics]
+    trained_model = TrainedModel.objects.filter(training_job=training_job).first()
+    return {
+        "project": training_job.project,
+        "membership": check_project_role(request.user, training_job.project),
+        "training_job": training_job,
+        "job": training_job.job,
+        "chart": job_loss_chart(series),
+        "latest": metrics[-8:][::-1],
+        "trained_model": trained_model,
+        "serve_command": serve_command(trained_model) if trained_model else "",
+        "evaluate_form": EvaluateForm(endpoints=endpoint_list(project=training_job.project))
+        if trained_model
+        else None,
+    }
+
+
+@login_required
+@require_GET
+def job_detail_view(request, pk):
+    training_job = training_job_get_for_user(request.user, pk)
+    return render_page(
+        request, "training/detail.html", _detail_context(request, training_job), partial="live"
+    )
+
+
+@login_required
+@require_POST
+def job_cancel_view(request, pk):
+    training_job = training_job_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    url = reverse("training:detail", args=[training_job.pk])
+    try:
+        training_job_cancel(training_job=training_job)
+    except ApplicationError as exc:
+        return redirect_after_post(request, url, exc.message)
+    return redirect_after_post(request, url, "Cancel requested.")
+
+
+@login_required
+@require_GET
+def job_compare_view(request, slug):
+    """The loss curves of several jobs on one chart (``?jobs=1&jobs=2``)."""
+    project = project_get_for_user(request.user, slug)
+    ids = [i for i in request.GET.getlist("jobs") if i.isdigit()][:MAX_COMPARED]
+    jobs = list(
+        TrainingJob.objects.filter(project=project, pk__in=ids)
+        .select_related("job", "dataset_version__dataset")
+        .order_by("pk")
+    )
+    series = loss_series(training_jobs=jobs)
+    lines = [
+        {
+            "name": f"#{job.pk} {job.name}"[:40],
+            "points": [(s, loss) for s, loss, _ in series[job.pk]],
+        }
+        for job in jobs
+    ]
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "jobs": jobs,
+        "chart": loss_chart(lines),
+        "choices": training_job_list(project=project)[:50],
+        "selected": {job.pk for job in jobs},
+    }
+    return render_page(request, "training/compare.html", context, partial="chart")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def template_list_view(request, slug):
+    """The project's command templates; authors add one with the form under the list."""
+    project = project_get_for_user(request.user, slug)
+    membership = check_project_role(request.user, project)
+    form = CommandTemplateForm(request.POST or None)
+    if request.method == "POST":
+        check_project_role(request.user, project, Role.AUTHOR)
+        if form.is_valid():
+            try:
+                command_template_create(project=project, user=request.user, **form.cleaned_data)
+            except ApplicationError as exc:
+                form_add_service_error(form, exc)
+            else:
+                return redirect_after_post(
+                    request,
+                    reverse("training:templates", args=[project.slug]),
+                    "Added the command template.",
+                )
+    context = {
+        "project": project,
+        "membership": membership,
+        "templates": command_template_list(project=project),
+        "form": form,
+    }
+    return render_page(request, "training/templates.html", context, partial="form")
+
+
+@login_required
+@require_POST
+def model_evaluate_view(request, pk):
+    trained_model = trained_model_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    endpoints = endpoint_list(project=trained_model.project)
+    form = EvaluateForm(request.POST, endpoints=endpoints)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            trained_model_evaluate(
+                trained_model=trained_model,
+                user=request.user,
+                base_url=data["base_url"],
+                api_key_env=data["api_key_env"],
+                base_endpoint=_pick(endpoints, data["base_endpoint"]),
+                trials=data["trials"],
+            )
+        except ApplicationError as exc:
+            form_add_service_error(form, exc)
+        else:
+            return redirect_after_post(
+                request,
+                reverse("training:model_compare", args=[trained_model.pk]),
+                "Created the endpoint and the evaluation batches.",
+            )
+    context = _detail_context(request, trained_model.training_job)
+    context["evaluate_form"] = form
+    return render_page(request, "training/detail.html", context, partial="evaluate")
+
+
+@login_required
+@require_GET
+def model_compare_view(request, pk):
+    trained_model = trained_model_get_for_user(request.user, pk)
+    context = {
+        "project": trained_model.project,
+        "membership": check_project_role(request.user, trained_model.project),
+        "trained_model": trained_model,
+        "comparison": before_after(trained_model),
+    }
+    return render_page(request, "training/model_compare.html", context, partial="comparison")

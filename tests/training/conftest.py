@@ -1,0 +1,65 @@
+"""Fixtures for the training tests: a built dataset version of real oracle transcripts (one
+assistant turn excluded by a reviewer, weight 0), and settings that keep CPU training small."""
+
+import json
+
+import pytest
+
+from apps.datasets.services import dataset_create
+from tests.datasets.conftest import (  # noqa: F401  (fixtures)
+    approved_demonstrations,
+    build_version,
+    make_demonstration,
+    oracle_transcript,
+    sample_environments,
+)
+
+# Every local test run trains the built-in tiny model: 2-layer Qwen2, hidden 64.
+TINY = {
+    "max_steps": 20,
+    "learning_rate": 0.003,
+    "batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "max_length": 1024,
+    "warmup_ratio": 0.0,
+    "lr_scheduler_type": "linear",
+    "save_steps": 10,
+}
+EXCLUDED_REPLY = "Noted, I will not repeat this turn in training."
+
+
+@pytest.fixture(autouse=True)
+def training_settings(settings, tmp_path, monkeypatch):
+    settings.TRAINING_ROOT = tmp_path / "training"
+    settings.TRAINING_DEVICE = "cpu"
+    settings.TRAINING_POLL_S = 0.05
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # two shared cores: no thread oversubscription
+    monkeypatch.setenv("TRAINING_ROOT", str(tmp_path / "training"))
+    monkeypatch.setenv("TRAINING_DEVICE", "cpu")
+    return settings
+
+
+def excluded_turn_transcript(environment, task_key: str) -> tuple[list, list, float]:
+    """The oracle transcript with an extra assistant reply, excluded from training."""
+    transcript, tools, score = oracle_transcript(environment, task_key)
+    copy = json.loads(json.dumps(transcript))
+    # Worded per environment: the build joins environments whose replies coincide into one
+    # group (which would leave no environment for the validation split).
+    copy.insert(
+        len(copy) - 1,
+        {"role": "assistant", "content": f"{EXCLUDED_REPLY} ({environment.name})", "weight": 0},
+    )
+    copy.insert(len(copy) - 1, {"role": "user", "content": f"Go on with {task_key}."})
+    return copy, tools, score
+
+
+@pytest.fixture
+def training_version(project, author, sample_environments, approved_demonstrations):  # noqa: F811
+    """A ready version of 3 environments' oracle demonstrations, each environment with one
+    more demonstration carrying a weight-0 assistant turn (so both splits have one)."""
+    for env in sample_environments:
+        task = env.tasks.filter(split="train").order_by("position").first()
+        transcript, tools, score = excluded_turn_transcript(env, task.key)
+        make_demonstration(env, task.key, transcript=transcript, tools=tools, score=score)
+    dataset = dataset_create(project=project, name="Coworker SFT", user=author)
+    return build_version(dataset, author)

@@ -1,0 +1,108 @@
+"""The entry point's tokenization: assistant tokens are trained, a weight-0 assistant turn
+is masked like the prompt (a hand count of its tokens), and a template whose assistant spans
+do not line up with the messages is refused rather than guessed."""
+
+import json
+
+import pytest
+
+pytest.importorskip("trl")  # the `train` extra
+transformers = pytest.importorskip("transformers")
+
+from apps.training.sft import (  # noqa: E402
+    WeightMaskError,
+    build_tiny_preset,
+    tokenize_row,
+    training_chat_template,
+)
+
+ROW = {
+    "messages": [
+        {"role": "system", "content": "You are the operations assistant."},
+        {"role": "user", "content": "Is the Q3 review booked?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "list_events", "arguments": {"day": "Thursday"}},
+                }
+            ],
+            "weight": 1,
+        },
+        {"role": "tool", "name": "list_events", "tool_call_id": "call_1", "content": "[]"},
+        {"role": "assistant", "content": "Not yet, shall I book it now?", "weight": 0},
+        {"role": "user", "content": "Yes, at 15:00."},
+        {"role": "assistant", "content": "Booked for Thursday at 15:00.", "weight": 1},
+    ],
+    "tools": json.dumps(
+        [
+            {
+                "type": "function",
+                "function": {
+                    "name": "list_events",
+                    "description": "List calendar events.",
+                    "parameters": {"type": "object", "properties": {"day": {"type": "string"}}},
+                },
+            }
+        ]
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    directory = build_tiny_preset([ROW], tmp_path_factory.mktemp("preset") / "base", seed=0)
+    return transformers.AutoTokenizer.from_pretrained(directory)
+
+
+def _trained_text(tokenizer, tokenized) -> list[str]:
+    """The trained token runs, decoded."""
+    runs, current = [], []
+    for token, label in zip(tokenized["input_ids"], tokenized["labels"], strict=True):
+        if label != -100:
+            current.append(token)
+        elif current:
+            runs.append(tokenizer.decode(current))
+            current = []
+    if current:
+        runs.append(tokenizer.decode(current))
+    return runs
+
+
+def test_weight_zero_turn_contributes_no_trained_tokens(tokenizer):
+    template = training_chat_template(tokenizer)
+    assert "{% generation %}" in template  # TRL's training variant of Qwen2.5's template
+    masked = tokenize_row(tokenizer, template, ROW)
+    every = tokenize_row(
+        tokenizer,
+        template,
+        {**ROW, "messages": [{**m, "weight": 1} if "weight" in m else m for m in ROW["messages"]]},
+    )
+    assert masked["input_ids"] == every["input_ids"]  # the same text; only the labels differ
+    # Hand count: the template renders an assistant text turn as "\n" + content + "<|im_end|>\n"
+    # inside its generation block.
+    excluded_text = "\nNot yet, shall I book it now?<|im_end|>\n"
+    hand_count = len(tokenizer(excluded_text, add_special_tokens=False)["input_ids"])
+    assert masked["excluded_tokens"] == hand_count
+    assert every["trained_tokens"] - masked["trained_tokens"] == hand_count
+    trained_labels = sum(1 for label in masked["labels"] if label != -100)
+    assert trained_labels == masked["trained_tokens"]
+    assert _trained_text(tokenizer, masked) == [
+        '\n<tool_call>\n{"name": "list_events", "arguments": {"day": "Thursday"}}\n</tool_call>'
+        "<|im_end|>\n",
+        "\nBooked for Thursday at 15:00.<|im_end|>\n",
+    ]
+    assert len(_trained_text(tokenizer, every)) == 3
+
+
+def test_template_without_one_span_per_assistant_message_is_refused(tokenizer):
+    # A template that puts every assistant turn inside one generation block.
+    template = (
+        "{% generation %}{% for m in messages %}{{ m.role }}: {{ m.content }}\n"
+        "{% endfor %}{% endgeneration %}"
+    )
+    with pytest.raises(WeightMaskError, match="marks 1 assistant spans for 3 assistant messages"):
+        tokenize_row(tokenizer, template, ROW)
