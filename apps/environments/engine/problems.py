@@ -80,6 +80,18 @@ CODES: dict[str, str] = {
     "capability_grader_unknown": "A grader's capability is not one of the task's capabilities.",
     "capability_grader_missing": "A task with capabilities marks no grader as testing one.",
     "adversary_passes": "An adversarial agent that does not do the task passes it.",
+    # ---- bounds and soundness (issue 11): limits, ranges, budgets, semantic faults
+    "document_too_large": "The document is over the size or value-count limit.",
+    "document_too_deep": "The document nests deeper than the limit.",
+    "too_many_items": "More tasks, tools or records than the limit.",
+    "string_too_long": "A string is longer than the limit.",
+    "string_not_unicode": "A string holds a lone UTF-16 surrogate.",
+    "duplicate_key": "A JSON object has the same key twice.",
+    "value_out_of_range": "A value would push a computation out of range (dates, weights).",
+    "datetime_without_offset": "A date-time has no UTC offset (its moment depends on the TZ).",
+    "turn_time_before_clock": "A turn's time is earlier than the clock at that turn.",
+    "query_budget_exceeded": "A JMESPath query builds too large a value or takes too many steps.",
+    "mutants_sampled": "Only a sample of the mutants was replayed (work budget).",
 }
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..bounds import loads_document
 from ..checks import Judge
 from ..problems import Problem, error, has_errors
 from ..spec import EnvironmentSpec, _build, schema_problems, spec_hash
@@ -17,7 +18,7 @@ from .dynamic import TaskReport, validate_task
 from .gameable import gameable_problems
 from .static import static_problems
 
-__all__ = ["TaskReport", "ValidationReport", "validate_spec"]
+__all__ = ["TaskReport", "ValidationReport", "validate_spec", "validate_text"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -124,3 +125,18 @@ def validate_spec(
         report.problems.extend(problems)
         progress(2 + k, total, f"task {task.key}")
     return report
+
+
+def validate_text(
+    text: str | bytes,
+    *,
+    dynamic: bool = True,
+    on_progress: Progress | None = None,
+    judge: Judge | None = None,
+) -> ValidationReport:
+    """Validate JSON text: bounds (size, depth, duplicate keys) are checked while parsing,
+    before anything recurses. Raises ``bounds.DocumentUnreadable`` when it is not JSON."""
+    doc, bounds = loads_document(text)
+    if bounds:
+        return ValidationReport(problems=bounds, dynamic=dynamic)
+    return validate_spec(doc, dynamic=dynamic, on_progress=on_progress, judge=judge)

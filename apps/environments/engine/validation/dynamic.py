@@ -20,8 +20,8 @@ from ..policies import EchoPolicy, MutantPolicy, NullPolicy, OraclePolicy, state
 from ..problems import Problem, error, pointer, warning
 from ..runner import EpisodeResult, run_task
 from ..spec import EnvironmentSpec, TaskSpec, canonical_json
+from .faults import FAULT_SEEDS, MAX_MUTANTS, mutant_sample, probability_problems
 
-FAULT_SEEDS = (0, 1, 2)
 EPSILON = 1e-9
 
 
@@ -35,6 +35,7 @@ class TaskReport:
     sensitivity: float | None = None
     mutants_total: int = 0
     mutants_caught: int = 0
+    mutants_replayed: int = 0
     deterministic: bool | None = None
     # adversary name -> score (fault-free run); only the adversaries that apply to the task
     adversary_scores: dict[str, float] = field(default_factory=dict)
@@ -49,6 +50,7 @@ class TaskReport:
             "sensitivity": self.sensitivity,
             "mutants_total": self.mutants_total,
             "mutants_caught": self.mutants_caught,
+            "mutants_replayed": self.mutants_replayed,
             "deterministic": self.deterministic,
             "adversary_scores": dict(self.adversary_scores),
         }
@@ -184,6 +186,8 @@ def validate_task(
                 "use temperature 0 for the judge.",
             )
         )
+    if _uses_faults(spec, task):
+        problems.extend(probability_problems(spec, k))
     if _uses_faults(spec, task) and oracle.grading.strict:
         for seed in FAULT_SEEDS:
             faulty = first if seed == 0 else run(OraclePolicy(), faults=True, seed=seed)
@@ -247,7 +251,21 @@ def validate_task(
     targets = state_changing_calls(spec, task)
     report.mutants_total = len(targets)
     if targets and oracle.grading.strict and not oracle.tool_errors:
-        for i, (s, c, call) in enumerate(targets):
+        sample = mutant_sample(len(targets))
+        report.mutants_replayed = len(sample)
+        if len(sample) < len(targets):
+            problems.append(
+                warning(
+                    "mutants_sampled",
+                    task_ptr + "/reference_solution",
+                    f"The task has {len(targets)} state-changing reference calls; "
+                    f"{len(sample)} mutants (an even spread) were replayed, not all.",
+                    f"Split the task, or accept a sensitivity measured on a sample "
+                    f"(at most {MAX_MUTANTS} mutants are replayed).",
+                )
+            )
+        for i in sample:
+            s, c, call = targets[i]
             mutant = run(MutantPolicy(i), faults=False)
             caught = (
                 mutant.grading.score < oracle.grading.score - EPSILON or not mutant.grading.strict
@@ -265,5 +283,5 @@ def validate_task(
                         "drop the call from the reference solution if it is not needed).",
                     )
                 )
-        report.sensitivity = report.mutants_caught / report.mutants_total
+        report.sensitivity = report.mutants_caught / report.mutants_replayed
     return report, problems

@@ -1,0 +1,111 @@
+"""Fault tolerance by probability, and the work budget of dynamic validation.
+
+The oracle retries a transient fault up to ``MAX_ORACLE_ATTEMPTS`` times per reference
+call, so the chance that a fault rate defeats it is computable: a call is lost when every
+attempt faults (``rate ** attempts``), the run when any call is lost. Above
+``MAX_FAILURE_PROBABILITY`` the spec is rejected. What the formula cannot see (a grader
+that counts failed attempts, a timeout that moves the clock past a deadline) is sampled:
+the oracle runs under faults for ``FAULT_SEEDS`` seeds, and a grader that counts failed
+calls on a faulting tool is rejected statically.
+
+Mutants replay the whole task each; beyond ``MAX_MUTANTS`` an evenly spread sample is
+replayed (the report says so), which bounds the work of a spec with many calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..checks import MAX_DEPTH
+from ..policies import MAX_ORACLE_ATTEMPTS
+from ..problems import Problem, error, pointer
+from ..spec import EnvironmentSpec, TaskSpec
+
+MAX_FAILURE_PROBABILITY = 1e-3
+FAULT_SEEDS = tuple(range(12))
+MAX_MUTANTS = 24
+
+
+def exhaustion_probability(spec: EnvironmentSpec, task: TaskSpec) -> float:
+    """Probability that some reference call faults on every one of the oracle's attempts."""
+    survive = 1.0
+    for step in task.reference_solution:
+        for call in step.calls:
+            tool = spec.tool(call.tool)
+            if tool is not None and tool.faults.rate > 0 and tool.faults.kinds:
+                survive *= 1.0 - tool.faults.rate**MAX_ORACLE_ATTEMPTS
+    return 1.0 - survive
+
+
+def probability_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
+    task = spec.tasks[k]
+    p = exhaustion_probability(spec, task)
+    if p <= MAX_FAILURE_PROBABILITY:
+        return []
+    rates = sorted(
+        {
+            f"{t.name} {t.faults.rate:g}"
+            for s in task.reference_solution
+            for c in s.calls
+            if (t := spec.tool(c.tool)) is not None and t.faults.rate > 0
+        }
+    )
+    return [
+        error(
+            "oracle_fails_under_faults",
+            pointer("tasks", k, "reference_solution"),
+            f"With these fault rates ({', '.join(rates)}) a correct agent that retries "
+            f"{MAX_ORACLE_ATTEMPTS} times still fails {p:.2%} of runs "
+            f"(allowed: {MAX_FAILURE_PROBABILITY:.1%}).",
+            "Lower the tools' fault rates (0.2 or less is realistic).",
+        )
+    ]
+
+
+def _counts_attempts(check: dict[str, Any], faulty: set[str], depth: int = 0) -> list[tuple]:
+    """Relative paths of tool_call leaves that count failed attempts of a faulting tool."""
+    if depth > MAX_DEPTH or not isinstance(check, dict):
+        return []
+    found: list[tuple] = []
+    for mode in ("all", "any"):
+        for i, child in enumerate(check.get(mode) or ()):
+            found += [(mode, i, *p) for p in _counts_attempts(child, faulty, depth + 1)]
+    if "not" in check:
+        found += [("not", *p) for p in _counts_attempts(check["not"], faulty, depth + 1)]
+    if (
+        check.get("kind") == "tool_call"
+        and check.get("succeeded") is False
+        and check.get("tool") in faulty
+        and ("max" in check or check.get("called") is False)
+    ):
+        found.append(())
+    return found
+
+
+def attempt_counting_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
+    """A grader that bounds *attempts* (succeeded: false) of a tool that injects faults:
+    a correct retry after a fault breaks it."""
+    faulty = {t.name for t in spec.tools if t.faults.rate > 0}
+    out: list[Problem] = []
+    for g, grader in enumerate(spec.tasks[k].graders):
+        for rel in _counts_attempts(grader.check, faulty):
+            out.append(
+                error(
+                    "grader_counts_failed_attempts",
+                    pointer("tasks", k, "graders", g, "check", *rel),
+                    f"Grader '{grader.id}' bounds the attempts at a tool that injects faults "
+                    "(succeeded: false with max/called: false): a correct retry after a fault "
+                    "fails it.",
+                    "Count successful calls only (drop succeeded: false), or set the tool's "
+                    "fault rate to 0.",
+                )
+            )
+    return out
+
+
+def mutant_sample(total: int) -> list[int]:
+    """Indices of the mutants to replay: all up to MAX_MUTANTS, else an even spread."""
+    if total <= MAX_MUTANTS:
+        return list(range(total))
+    step = (total - 1) / (MAX_MUTANTS - 1)
+    return sorted({round(i * step) for i in range(MAX_MUTANTS)})
