@@ -1,12 +1,16 @@
 """Dynamic validation: run the task in the simulator with the built-in policies.
 
 * the oracle (reference solution) runs fault-free without tool errors and passes strict;
-* if any tool the task uses injects faults, the (retrying) oracle still passes strict
-  under faults, for a few seeds;
+* if any tool the task uses injects faults, the probability that the retrying oracle is
+  defeated stays under a threshold, and it passes strict under faults for 12 seeds
+  (faults.py);
 * a do-nothing agent and an echoing agent fail;
 * every mutant (one state-changing reference call dropped) loses score or strictness —
   the share caught is the task's grader sensitivity;
-* two identical replays give the same audit log, state hash and score.
+* two identical replays give the same audit log, state hash and score;
+* no exogenous update fails in any run (integrity.py), and the task's main completion
+  grader is sound per grader: not satisfied by the null or echo agent, nor by an update
+  alone, and not blind to a dropped reference call that writes what it reads (evidence.py).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from ..policies import EchoPolicy, MutantPolicy, NullPolicy, OraclePolicy, state
 from ..problems import Problem, error, pointer, warning
 from ..runner import EpisodeResult, run_task
 from ..spec import EnvironmentSpec, TaskSpec, canonical_json
+from .evidence import mutant_problems, trivial_agent_problems, update_work_problems
 from .faults import FAULT_SEEDS, MAX_MUTANTS, mutant_sample, probability_problems
+from .integrity import update_log_problems
 
 EPSILON = 1e-9
 
@@ -133,8 +139,12 @@ def validate_task(
     problems: list[Problem] = []
     task_ptr = pointer("tasks", k)
 
+    failed_updates: set[str] = set()
+
     def run(policy, **kw) -> EpisodeResult:
-        return run_task(spec, task.key, policy, judge=judge, **kw)
+        result = run_task(spec, task.key, policy, judge=judge, **kw)
+        problems.extend(update_log_problems(task, k, result, failed_updates))
+        return result
 
     oracle = run(OraclePolicy(), faults=False)
     report.oracle_score = oracle.grading.score
@@ -205,11 +215,12 @@ def validate_task(
                 )
                 break
 
+    trivial_runs: dict[str, EpisodeResult] = {}
     for policy, code, attr in (
         (NullPolicy(), "grader_passes_null_agent", "null_score"),
         (EchoPolicy(), "grader_passes_echo_agent", "echo_score"),
     ):
-        result = run(policy, faults=False)
+        result = trivial_runs[policy.name] = run(policy, faults=False)
         setattr(report, attr, result.grading.score)
         trivially = [
             v
@@ -247,9 +258,12 @@ def validate_task(
         report.adversary_scores[name] = result.grading.score
         if result.grading.passed or result.grading.strict:
             problems.extend(_adversary_passes(name, adversary, result, task, k, grader_index))
+    problems.extend(trivial_agent_problems(task, k, trivial_runs))
+    problems.extend(update_work_problems(spec, k, trivial_runs["null"]))
 
     targets = state_changing_calls(spec, task)
     report.mutants_total = len(targets)
+    uncaught = []
     if targets and oracle.grading.strict and not oracle.tool_errors:
         sample = mutant_sample(len(targets))
         report.mutants_replayed = len(sample)
@@ -273,6 +287,7 @@ def validate_task(
             if caught:
                 report.mutants_caught += 1
             else:
+                uncaught.append((s, c, call))
                 problems.append(
                     warning(
                         "mutant_not_caught",
@@ -284,4 +299,23 @@ def validate_task(
                     )
                 )
         report.sensitivity = report.mutants_caught / report.mutants_replayed
-    return report, problems
+        problems.extend(mutant_problems(spec, task, k, uncaught))
+    return report, _dedupe(problems)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    """One problem per (code, pointer); an error at a grader replaces the null warning."""
+    errors = {(p.code, p.pointer) for p in problems if p.severity == "error"}
+    out, seen = [], set()
+    for p in problems:
+        key = (p.code, p.pointer)
+        if key in seen:
+            continue
+        if p.code == "grader_satisfied_by_null" and (
+            ("grader_passes_null_agent", p.pointer) in errors
+            or ("update_does_agent_work", p.pointer) in errors
+        ):
+            continue
+        seen.add(key)
+        out.append(p)
+    return out
