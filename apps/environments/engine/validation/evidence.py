@@ -110,7 +110,7 @@ def update_work_problems(spec: EnvironmentSpec, k: int, null: EpisodeResult) -> 
     task = spec.tasks[k]
     if not any(turn.updates for turn in task.turns):
         return []
-    passed = {v.grader_id for v in null.grading.verdicts if v.passed}
+    passed = {v.grader_id for v in null.grading.verdicts if v.passed and v.category == "completion"}
     if not passed:
         return []
     initial = Episode(spec, task.key, faults=False).state_snapshot()

@@ -118,6 +118,18 @@ def required_problems(spec: EnvironmentSpec) -> list[Problem]:
     return out
 
 
+def _strings(value: Any):
+    stack = [((), value)]
+    while stack:
+        p, v = stack.pop()
+        if isinstance(v, str):
+            yield p, v
+        elif isinstance(v, dict):
+            stack.extend(((*p, k), x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend(((*p, i), x) for i, x in enumerate(v))
+
+
 def instruction_problems(spec: EnvironmentSpec) -> list[Problem]:
     out: list[Problem] = []
     sources: list[tuple[Any, tuple]] = [(spec.services, ("services",))]
@@ -127,6 +139,10 @@ def instruction_problems(spec: EnvironmentSpec) -> list[Problem]:
         for j, turn in enumerate(task.turns):
             for u, up in enumerate(turn.updates):
                 sources.append((up.values, ("tasks", k, "turns", j, "updates", u, "values")))
+    if not INSTRUCTION_LIKE.search(
+        "\n".join(v for value, _ in sources for _, v in _strings(value))
+    ):
+        return []  # one pass over all the text; the walk below only finds the pointers
     for value, path in sources:
         stack = [(value, path)]
         while stack and len(out) < 20:
