@@ -76,7 +76,9 @@ def spec_parse(text: str, *, source: str) -> dict:
     by line and column, a schema problem by JSON pointer (each tagged with ``file``).
     """
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(
+            text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicate_keys
+        )
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
         raise _fail(
@@ -93,7 +95,7 @@ def spec_parse(text: str, *, source: str) -> dict:
                 )
             ],
         ) from None
-    except ValueError as exc:  # NaN / Infinity, which JSON does not have
+    except ValueError as exc:  # NaN / Infinity, which JSON does not have; a duplicate key
         raise _fail(
             f"{source} is not valid JSON: {exc}.",
             [_problem("json_syntax", str(exc), source=source)],
@@ -124,6 +126,15 @@ def spec_parse(text: str, *, source: str) -> dict:
     except ApplicationError as exc:
         problems = [{**p, "file": source} for p in exc.extra.get("problems", [])]
         raise _fail(f"{source}: {exc.message}", problems) from None
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"key {key!r} appears twice in one object (parsers disagree which wins)")
+    return value
 
 
 def _refuse_constant(name: str):
