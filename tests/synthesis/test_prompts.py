@@ -14,7 +14,7 @@ SOUNDNESS_CODES = [
     "update_id_collides", "dangling_reference", "binding_optional_required_field",
     "reference_value_unseen", "clarification_fact_given", "identifier_not_ascii",
     "identifier_confusable", "schema_required_undeclared", "binding_unknown_field",
-    "instruction_like_text",
+    "instruction_like_text", "validation_budget_exceeded",
 ]  # fmt: skip
 
 

@@ -92,6 +92,8 @@ CODES: dict[str, str] = {
     "turn_time_before_clock": "A turn's time is earlier than the clock at that turn.",
     "query_budget_exceeded": "A JMESPath query builds too large a value or takes too many steps.",
     "mutants_sampled": "Only a sample of the mutants was replayed (work budget).",
+    "validation_budget_exceeded": "Validating the spec would take more simulated work than "
+    "allowed.",
     "grader_counts_failed_attempts": "A grader bounds attempts at a tool that injects faults.",
     "update_failed_at_run": "An exogenous update fails when the task runs.",
     "update_id_collides": "An exogenous create uses an id of the form the tools generate.",

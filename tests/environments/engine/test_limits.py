@@ -12,7 +12,7 @@ from apps.environments.engine.bounds import DocumentUnreadable, loads_document
 from apps.environments.engine.checks import CheckView, evaluate
 from apps.environments.engine.safe_regex import check_pattern, safe_search
 from apps.environments.engine.simulator import Episode
-from apps.environments.engine.spec import spec_hash
+from apps.environments.engine.spec import load_spec, spec_hash
 from apps.environments.engine.validation import validate_spec, validate_text
 from apps.environments.engine.validation.faults import (
     MAX_MUTANTS,
@@ -205,3 +205,14 @@ def test_mutants_beyond_the_cap_are_sampled_and_the_report_says_so():
     assert (task.mutants_total, task.mutants_replayed) == (MAX_MUTANTS + 8, MAX_MUTANTS)
     sampled = [p for p in report.warnings if p.code == "mutants_sampled"]
     assert [p.pointer for p in sampled] == ["/tasks/0/reference_solution"]
+
+
+def test_a_spec_over_the_work_budget_is_refused_before_the_simulator_runs(monkeypatch):
+    from apps.environments.engine.validation import faults
+
+    assert faults.estimated_work(load_spec(mini_doc())) == [35]  # 7 runs x 5 calls
+    monkeypatch.setattr(faults, "MAX_WORK_UNITS", 34)
+    report = validate_spec(mini_doc())
+    assert [(p.code, p.pointer) for p in report.errors] == [("validation_budget_exceeded", "")]
+    assert "about 35 work units" in report.errors[0].message
+    assert report.tasks[0].oracle_score is None  # nothing was simulated

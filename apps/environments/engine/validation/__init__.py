@@ -15,6 +15,7 @@ from ..checks import Judge
 from ..problems import Problem, error, has_errors
 from ..spec import EnvironmentSpec, _build, schema_problems, spec_hash
 from .dynamic import TaskReport, validate_task
+from .faults import budget_problems
 from .gameable import gameable_problems
 from .static import static_problems
 
@@ -113,6 +114,10 @@ def validate_spec(
         return report
     total = 1 + (len(spec.tasks) if dynamic else 0)
     progress(1, total, "static")
+    if dynamic and runnable:
+        over = budget_problems(spec)
+        report.problems.extend(over)
+        runnable = not over
     if not dynamic or not runnable:
         report.tasks = [TaskReport(t.key) for t in spec.tasks]
         return report

@@ -24,6 +24,9 @@ from ..spec import EnvironmentSpec, TaskSpec
 MAX_FAILURE_PROBABILITY = 1e-3
 FAULT_SEEDS = tuple(range(12))
 MAX_MUTANTS = 24
+#: simulated work one validation may do: ~0.5-1 ms a unit, so well under a minute
+MAX_WORK_UNITS = 50_000
+_BASE_RUNS = 5  # oracle fault-free, two faulty replays, null, echo
 
 
 def exhaustion_probability(spec: EnvironmentSpec, task: TaskSpec) -> float:
@@ -109,3 +112,44 @@ def mutant_sample(total: int) -> list[int]:
         return list(range(total))
     step = (total - 1) / (MAX_MUTANTS - 1)
     return sorted({round(i * step) for i in range(MAX_MUTANTS)})
+
+
+def estimated_work(spec: EnvironmentSpec) -> list[int]:
+    """Work units per task: runs x (reference calls + 1) x (1 + state MB), computed before
+    anything runs (each run replays the task; its cost grows with the calls and the state)."""
+    from ..policies import state_changing_calls
+    from ..state import json_size
+
+    env_bytes = json_size(spec.services)
+    out = []
+    for task in spec.tasks:
+        calls = sum(len(step.calls) for step in task.reference_solution)
+        faulty = any(
+            (t := spec.tool(c.tool)) is not None and t.faults.rate > 0
+            for step in task.reference_solution
+            for c in step.calls
+        )
+        runs = _BASE_RUNS + (len(FAULT_SEEDS) if faulty else 0)
+        runs += len(mutant_sample(len(state_changing_calls(spec, task))))
+        state_mb = (env_bytes + json_size(task.records)) / 1_000_000
+        out.append(int(runs * (calls + 1) * (1 + state_mb)))
+    return out
+
+
+def budget_problems(spec: EnvironmentSpec) -> list[Problem]:
+    work = estimated_work(spec)
+    total = sum(work)
+    if total <= MAX_WORK_UNITS:
+        return []
+    heaviest = max(range(len(work)), key=work.__getitem__)
+    return [
+        error(
+            "validation_budget_exceeded",
+            "",
+            f"Validating this spec in the simulator would take about {total} work units "
+            f"(allowed: {MAX_WORK_UNITS}; the heaviest task, /tasks/{heaviest}, "
+            f"{work[heaviest]}): too many tasks, reference calls or records for one spec.",
+            "Split the environment into several specs, trim the records, or shorten the "
+            "reference solutions.",
+        )
+    ]
