@@ -19,8 +19,8 @@ from jmespath import functions
 from jmespath.exceptions import JMESPathError
 from jmespath.visitor import Options, TreeInterpreter
 
-MAX_STEPS = 2_000_000
-MAX_VALUE_UNITS = 1_000_000  # one per value, plus one per 16 characters of a string
+MAX_STEPS = 1_000_000
+MAX_VALUE_UNITS = 500_000  # one per value, plus one per 16 characters of a string
 BUDGET_MARK = "query budget exceeded"
 
 

@@ -43,51 +43,58 @@ def _get(doc, path):
 RETYPES = [None, 0, -1, 1e308, -(2**63), True, "", "x", [], {}, "\ud800", "2026-03-02T09:00:00"]
 
 
-@st.composite
-def mutated_texts(draw):
-    doc = json.loads(json.dumps(draw(st.sampled_from(DOCS))))
+def _mutate_in_place(draw, doc):
+    """One delete / duplicate / retype / enlarge of a random node; returns the new root."""
     path = draw(st.sampled_from(_paths(doc)))
-    op = draw(st.sampled_from(["delete", "duplicate", "retype", "deepen", "enlarge"]))
-    node = _get(doc, path)
+    op = draw(st.sampled_from(["delete", "duplicate", "retype", "enlarge"]))
     if not path:
-        op = "retype" if op == "delete" else op
-    parent = _get(doc, path[:-1]) if path else None
-    replacement = None
+        return draw(st.sampled_from(RETYPES)) if op == "retype" else doc
+    node, parent = _get(doc, path), _get(doc, path[:-1])
     if op == "delete":
         del parent[path[-1]]
     elif op == "duplicate":
         if isinstance(parent, list):
             parent.insert(path[-1], json.loads(json.dumps(node)))
-        elif isinstance(parent, dict):
+        else:
             parent[f"{path[-1]}_2"] = json.loads(json.dumps(node))
     elif op == "retype":
-        value = draw(st.sampled_from(RETYPES))
-        if path:
-            parent[path[-1]] = value
-        else:
-            doc = value
-    elif op == "deepen":
-        levels = draw(st.sampled_from([1, 3, 60, 5000]))
+        parent[path[-1]] = draw(st.sampled_from(RETYPES))
+    elif isinstance(node, list) and node:
+        node.extend(
+            [json.loads(json.dumps(node[0])) for _ in range(draw(st.sampled_from([3, 60])))]
+        )
+    elif isinstance(node, dict):
+        copy = json.dumps(node)
+        node.update({f"k{i}": json.loads(copy) for i in range(3)} if len(copy) < 5000 else {})
+    elif isinstance(node, str):
+        parent[path[-1]] = node * draw(st.sampled_from([2, 50]))
+    return doc
+
+
+@st.composite
+def mutated_texts(draw):
+    """1-3 in-place mutations, then maybe one that only text can hold (very deep or very
+    large values, numbers with thousands of digits)."""
+    doc = json.loads(json.dumps(draw(st.sampled_from(DOCS))))
+    for _ in range(draw(st.integers(1, 3))):
+        doc = _mutate_in_place(draw, doc)
+    text = json.dumps(doc)
+    if not isinstance(doc, (dict, list)) or not draw(st.booleans()):
+        return text
+    path = draw(st.sampled_from(_paths(doc)))
+    if not path:
+        return text
+    node = _get(doc, path)
+    kind = draw(st.sampled_from(["deepen", "long string", "big number"]))
+    if kind == "deepen":
+        levels = draw(st.sampled_from([3, 60, 5000]))
         replacement = "[" * levels + json.dumps(node) + "]" * levels
-    else:  # enlarge
-        if isinstance(node, list) and node:
-            node.extend([node[0]] * draw(st.sampled_from([10, 500])))
-        elif isinstance(node, str):
-            replacement = json.dumps(node * (200_000 // max(1, len(node)) + 1))
-        elif isinstance(node, dict):
-            copy = json.dumps(node)
-            node.update({f"k{i}": json.loads(copy) for i in range(3)} if len(copy) < 5000 else {})
-        else:
-            replacement = "1" + "0" * draw(st.sampled_from([20, 400, 5000]))
-    if replacement is not None:
-        if path:
-            parent[path[-1]] = SENTINEL
-            text = json.dumps(doc).replace(json.dumps(SENTINEL), replacement)
-        else:
-            text = replacement
+    elif kind == "long string":
+        replacement = json.dumps("x" * draw(st.sampled_from([1000, 200_000])))
     else:
-        text = json.dumps(doc)
-    return text
+        replacement = "1" + "0" * draw(st.sampled_from([20, 400, 5000]))
+    _get(doc, path[:-1])[path[-1]] = SENTINEL
+    return json.dumps(doc).replace(json.dumps(SENTINEL), replacement)
 
 
 @pytest.fixture(scope="module")

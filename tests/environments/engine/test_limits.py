@@ -216,3 +216,20 @@ def test_a_spec_over_the_work_budget_is_refused_before_the_simulator_runs(monkey
     assert [(p.code, p.pointer) for p in report.errors] == [("validation_budget_exceeded", "")]
     assert "about 35 work units" in report.errors[0].message
     assert report.tasks[0].oracle_score is None  # nothing was simulated
+
+
+def test_memory_stays_bounded_on_a_value_doubling_query():
+    import tracemalloc
+
+    doc = mini_doc()
+    doc["tasks"][0]["graders"][0]["check"]["query"] = (
+        "join('', ['abcdefgh'" + " | [@, @]" * 40 + " | [][][][][][][][][][][][][][][][][]])"
+    )
+    tracemalloc.start()
+    try:
+        report = validate_spec(doc)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert ("query_budget_exceeded", "/tasks/0/graders/0/check/query") in _codes(report)
+    assert peak < 200 * 2**20  # the unbounded value would be 2**40 strings

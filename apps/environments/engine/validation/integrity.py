@@ -99,7 +99,7 @@ def update_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
                 if value is None:
                     continue
                 for v in value if isinstance(value, list) else [value]:
-                    if v not in known:
+                    if not isinstance(v, str) or v not in known:
                         out.append(
                             error(
                                 "dangling_reference",

@@ -453,7 +453,7 @@ def _references(out: list[Problem], spec: EnvironmentSpec, task: TaskSpec, k: in
                     continue
                 values = value if isinstance(value, list) else [value]
                 for v in values:
-                    if v not in known:
+                    if not isinstance(v, str) or v not in known:
                         out.append(
                             error(
                                 "dangling_reference",
