@@ -143,7 +143,9 @@ def validate_task(
 
     def run(policy, **kw) -> EpisodeResult:
         result = run_task(spec, task.key, policy, judge=judge, **kw)
-        problems.extend(update_log_problems(task, k, result, failed_updates))
+        if isinstance(policy, (OraclePolicy, NullPolicy, EchoPolicy, MutantPolicy)):
+            # an adversary may delete an update's target: that is its failure, not the spec's
+            problems.extend(update_log_problems(task, k, result, failed_updates))
         return result
 
     oracle = run(OraclePolicy(), faults=False)
@@ -304,11 +306,13 @@ def validate_task(
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
-    """One problem per (code, pointer); an error at a grader replaces the null warning."""
+    """The task-level and per-grader null/echo errors at one grader are reported once; an
+    error at a grader replaces the null warning. Other problems are kept as they are."""
     errors = {(p.code, p.pointer) for p in problems if p.severity == "error"}
+    once = {"grader_passes_null_agent", "grader_passes_echo_agent"}
     out, seen = [], set()
     for p in problems:
-        key = (p.code, p.pointer)
+        key = (p.code, p.pointer) if p.code in once else (p.code, p.pointer, p.message)
         if key in seen:
             continue
         if p.code == "grader_satisfied_by_null" and (
