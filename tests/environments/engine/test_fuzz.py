@@ -7,6 +7,7 @@ no report carries ``simulation_crashed`` (an engine bug). Deepening goes to 5,00
 and enlarging to 200,000 characters, past every limit, so the bounds are exercised too.
 """
 
+import copy
 import io
 import json
 
@@ -48,7 +49,7 @@ def _mutate_in_place(draw, doc):
     path = draw(st.sampled_from(_paths(doc)))
     op = draw(st.sampled_from(["delete", "duplicate", "retype", "enlarge"]))
     if not path:
-        return draw(st.sampled_from(RETYPES)) if op == "retype" else doc
+        return copy.deepcopy(draw(st.sampled_from(RETYPES))) if op == "retype" else doc
     node, parent = _get(doc, path), _get(doc, path[:-1])
     if op == "delete":
         del parent[path[-1]]
@@ -58,14 +59,14 @@ def _mutate_in_place(draw, doc):
         else:
             parent[f"{path[-1]}_2"] = json.loads(json.dumps(node))
     elif op == "retype":
-        parent[path[-1]] = draw(st.sampled_from(RETYPES))
+        parent[path[-1]] = copy.deepcopy(draw(st.sampled_from(RETYPES)))
     elif isinstance(node, list) and node:
         node.extend(
             [json.loads(json.dumps(node[0])) for _ in range(draw(st.sampled_from([3, 60])))]
         )
     elif isinstance(node, dict):
-        copy = json.dumps(node)
-        node.update({f"k{i}": json.loads(copy) for i in range(3)} if len(copy) < 5000 else {})
+        text = json.dumps(node)
+        node.update({f"k{i}": json.loads(text) for i in range(3)} if len(text) < 5000 else {})
     elif isinstance(node, str):
         parent[path[-1]] = node * draw(st.sampled_from([2, 50]))
     return doc
