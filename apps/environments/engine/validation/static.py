@@ -15,7 +15,6 @@ from ..limits import Limits
 from ..problems import Problem, error, pointer, warning
 from ..spec_model import EnvironmentSpec, TaskSpec, ToolSpec
 from ..state import json_size
-from .ranges import range_problems
 from .semantic import semantic_problems
 from .static_checks import CheckContext, check_problems
 
@@ -53,7 +52,6 @@ def static_problems(doc: dict[str, Any], spec: EnvironmentSpec) -> list[Problem]
             )
         seen_keys.add(task.key)
         _task(out, k, task, spec, collections)
-    out.extend(range_problems(spec))
     out.extend(semantic_problems(spec))
     return _dedupe(out)
 
