@@ -24,9 +24,13 @@ from ..policies import EchoPolicy, MutantPolicy, NullPolicy, OraclePolicy, state
 from ..problems import Problem, error, pointer, warning
 from ..runner import EpisodeResult, run_task
 from ..spec import EnvironmentSpec, TaskSpec, canonical_json
-from .evidence import mutant_problems, trivial_agent_problems, update_work_problems
+from .evidence import (
+    mutant_problems,
+    trivial_agent_problems,
+    update_log_problems,
+    update_work_problems,
+)
 from .faults import FAULT_SEEDS, MAX_MUTANTS, mutant_sample, probability_problems
-from .integrity import update_log_problems
 
 EPSILON = 1e-9
 

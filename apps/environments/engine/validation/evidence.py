@@ -136,3 +136,33 @@ def update_work_problems(spec: EnvironmentSpec, k: int, null: EpisodeResult) -> 
                 )
             )
     return out
+
+
+def update_log_problems(
+    task: TaskSpec, k: int, result: EpisodeResult, reported: set[str]
+) -> list[Problem]:
+    """Updates that failed in this run (each update reported once per validation)."""
+    out: list[Problem] = []
+    index: dict[int, int] = {}
+    for entry in result.exogenous_log:
+        turn = entry.get("turn", 0)
+        u = index.get(turn, 0)
+        index[turn] = u + 1
+        if entry.get("ok"):
+            continue
+        ptr = pointer("tasks", k, "turns", turn, "updates", u)
+        if ptr in reported:
+            continue
+        reported.add(ptr)
+        out.append(
+            error(
+                "update_failed_at_run",
+                ptr,
+                f"In the {result.policy} run this {entry.get('op')} of "
+                f"{entry.get('service')}.{entry.get('collection')} '{entry.get('id')}' failed "
+                f"({entry.get('error')}); the turn went on without it.",
+                "Target a record no agent action removes or takes, or move the update to a "
+                "turn where its target is certain to exist.",
+            )
+        )
+    return out

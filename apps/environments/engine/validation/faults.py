@@ -14,12 +14,9 @@ replayed (the report says so), which bounds the work of a spec with many calls.
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..checks import MAX_DEPTH
 from ..policies import MAX_ORACLE_ATTEMPTS
 from ..problems import Problem, error, pointer
-from ..spec import EnvironmentSpec, TaskSpec
+from ..spec_model import EnvironmentSpec, TaskSpec
 
 MAX_FAILURE_PROBABILITY = 1e-3
 FAULT_SEEDS = tuple(range(12))
@@ -63,47 +60,6 @@ def probability_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
             "Lower the tools' fault rates (0.2 or less is realistic).",
         )
     ]
-
-
-def _counts_attempts(check: dict[str, Any], faulty: set[str], depth: int = 0) -> list[tuple]:
-    """Relative paths of tool_call leaves that count failed attempts of a faulting tool."""
-    if depth > MAX_DEPTH or not isinstance(check, dict):
-        return []
-    found: list[tuple] = []
-    for mode in ("all", "any"):
-        for i, child in enumerate(check.get(mode) or ()):
-            found += [(mode, i, *p) for p in _counts_attempts(child, faulty, depth + 1)]
-    if "not" in check:
-        found += [("not", *p) for p in _counts_attempts(check["not"], faulty, depth + 1)]
-    if (
-        check.get("kind") == "tool_call"
-        and check.get("succeeded") is False
-        and check.get("tool") in faulty
-        and ("max" in check or check.get("called") is False)
-    ):
-        found.append(())
-    return found
-
-
-def attempt_counting_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
-    """A grader that bounds *attempts* (succeeded: false) of a tool that injects faults:
-    a correct retry after a fault breaks it."""
-    faulty = {t.name for t in spec.tools if t.faults.rate > 0}
-    out: list[Problem] = []
-    for g, grader in enumerate(spec.tasks[k].graders):
-        for rel in _counts_attempts(grader.check, faulty):
-            out.append(
-                error(
-                    "grader_counts_failed_attempts",
-                    pointer("tasks", k, "graders", g, "check", *rel),
-                    f"Grader '{grader.id}' bounds the attempts at a tool that injects faults "
-                    "(succeeded: false with max/called: false): a correct retry after a fault "
-                    "fails it.",
-                    "Count successful calls only (drop succeeded: false), or set the tool's "
-                    "fault rate to 0.",
-                )
-            )
-    return out
 
 
 def mutant_sample(total: int) -> list[int]:

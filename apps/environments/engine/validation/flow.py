@@ -14,7 +14,7 @@ from typing import Any
 
 from ..bindings import placeholder_name
 from ..problems import Problem, error, pointer
-from ..spec import EnvironmentSpec, TaskSpec
+from ..spec_model import EnvironmentSpec, TaskSpec
 
 
 def _properties(tool: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import unicodedata
 from typing import Any
 
 from ..problems import Problem, error, pointer, warning
-from ..spec import EnvironmentSpec
+from ..spec_model import EnvironmentSpec
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 

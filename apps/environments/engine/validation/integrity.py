@@ -17,9 +17,9 @@ from typing import Any
 
 from .. import library
 from ..bindings import placeholder_name
+from ..checks import MAX_DEPTH
 from ..problems import Problem, error, pointer
-from ..runner import EpisodeResult
-from ..spec import EnvironmentSpec, TaskSpec
+from ..spec_model import EnvironmentSpec
 
 
 def binding_problems(spec: EnvironmentSpec) -> list[Problem]:
@@ -113,31 +113,42 @@ def update_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
     return out
 
 
-def update_log_problems(
-    task: TaskSpec, k: int, result: EpisodeResult, reported: set[str]
-) -> list[Problem]:
-    """Updates that failed in this run (each update reported once per validation)."""
+def _counts_attempts(check: dict[str, Any], faulty: set[str], depth: int = 0) -> list[tuple]:
+    """Relative paths of tool_call leaves that count failed attempts of a faulting tool."""
+    if depth > MAX_DEPTH or not isinstance(check, dict):
+        return []
+    found: list[tuple] = []
+    for mode in ("all", "any"):
+        for i, child in enumerate(check.get(mode) or ()):
+            found += [(mode, i, *p) for p in _counts_attempts(child, faulty, depth + 1)]
+    if "not" in check:
+        found += [("not", *p) for p in _counts_attempts(check["not"], faulty, depth + 1)]
+    if (
+        check.get("kind") == "tool_call"
+        and check.get("succeeded") is False
+        and check.get("tool") in faulty
+        and ("max" in check or check.get("called") is False)
+    ):
+        found.append(())
+    return found
+
+
+def attempt_counting_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
+    """A grader that bounds *attempts* (succeeded: false) of a tool that injects faults:
+    a correct retry after a fault breaks it."""
+    faulty = {t.name for t in spec.tools if t.faults.rate > 0}
     out: list[Problem] = []
-    index: dict[int, int] = {}
-    for entry in result.exogenous_log:
-        turn = entry.get("turn", 0)
-        u = index.get(turn, 0)
-        index[turn] = u + 1
-        if entry.get("ok"):
-            continue
-        ptr = pointer("tasks", k, "turns", turn, "updates", u)
-        if ptr in reported:
-            continue
-        reported.add(ptr)
-        out.append(
-            error(
-                "update_failed_at_run",
-                ptr,
-                f"In the {result.policy} run this {entry.get('op')} of "
-                f"{entry.get('service')}.{entry.get('collection')} '{entry.get('id')}' failed "
-                f"({entry.get('error')}); the turn went on without it.",
-                "Target a record no agent action removes or takes, or move the update to a "
-                "turn where its target is certain to exist.",
+    for g, grader in enumerate(spec.tasks[k].graders):
+        for rel in _counts_attempts(grader.check, faulty):
+            out.append(
+                error(
+                    "grader_counts_failed_attempts",
+                    pointer("tasks", k, "graders", g, "check", *rel),
+                    f"Grader '{grader.id}' bounds the attempts at a tool that injects faults "
+                    "(succeeded: false with max/called: false): a correct retry after a fault "
+                    "fails it.",
+                    "Count successful calls only (drop succeeded: false), or set the tool's "
+                    "fault rate to 0.",
+                )
             )
-        )
     return out

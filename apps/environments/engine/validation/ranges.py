@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ..problems import Problem, error, pointer
-from ..spec import EnvironmentSpec
+from ..spec_model import EnvironmentSpec
 
 MAX_YEAR = 9000
 MAX_WEIGHT = 1_000_000

@@ -27,11 +27,10 @@ from ..bounded_query import QueryBudgetExceeded
 from ..bounded_query import search as bounded_search
 from ..checks import MAX_DEPTH
 from ..problems import Problem, error, pointer
-from ..spec import EnvironmentSpec, TaskSpec
-from .faults import attempt_counting_problems
+from ..spec_model import EnvironmentSpec, TaskSpec
 from .flow import clarification_problems, information_flow_problems
 from .hygiene import identifier_problems, instruction_problems, required_problems
-from .integrity import binding_problems, update_problems
+from .integrity import attempt_counting_problems, binding_problems, update_problems
 from .ranges import range_problems
 
 ANY = "any"
@@ -269,10 +268,10 @@ def check_type_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
 
 
 def _initial_state(spec: EnvironmentSpec, task: TaskSpec) -> dict:
-    from ..simulator import base_state
-    from ..state import WorldState
+    from ..state import WorldState, build_base
 
-    return WorldState(base_state(spec, task.key)).view()  # read-only: queries never write
+    # a read-only view: queries never write
+    return WorldState(build_base(spec.services, task.records)).view()
 
 
 def _budget(query: str, state: dict, ptr: str, grader_id: str) -> list[Problem]:
