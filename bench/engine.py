@@ -247,7 +247,7 @@ def typical_doc(events: list | None = None, n_records: int = 200) -> dict:
     inbox = [
         {
             "id": f"m{i}",
-            "from": f"p{i % 20}@acme.test",
+            "from": "dana@acme.test" if i == 1 else f"p{i % 20}@acme.test",
             "to": "me@acme.test",
             "date": "2026-03-01T08:00:00Z",
             "subject": f"Topic {i}",

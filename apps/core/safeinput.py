@@ -122,14 +122,26 @@ def _refuse_constant(name: str):
 
 def json_loads(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse JSON text from outside. Raises ``json.JSONDecodeError`` for bad syntax,
-    ``ValueError`` for NaN/Infinity and ``UnsafeInput`` for unstorable text or deep nesting."""
+    ``ValueError`` for NaN/Infinity or a key repeated in one object (which value wins differs
+    between parsers) and ``UnsafeInput`` for unstorable text or deep nesting."""
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(
+            text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicate_keys
+        )
     except RecursionError:
         raise UnsafeInput(
             f"The JSON nests deeper than {max_depth} levels.", code="json_too_deep"
         ) from None
     json_check(value, max_depth=max_depth)
+    return value
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"key {key!r} appears twice in one object (parsers disagree which wins)")
     return value
 
 

@@ -122,6 +122,18 @@ def test_json_syntax_error_in_an_upload_names_the_file(project, author):
     assert nothing_saved()
 
 
+def test_duplicate_keys_are_refused_and_nothing_is_saved(project, author, example_spec):
+    text = json.dumps(example_spec).replace('"schema":', '"name": "Other", "schema":', 1)
+    with pytest.raises(ApplicationError) as exc:
+        environment_import_text(project=project, user=author, text=text)
+    problem = exc.value.extra["problems"][0]
+    assert problem["code"] == "json_syntax"
+    assert problem["message"] == (
+        "key 'name' appears twice in one object (parsers disagree which wins)"
+    )
+    assert nothing_saved()
+
+
 def test_nan_is_not_json(project, author):
     with pytest.raises(ApplicationError, match="NaN is not a JSON value"):
         environment_import_text(project=project, user=author, text='{"weight": NaN}')

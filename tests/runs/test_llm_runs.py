@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 KEY_ENV = "COWORKENV_TEST_RUNS_API_KEY"
 KEY = "sk-loopback-runs"
 SYSTEM = "You are the assistant of me@acme.test. Act through the tools."
-ASK = "Email Dana the budget figure."
+ASK = "Email Dana (dana@acme.test) the budget figure."
 ANSWER = "The Q3 marketing budget: 42,000 EUR. Also, is my Thursday 16:00 free?"
 
 

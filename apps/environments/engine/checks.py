@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-import jmespath
 from jmespath.exceptions import JMESPathError
 
 from .bindings import normalize_text
+from .bounded_query import search as bounded_search
 from .safe_regex import UnsafeRegex, safe_search
 from .side_effects import Footprint, collateral, net_changes
 
@@ -110,13 +109,9 @@ class CheckView:
     reference: Footprint | None = None
 
 
-@lru_cache(maxsize=4096)
-def compile_query(query: str):
-    return jmespath.compile(query)
-
-
 def run_query(query: str, state: Any) -> Any:
-    return compile_query(query).search(state)
+    """Evaluate under the query work budget (bounded_query)."""
+    return bounded_search(query, state)
 
 
 # --------------------------------------------------------------------------- comparisons

@@ -6,15 +6,18 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from typing import Any, TextIO
 
 from .adversaries import policy_by_name
-from .problems import SpecError
+from .bounds import MAX_DOCUMENT_CHARS, DocumentUnreadable, loads_document
+from .problems import Problem, SpecError
 from .runner import run_task
 from .spec import load_spec
-from .validation import validate_spec
+from .validation import ValidationReport, validate_spec
 
-EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+#: 0 valid, 1 invalid, 2 unreadable (or a usage error), 3 internal error (an engine bug)
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -56,9 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _read(path: str) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+def _read(path: str) -> tuple[Any, list[Problem]]:
+    """The parsed document and its bound problems (depth, size, duplicate keys), read
+    without recursion past the limits; DocumentUnreadable / OSError when it is not JSON."""
+    with open(path, "rb") as fh:
+        data = fh.read(4 * MAX_DOCUMENT_CHARS + 1)  # longer is refused unread
+    return loads_document(data)
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
@@ -67,21 +73,32 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     try:
-        doc = _read(args.file)
-    except (OSError, ValueError) as exc:
-        print(f"cannot read {args.file}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.command == "validate":
-        return _validate(doc, args, out)
-    return _play(doc, args, out)
+        try:
+            doc, bounds = _read(args.file)
+        except (OSError, DocumentUnreadable) as exc:
+            print(f"cannot read {args.file}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.command == "validate":
+            return _validate(doc, bounds, args, out)
+        if bounds:
+            print(f"invalid spec: {bounds[0].pointer or '/'}: {bounds[0].message}", file=sys.stderr)
+            return EXIT_INVALID
+        return _play(doc, args, out)
+    except Exception:  # an engine bug: say so, never as "invalid"
+        print("internal error (an engine bug; please report it with the file):", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _serve(args: argparse.Namespace) -> int:
     specs = []
     for path in args.files:
         try:
-            specs.append(load_spec(_read(path)))
-        except (OSError, ValueError) as exc:  # SpecError is a ValueError
+            doc, bounds = _read(path)
+            if bounds:
+                raise SpecError(bounds)
+            specs.append(load_spec(doc))
+        except (OSError, ValueError) as exc:  # SpecError, DocumentUnreadable are ValueErrors
             print(f"cannot load {path}: {exc}", file=sys.stderr)
             return EXIT_INVALID if isinstance(exc, SpecError) else EXIT_USAGE
     try:
@@ -109,8 +126,28 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _validate(doc: Any, args: argparse.Namespace, out: TextIO) -> int:
-    report = validate_spec(doc, dynamic=not args.static)
+def _validate(doc: Any, bounds: list[Problem], args: argparse.Namespace, out: TextIO) -> int:
+    if bounds:
+        report = ValidationReport(problems=list(bounds), dynamic=not args.static)
+    else:
+        report = validate_spec(doc, dynamic=not args.static)
+    _print_report(report, args, _Safe(out))
+    if any(p.code == "simulation_crashed" for p in report.problems):
+        return EXIT_INTERNAL
+    return EXIT_OK if report.valid else EXIT_INVALID
+
+
+class _Safe:
+    """Writes text that may quote a spec's lone surrogates without failing to encode."""
+
+    def __init__(self, out: TextIO):
+        self.out = out
+
+    def write(self, text: str) -> None:
+        self.out.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
+def _print_report(report: ValidationReport, args: argparse.Namespace, out: TextIO) -> None:
     if args.json:
         json.dump(report.to_dict(), out, indent=2, ensure_ascii=False)
         out.write("\n")
@@ -137,7 +174,6 @@ def _validate(doc: Any, args: argparse.Namespace, out: TextIO) -> int:
             if t.adversary_scores:
                 scores = ", ".join(f"{n} {v:.2f}" for n, v in t.adversary_scores.items())
                 out.write(f"    adversaries: {scores}\n")
-    return EXIT_OK if report.valid else EXIT_INVALID
 
 
 def _play(doc: Any, args: argparse.Namespace, out: TextIO) -> int:

@@ -82,6 +82,37 @@ CODES: dict[str, str] = {
     "capability_grader_unknown": "A grader's capability is not one of the task's capabilities.",
     "capability_grader_missing": "A task with capabilities marks no grader as testing one.",
     "adversary_passes": "An adversarial agent that does not do the task passes it.",
+    # ---- bounds and soundness (issue 11): limits, ranges, budgets, semantic faults
+    "document_too_large": "The document is over the size or value-count limit.",
+    "document_too_deep": "The document nests deeper than the limit.",
+    "too_many_items": "More tasks, tools or records than the limit.",
+    "string_too_long": "A string is longer than the limit.",
+    "string_not_unicode": "A string holds a lone UTF-16 surrogate.",
+    "duplicate_key": "A JSON object has the same key twice.",
+    "value_out_of_range": "A value would push a computation out of range (dates, weights).",
+    "datetime_without_offset": "A date-time has no UTC offset (its moment depends on the TZ).",
+    "turn_time_before_clock": "A turn's time is earlier than the clock at that turn.",
+    "query_budget_exceeded": "A JMESPath query builds too large a value or takes too many steps.",
+    "mutants_sampled": "Only a sample of the mutants was replayed (work budget).",
+    "validation_budget_exceeded": "Validating the spec would take more simulated work than "
+    "allowed.",
+    "grader_counts_failed_attempts": "A grader bounds attempts at a tool that injects faults.",
+    "update_failed_at_run": "An exogenous update fails when the task runs.",
+    "update_id_collides": "An exogenous create uses an id of the form the tools generate.",
+    "identifier_not_ascii": "A parameter name is not a plain ASCII identifier.",
+    "identifier_confusable": "Two tool or parameter names collide after case/look-alike folding.",
+    "schema_required_undeclared": "A JSON Schema `required` names an undeclared property.",
+    "instruction_like_text": "Data or a tool description carries prompt-injection-like text.",
+    "check_type_mismatch": "A check compares values of types that make it always or never hold.",
+    "check_vacuous": "A check looks at a turn its grader never sees.",
+    "binding_unknown_field": "A search binding searches only fields no record has.",
+    "clarification_fact_given": "A clarification task's first message already gives the fact.",
+    "grader_ignores_reference_call": "The main completion grader still passes when a "
+    "reference call writing what it reads is dropped.",
+    "update_does_agent_work": "An exogenous update alone satisfies a completion grader.",
+    "reference_value_unseen": "The reference solution uses a value the agent cannot see.",
+    "binding_optional_required_field": "A create binding fills a required field from an "
+    "optional parameter.",
 }
 
 

@@ -1,15 +1,24 @@
 """Regular expressions from LLM-written specs, guarded against catastrophic backtracking.
 
-A pattern is refused when it is long, uses back-references, nests an unbounded quantifier
-inside another quantifier, repeats a multi-character alternation without bound, or has many
-unbounded quantifiers. Matching also clips the subject text, which bounds the polynomial
-cases (``.*x``) that remain.
+A pattern is refused when it is long, uses back-references or lookarounds, nests an
+unbounded quantifier inside another quantifier, repeats a multi-character alternation
+without bound, or has many unbounded quantifiers. Matching runs on RE2 (``google-re2``, a
+linear-time engine) when it is installed, so no admitted pattern can backtrack on a long
+text; without it, ``re`` runs on a clipped subject, which bounds the polynomial cases
+(``.*x``) that remain. The admitted patterns are the same either way (RE2 has no
+lookarounds or back-references, hence their refusal).
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
+
+try:
+    import re2 as _re2  # google-re2: linear-time matching
+except ImportError:  # pragma: no cover - the engine works without it, on clipped subjects
+    _re2 = None
 
 try:  # Python 3.11+: the parser moved to re._parser
     from re import _parser as sre_parse  # type: ignore[attr-defined]
@@ -69,6 +78,10 @@ def _walk(sub, counter: list[int]) -> None:
     for op, av in sub:
         if op == sre_parse.GROUPREF or op == sre_parse.GROUPREF_EXISTS:
             raise UnsafeRegex("back-references are not allowed")
+        if op in (sre_parse.ASSERT, sre_parse.ASSERT_NOT):
+            raise UnsafeRegex("lookarounds ((?=, (?!, (?<=, (?<!) are not allowed")
+        if op == _POSSESSIVE or op == getattr(sre_parse, "ATOMIC_GROUP", None):
+            raise UnsafeRegex("possessive quantifiers and atomic groups are not allowed")
         if op in _REPEATS:
             _lo, hi, body = av
             unbounded = hi > _BIG
@@ -97,7 +110,8 @@ def check_pattern(pattern: str) -> str | None:
 
 
 @lru_cache(maxsize=2048)
-def compile_safe(pattern: str) -> re.Pattern[str]:
+def compile_safe(pattern: str) -> Any:
+    """The compiled pattern (RE2 when available, else ``re``); UnsafeRegex if refused."""
     if not isinstance(pattern, str):
         raise UnsafeRegex("a pattern must be a string")
     if len(pattern) > MAX_PATTERN_CHARS:
@@ -111,8 +125,14 @@ def compile_safe(pattern: str) -> re.Pattern[str]:
     _walk(parsed, counter)
     if counter[0] > MAX_UNBOUNDED:
         raise UnsafeRegex(f"more than {MAX_UNBOUNDED} unbounded quantifiers")
+    if _re2 is not None:
+        try:
+            return _re2.compile(pattern)
+        except Exception as exc:  # re2.error: a construct RE2 does not support
+            raise UnsafeRegex(f"uses a construct the linear-time engine lacks: {exc}") from None
     return compiled
 
 
-def safe_search(pattern: str, text: str) -> re.Match[str] | None:
+def safe_search(pattern: str, text: str) -> Any:
+    """The first match in ``text`` (clipped to MAX_SUBJECT_CHARS), or None."""
     return compile_safe(pattern).search(text[:MAX_SUBJECT_CHARS])

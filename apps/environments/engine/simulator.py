@@ -154,7 +154,10 @@ class _Counters:
 
 
 def _parse_time(text: str) -> int:
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if moment.tzinfo is None:  # never the machine's zone (validation reports these)
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp())
 
 
 @lru_cache(maxsize=4096)

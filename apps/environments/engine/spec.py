@@ -9,6 +9,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from .bounds import document_problems
 from .formats import compile_validator
 from .problems import Problem, SpecError, error, pointer
 from .spec_model import (
@@ -87,6 +88,9 @@ def schema_problems(doc: Any) -> list[Problem]:
                 'Send one JSON object with "schema": "coworkenv.environment/v1".',
             )
         ]
+    bounds = document_problems(doc)
+    if bounds:
+        return bounds
     not_json = _not_json(doc)
     if not_json:
         return not_json
@@ -469,4 +473,5 @@ def spec_hash(doc_or_spec: Any) -> str:
         body = canonical_dump(doc_or_spec)
     except SpecError:
         body = doc_or_spec
-    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+    # surrogatepass: a hash is total over any string (the validator reports lone surrogates)
+    return hashlib.sha256(canonical_json(body).encode("utf-8", "surrogatepass")).hexdigest()

@@ -109,7 +109,7 @@ def spec_parse(text: str, *, source: str) -> dict:
                 )
             ],
         ) from None
-    except ValueError as exc:  # NaN / Infinity, which JSON does not have
+    except ValueError as exc:  # NaN / Infinity, which JSON does not have; a duplicate key
         raise _fail(
             f"{source} is not valid JSON: {exc}.",
             [_problem("json_syntax", str(exc), source=source)],

@@ -116,3 +116,49 @@ def test_module_entry_point_validates_samples(path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "VALID" in proc.stdout
+
+
+def test_validate_too_deep_file_exits_1_without_a_traceback(tmp_path, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text('{"metadata": ' + "[" * 10_000 + "]" * 10_000 + "}")
+    code, out = _run("validate", str(path), "--json")
+    report = json.loads(out)
+    assert code == 1 and report["valid"] is False
+    assert [(p["code"], p["pointer"]) for p in report["problems"]] == [("document_too_deep", "")]
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_validate_duplicate_keys_exits_1(tmp_path):
+    path = tmp_path / "dup.json"
+    path.write_text(json.dumps(mini_doc()).replace('"name": "Mini"', '"name": "A", "name": "B"'))
+    code, out = _run("validate", str(path))
+    assert code == 1 and "duplicate_key" in out and "/name" in out
+
+
+def test_play_refuses_an_unbounded_file_with_exit_1(tmp_path, capsys):
+    path = tmp_path / "dup.json"
+    path.write_text(json.dumps(mini_doc()).replace('"name": "Mini"', '"name": "A", "name": "B"'))
+    assert main(["play", str(path), "--task", "book"]) == 1
+    assert "Key 'name' appears twice" in capsys.readouterr().err
+
+
+def test_an_internal_error_exits_3_never_1(mini_file, monkeypatch, capsys):
+    # an engine bug cannot be reached from any input (test_fuzz); simulate one
+    from apps.environments.engine import cli
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "validate_spec", broken)
+    assert main(["validate", mini_file]) == 3
+    err = capsys.readouterr().err
+    assert "internal error" in err and "RuntimeError: boom" in err
+
+
+def test_a_lone_surrogate_is_reported_not_an_encoding_crash(tmp_path):
+    doc = mini_doc()
+    doc["services"]["email"]["inbox"][0]["subject"] = "Q3 \ud800"
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))  # ASCII escapes: a valid file holding a lone surrogate
+    code, out = _run("validate", str(path))
+    assert code == 1 and "string_not_unicode" in out

@@ -21,7 +21,8 @@ def _imports(path: Path):
 
 
 # optional extras, each confined to its own module
-EXTRAS = {"server.py": {"starlette", "uvicorn"}}
+# re2 (google-re2) is optional: safe_regex imports it in a try/except ImportError
+EXTRAS = {"server.py": {"starlette", "uvicorn"}, "safe_regex.py": {"re2"}}
 
 
 def test_engine_sources_import_only_stdlib_jsonschema_jmespath():

@@ -10,14 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..bounds import loads_document
 from ..checks import Judge
 from ..problems import Problem, error, has_errors
 from ..spec import EnvironmentSpec, _build, schema_problems, spec_hash
 from .dynamic import TaskReport, validate_task
+from .faults import budget_problems
 from .gameable import gameable_problems
 from .static import static_problems
 
-__all__ = ["TaskReport", "ValidationReport", "validate_spec"]
+__all__ = ["TaskReport", "ValidationReport", "validate_spec", "validate_text"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -112,6 +114,10 @@ def validate_spec(
         return report
     total = 1 + (len(spec.tasks) if dynamic else 0)
     progress(1, total, "static")
+    if dynamic and runnable:
+        over = budget_problems(spec)
+        report.problems.extend(over)
+        runnable = not over
     if not dynamic or not runnable:
         report.tasks = [TaskReport(t.key) for t in spec.tasks]
         return report
@@ -124,3 +130,18 @@ def validate_spec(
         report.problems.extend(problems)
         progress(2 + k, total, f"task {task.key}")
     return report
+
+
+def validate_text(
+    text: str | bytes,
+    *,
+    dynamic: bool = True,
+    on_progress: Progress | None = None,
+    judge: Judge | None = None,
+) -> ValidationReport:
+    """Validate JSON text: bounds (size, depth, duplicate keys) are checked while parsing,
+    before anything recurses. Raises ``bounds.DocumentUnreadable`` when it is not JSON."""
+    doc, bounds = loads_document(text)
+    if bounds:
+        return ValidationReport(problems=bounds, dynamic=dynamic)
+    return validate_spec(doc, dynamic=dynamic, on_progress=on_progress, judge=judge)

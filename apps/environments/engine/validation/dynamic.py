@@ -1,12 +1,16 @@
 """Dynamic validation: run the task in the simulator with the built-in policies.
 
 * the oracle (reference solution) runs fault-free without tool errors and passes strict;
-* if any tool the task uses injects faults, the (retrying) oracle still passes strict
-  under faults, for a few seeds;
+* if any tool the task uses injects faults, the probability that the retrying oracle is
+  defeated stays under a threshold, and it passes strict under faults for 12 seeds
+  (faults.py);
 * a do-nothing agent and an echoing agent fail;
 * every mutant (one state-changing reference call dropped) loses score or strictness —
   the share caught is the task's grader sensitivity;
-* two identical replays give the same audit log, state hash and score.
+* two identical replays give the same audit log, state hash and score;
+* no exogenous update fails in any run (integrity.py), and the task's main completion
+  grader is sound per grader: not satisfied by the null or echo agent, nor by an update
+  alone, and not blind to a dropped reference call that writes what it reads (evidence.py).
 """
 
 from __future__ import annotations
@@ -20,8 +24,14 @@ from ..policies import EchoPolicy, MutantPolicy, NullPolicy, OraclePolicy, state
 from ..problems import Problem, error, pointer, warning
 from ..runner import EpisodeResult, run_task
 from ..spec import EnvironmentSpec, TaskSpec, canonical_json
+from .evidence import (
+    mutant_problems,
+    trivial_agent_problems,
+    update_log_problems,
+    update_work_problems,
+)
+from .faults import FAULT_SEEDS, MAX_MUTANTS, mutant_sample, probability_problems
 
-FAULT_SEEDS = (0, 1, 2)
 EPSILON = 1e-9
 
 
@@ -35,6 +45,7 @@ class TaskReport:
     sensitivity: float | None = None
     mutants_total: int = 0
     mutants_caught: int = 0
+    mutants_replayed: int = 0
     deterministic: bool | None = None
     # adversary name -> score (fault-free run); only the adversaries that apply to the task
     adversary_scores: dict[str, float] = field(default_factory=dict)
@@ -49,6 +60,7 @@ class TaskReport:
             "sensitivity": self.sensitivity,
             "mutants_total": self.mutants_total,
             "mutants_caught": self.mutants_caught,
+            "mutants_replayed": self.mutants_replayed,
             "deterministic": self.deterministic,
             "adversary_scores": dict(self.adversary_scores),
         }
@@ -131,8 +143,14 @@ def validate_task(
     problems: list[Problem] = []
     task_ptr = pointer("tasks", k)
 
+    failed_updates: set[str] = set()
+
     def run(policy, **kw) -> EpisodeResult:
-        return run_task(spec, task.key, policy, judge=judge, **kw)
+        result = run_task(spec, task.key, policy, judge=judge, **kw)
+        if isinstance(policy, (OraclePolicy, NullPolicy, EchoPolicy, MutantPolicy)):
+            # an adversary may delete an update's target: that is its failure, not the spec's
+            problems.extend(update_log_problems(task, k, result, failed_updates))
+        return result
 
     oracle = run(OraclePolicy(), faults=False)
     report.oracle_score = oracle.grading.score
@@ -184,6 +202,8 @@ def validate_task(
                 "use temperature 0 for the judge.",
             )
         )
+    if _uses_faults(spec, task):
+        problems.extend(probability_problems(spec, k))
     if _uses_faults(spec, task) and oracle.grading.strict:
         for seed in FAULT_SEEDS:
             faulty = first if seed == 0 else run(OraclePolicy(), faults=True, seed=seed)
@@ -201,11 +221,12 @@ def validate_task(
                 )
                 break
 
+    trivial_runs: dict[str, EpisodeResult] = {}
     for policy, code, attr in (
         (NullPolicy(), "grader_passes_null_agent", "null_score"),
         (EchoPolicy(), "grader_passes_echo_agent", "echo_score"),
     ):
-        result = run(policy, faults=False)
+        result = trivial_runs[policy.name] = run(policy, faults=False)
         setattr(report, attr, result.grading.score)
         trivially = [
             v
@@ -243,11 +264,28 @@ def validate_task(
         report.adversary_scores[name] = result.grading.score
         if result.grading.passed or result.grading.strict:
             problems.extend(_adversary_passes(name, adversary, result, task, k, grader_index))
+    problems.extend(trivial_agent_problems(task, k, trivial_runs))
+    problems.extend(update_work_problems(spec, k, trivial_runs["null"]))
 
     targets = state_changing_calls(spec, task)
     report.mutants_total = len(targets)
+    uncaught = []
     if targets and oracle.grading.strict and not oracle.tool_errors:
-        for i, (s, c, call) in enumerate(targets):
+        sample = mutant_sample(len(targets))
+        report.mutants_replayed = len(sample)
+        if len(sample) < len(targets):
+            problems.append(
+                warning(
+                    "mutants_sampled",
+                    task_ptr + "/reference_solution",
+                    f"The task has {len(targets)} state-changing reference calls; "
+                    f"{len(sample)} mutants (an even spread) were replayed, not all.",
+                    f"Split the task, or accept a sensitivity measured on a sample "
+                    f"(at most {MAX_MUTANTS} mutants are replayed).",
+                )
+            )
+        for i in sample:
+            s, c, call = targets[i]
             mutant = run(MutantPolicy(i), faults=False)
             caught = (
                 mutant.grading.score < oracle.grading.score - EPSILON or not mutant.grading.strict
@@ -255,6 +293,7 @@ def validate_task(
             if caught:
                 report.mutants_caught += 1
             else:
+                uncaught.append((s, c, call))
                 problems.append(
                     warning(
                         "mutant_not_caught",
@@ -265,5 +304,26 @@ def validate_task(
                         "drop the call from the reference solution if it is not needed).",
                     )
                 )
-        report.sensitivity = report.mutants_caught / report.mutants_total
-    return report, problems
+        report.sensitivity = report.mutants_caught / report.mutants_replayed
+        problems.extend(mutant_problems(spec, task, k, uncaught))
+    return report, _dedupe(problems)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    """The task-level and per-grader null/echo errors at one grader are reported once; an
+    error at a grader replaces the null warning. Other problems are kept as they are."""
+    errors = {(p.code, p.pointer) for p in problems if p.severity == "error"}
+    once = {"grader_passes_null_agent", "grader_passes_echo_agent"}
+    out, seen = [], set()
+    for p in problems:
+        key = (p.code, p.pointer) if p.code in once else (p.code, p.pointer, p.message)
+        if key in seen:
+            continue
+        if p.code == "grader_satisfied_by_null" and (
+            ("grader_passes_null_agent", p.pointer) in errors
+            or ("update_does_agent_work", p.pointer) in errors
+        ):
+            continue
+        seen.add(key)
+        out.append(p)
+    return out

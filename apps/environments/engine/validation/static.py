@@ -15,6 +15,7 @@ from ..limits import Limits
 from ..problems import Problem, error, pointer, warning
 from ..spec_model import EnvironmentSpec, TaskSpec, ToolSpec
 from ..state import json_size
+from .semantic import semantic_problems
 from .static_checks import CheckContext, check_problems
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -51,6 +52,7 @@ def static_problems(doc: dict[str, Any], spec: EnvironmentSpec) -> list[Problem]
             )
         seen_keys.add(task.key)
         _task(out, k, task, spec, collections)
+    out.extend(semantic_problems(spec))
     return _dedupe(out)
 
 
@@ -449,7 +451,7 @@ def _references(out: list[Problem], spec: EnvironmentSpec, task: TaskSpec, k: in
                     continue
                 values = value if isinstance(value, list) else [value]
                 for v in values:
-                    if v not in known:
+                    if not isinstance(v, str) or v not in known:
                         out.append(
                             error(
                                 "dangling_reference",

@@ -1,0 +1,40 @@
+"""The repair prompt carries the validator's problems and says how to fix each class."""
+
+from apps.environments.engine.problems import CODES
+from apps.synthesis.services.prompts import render_repair
+
+# the codes of the soundness checks (issue 11): each has fix guidance in the prompt
+SOUNDNESS_CODES = [
+    "document_too_deep", "document_too_large", "too_many_items", "string_too_long",
+    "duplicate_key", "string_not_unicode", "value_out_of_range", "datetime_without_offset",
+    "turn_time_before_clock", "query_budget_exceeded", "regex_unsafe",
+    "oracle_fails_under_faults", "grader_counts_failed_attempts", "check_type_mismatch",
+    "check_vacuous", "grader_passes_null_agent", "grader_passes_echo_agent",
+    "grader_ignores_reference_call", "update_does_agent_work", "update_failed_at_run",
+    "update_id_collides", "dangling_reference", "binding_optional_required_field",
+    "reference_value_unseen", "clarification_fact_given", "identifier_not_ascii",
+    "identifier_confusable", "schema_required_undeclared", "binding_unknown_field",
+    "instruction_like_text", "validation_budget_exceeded",
+]  # fmt: skip
+
+
+def test_repair_prompt_names_the_problems_and_guides_every_soundness_code():
+    report = {
+        "problems": [
+            {
+                "code": "check_type_mismatch",
+                "severity": "error",
+                "pointer": "/tasks/0/graders/1/check",
+                "message": "The query yields a array.",
+                "hint": "Use length(...).",
+            }
+        ]
+    }
+    text = render_repair("v1", round=1, max_rounds=3, report=report)
+    assert (
+        "- [error] `check_type_mismatch` at `/tasks/0/graders/1/check`: The query yields a "
+        "array. Hint: Use length(...)." in text
+    )
+    assert set(SOUNDNESS_CODES) <= set(CODES)
+    missing = [code for code in SOUNDNESS_CODES if f"`{code}`" not in text.split("How to fix")[1]]
+    assert missing == []
