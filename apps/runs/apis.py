@@ -56,6 +56,8 @@ class RunBatchOutput(serializers.Serializer):
     faults = serializers.BooleanField()
     user_side = serializers.ChoiceField(choices=UserSide.choices)
     simulator_endpoint = serializers.IntegerField(source="simulator_endpoint_id", allow_null=True)
+    judge_endpoint = serializers.IntegerField(source="judge_endpoint_id", allow_null=True)
+    judge_model = serializers.CharField()
     seed = serializers.IntegerField()
     executor = serializers.CharField()
     job = JobOutput()
@@ -99,6 +101,11 @@ class RunBatchInput(serializers.Serializer):
     faults = serializers.BooleanField(default=True)
     user_side = serializers.ChoiceField(choices=UserSide.choices, default=UserSide.SCRIPTED)
     simulator_endpoint = serializers.IntegerField(required=False, allow_null=True)
+    judge_endpoint = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="Scores judge graders; default: the project's judge (none: they are skipped).",
+    )
     seed = serializers.IntegerField(default=0)
 
 
@@ -201,6 +208,7 @@ class RunBatchListApi(APIView):
                 simulator_endpoint=_endpoint(
                     project, v.get("simulator_endpoint"), "simulator_endpoint"
                 ),
+                judge_endpoint=_endpoint(project, v.get("judge_endpoint"), "judge_endpoint"),
                 seed=v["seed"],
             ),
         )
