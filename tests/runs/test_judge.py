@@ -231,3 +231,52 @@ def test_viewer_panel_shows_the_reasoning_escaped_and_the_cache_hit(
     assert 'data-testid="judge-cached"' not in page
     page = client_for(viewer).get(reverse("runs:detail", args=[second.pk])).content.decode()
     assert page.count('data-testid="judge-cached"') == 1
+
+
+BATCH_FORM = {
+    "policy": "oracle",
+    "role": "eval",
+    "statuses": ["valid", "approved"],
+    "trials": 1,
+    "concurrency": 1,
+    "max_tool_calls": 30,
+    "max_rounds_per_turn": 10,
+    "max_attempts": 1,
+    "seed": 0,
+    "user_side": "scripted",
+}
+
+
+def test_batch_form_takes_a_judge_and_the_batch_page_names_it(
+    client_for, author, project, judge_server, django_capture_on_commit_callbacks, monkeypatch
+):
+    from apps.runs.models import RunBatch
+    from tests.conftest import HTMX_HEADERS
+
+    monkeypatch.setattr("apps.runs.tasks.execute_run_task.delay", lambda pk: None)
+    environment = import_valid(project, author, judged_spec())
+    judge = make_endpoint(project, judge_server, name="judge", model="loop-judge")
+    client = client_for(author)
+    form = client.get(reverse("runs:batch_create", args=[project.slug])).content.decode()
+    assert '<option value="" selected>The project&#x27;s judge</option>' in form
+    assert f'<option value="{judge.pk}">judge</option>' in form
+    bad = client.post(
+        reverse("runs:batch_create", args=[project.slug]),
+        {**BATCH_FORM, "environments": [environment.pk], "judge_endpoint": 999999},
+        **HTMX_HEADERS,
+    )
+    assert bad.status_code == 200
+    assert bad.content.decode().lstrip().startswith("<form")
+    assert "Select a valid choice" in bad.content.decode()
+    assert not RunBatch.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("runs:batch_create", args=[project.slug]),
+            {**BATCH_FORM, "environments": [environment.pk], "judge_endpoint": judge.pk},
+            **HTMX_HEADERS,
+        )
+    batch = RunBatch.objects.get()
+    assert response["HX-Redirect"] == f"/runs/batches/{batch.pk}/"
+    assert (batch.judge_endpoint_id, batch.judge_model) == (judge.pk, "loop-judge")
+    page = client.get(reverse("runs:batch_detail", args=[batch.pk])).content.decode()
+    assert '<dd data-testid="batch-judge">loop-judge (judge)</dd>' in page
