@@ -98,3 +98,32 @@ def test_refusals_change_nothing(client_for, viewer, outsider, project, endpoint
     assert not ProjectJudge.objects.exists()
     listing = client_for(viewer).get(reverse("llm:endpoint_list", args=[project.slug]))
     assert "Choose the judge" not in listing.content.decode()
+
+
+# --- API ------------------------------------------------------------------------------
+
+
+def test_api_reads_and_sets_the_judge(api_client_for, author, viewer, project, endpoint):
+    api_url = f"/api/v1/projects/{project.pk}/judge/"
+    empty = {"endpoint": None, "model": "", "cached_verdicts": 0, "cache_hits": 0}
+    assert api_client_for(viewer).get(api_url).json() == empty
+    response = api_client_for(author).put(api_url, {"endpoint": endpoint.pk}, format="json")
+    assert response.status_code == 200
+    assert response.json() == {**empty, "endpoint": endpoint.pk, "model": "loop-large"}
+    response = api_client_for(author).put(api_url, {"endpoint": None}, format="json")
+    assert (response.status_code, response.json()) == (200, empty)
+
+
+def test_api_refuses_bad_input_and_low_roles(
+    api_client_for, author, viewer, outsider, project, endpoint
+):
+    api_url = f"/api/v1/projects/{project.pk}/judge/"
+    bad = api_client_for(author).put(api_url, {"endpoint": 999999}, format="json")
+    assert bad.status_code == 400
+    assert bad.json()["details"]["fields"] == {"endpoint": ["Not found."]}
+    assert api_client_for(author).put(api_url, {"endpoint": "x"}, format="json").status_code == 400
+    forbidden = api_client_for(viewer).put(api_url, {"endpoint": endpoint.pk}, format="json")
+    assert forbidden.status_code == 403
+    assert api_client_for(outsider).get(api_url).status_code == 404
+    assert api_client_for().get(api_url).status_code == 401
+    assert not ProjectJudge.objects.exists()
