@@ -93,6 +93,9 @@ class LLMJudge:
         self.calls = 0
         self.cache_hits = 0
         self.outage: LLMError | None = None
+        # what ``before_call`` raised (the engine contains a judge's exceptions, so callers
+        # must re-raise this themselves)
+        self.interrupted: Exception | None = None
 
     @property
     def model(self) -> str:
@@ -109,6 +112,8 @@ class LLMJudge:
             return self._answer(cached, cached=True)
         if self.outage is not None:  # one outage is enough: do not wait on retries again
             raise self.outage
+        if self.interrupted is not None:
+            raise self.interrupted
         try:
             score, reasoning, result = self._ask(rubric, evidence)
         except LLMError as exc:
@@ -134,7 +139,11 @@ class LLMJudge:
 
     def _ask(self, rubric: str, evidence: dict[str, Any]) -> tuple[float, str, LLMResult]:
         if self.before_call is not None:
-            self.before_call()
+            try:
+                self.before_call()
+            except Exception as exc:  # e.g. the run was cancelled: the caller re-raises it
+                self.interrupted = exc
+                raise
         self.calls += 1
         out = llm_json(
             endpoint=self.endpoint,

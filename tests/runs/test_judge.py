@@ -7,15 +7,20 @@ import copy
 import pytest
 from django.urls import reverse
 
+from apps.core.exceptions import ApplicationError
+from apps.core.models import Job
 from apps.llm.models import JudgeVerdict, LLMCall
-from apps.llm.services import project_judge_set
-from apps.runs.models import Executor, PolicyKind, Run, RunStatus
+from apps.llm.services import endpoint_delete, project_judge_set
+from apps.runs.agent import LLMUsage
+from apps.runs.models import Executor, PolicyKind, Run, RunBatch, RunStatus
 from apps.runs.services import (
     BatchSettings,
     TaskSelection,
     run_batch_create,
     run_batch_execute_inline,
 )
+from apps.runs.services.execution import RunCancelled, _play, run_claim
+from tests.conftest import HTMX_HEADERS
 from tests.llm_server import LoopbackLLMServer, Reply, judge_responder
 from tests.runs.conftest import import_valid
 from tests.runs.test_llm_runs import KEY, clarify_spec, make_endpoint
@@ -185,7 +190,6 @@ def test_the_batch_judge_overrides_the_project_judge(project, author, judge_serv
 
 
 def test_a_judge_of_another_project_is_refused(project, other_project, author, judge_server):
-    from apps.core.exceptions import ApplicationError
 
     environment = import_valid(project, author, judged_spec())
     foreign = make_endpoint(other_project, judge_server, name="theirs", model="x")
@@ -250,8 +254,6 @@ BATCH_FORM = {
 def test_batch_form_takes_a_judge_and_the_batch_page_names_it(
     client_for, author, project, judge_server, django_capture_on_commit_callbacks, monkeypatch
 ):
-    from apps.runs.models import RunBatch
-    from tests.conftest import HTMX_HEADERS
 
     monkeypatch.setattr("apps.runs.tasks.execute_run_task.delay", lambda pk: None)
     environment = import_valid(project, author, judged_spec())
@@ -280,3 +282,45 @@ def test_batch_form_takes_a_judge_and_the_batch_page_names_it(
     assert (batch.judge_endpoint_id, batch.judge_model) == (judge.pk, "loop-judge")
     page = client.get(reverse("runs:batch_detail", args=[batch.pk])).content.decode()
     assert '<dd data-testid="batch-judge">loop-judge (judge)</dd>' in page
+
+
+def test_cancelling_while_the_judge_is_due_cancels_the_run(project, author, judge_server):
+
+    environment = import_valid(project, author, judged_spec())
+    judge = make_endpoint(project, judge_server, name="judge", model="loop-judge")
+    project_judge_set(project=project, endpoint=judge, user=author)
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        policy_kind=PolicyKind.ORACLE,
+        selection=TaskSelection(environments=(environment.pk,)),
+        executor=Executor.INLINE,
+    )
+    Job.objects.filter(pk=batch.job_id).update(cancel_requested=True)
+
+    run = run_claim(run_id=Run.objects.get(batch=batch).pk)
+    with pytest.raises(RunCancelled):
+        _play(run, LLMUsage())
+    assert judge_server.chat_requests() == []
+
+
+def test_a_deleted_judge_endpoint_makes_the_run_unavailable(project, author, judge_server):
+
+    environment = import_valid(project, author, judged_spec())
+    judge = make_endpoint(project, judge_server, name="judge", model="loop-judge")
+    project_judge_set(project=project, endpoint=judge, user=author)
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        policy_kind=PolicyKind.ORACLE,
+        selection=TaskSelection(environments=(environment.pk,)),
+        executor=Executor.INLINE,
+    )
+    endpoint_delete(endpoint=judge)
+    run_batch_execute_inline(batch=batch)
+    run = Run.objects.get(batch=batch)
+    assert (run.status, run.retryable, run.error) == (
+        RunStatus.ERRORED,
+        False,
+        "The batch's judge endpoint was deleted.",
+    )

@@ -239,6 +239,8 @@ def _play(run: Run, usage: LLMUsage) -> dict:
         ),
         user_turn=user_turn,
     )
+    if judge is not None and judge.interrupted is not None:
+        raise judge.interrupted  # the batch was cancelled while the judge was about to ask
     if judge is not None and judge.outage is not None:
         # The judge could not score (after the client's retries): the grading is not the
         # agent's, so the run errors and is re-run like any other errored trial.
