@@ -150,7 +150,7 @@ def test_judge_outage_errors_the_run_and_it_is_re_run_never_failed(project, auth
         assert len(down.chat_requests()) == 4  # two attempts of the client's two tries each
     assert JudgeVerdict.objects.count() == 0
     batch.job.refresh_from_db()
-    assert batch.job.message == "0 of 1 trials graded, 0 passed; 1 errored after 2 attempts."
+    assert batch.job.message == "0 of 1 trial graded, 0 passed; 1 errored after 2 attempts."
 
 
 def test_a_score_out_of_range_is_an_error_not_a_verdict(project, author):
