@@ -116,6 +116,57 @@ class Reply:
         return cls(hang=True)
 
 
+JUDGE_PHRASE = re.compile(r'"([^"]+)"')
+
+
+def judge_verdict(request: RecordedRequest) -> dict | None:
+    """A deterministic judge: the verdict for a judge prompt (a user message holding a JSON
+    object with a ``rubric``), or None for any other request.
+
+    The rubric's double-quoted phrases are what it asks for; each counts as met when it
+    appears (case-insensitively) in the final reply, the audit log or the changed records.
+    The score is the share met (1.0 for a rubric without quoted phrases), and the reasoning
+    names what was found and what is missing.
+    """
+    for message in reversed(request.messages):
+        if message.get("role") != "user" or not isinstance(message.get("content"), str):
+            continue
+        try:
+            prompt = json.loads(message["content"])
+        except ValueError:
+            return None
+        if not isinstance(prompt, dict) or "rubric" not in prompt:
+            return None
+        haystack = json.dumps(
+            [prompt.get("final_reply"), prompt.get("audit_log"), prompt.get("changes")],
+            ensure_ascii=False,
+        ).lower()
+        phrases = JUDGE_PHRASE.findall(str(prompt["rubric"]))
+        found = [p for p in phrases if p.lower() in haystack]
+        missing = [p for p in phrases if p.lower() not in haystack]
+        score = len(found) / len(phrases) if phrases else 1.0
+        reasoning = (
+            f"Found: {', '.join(found) or 'nothing'}. Missing: {', '.join(missing) or 'nothing'}."
+        )
+        return {"score": score, "reasoning": reasoning}
+    return None
+
+
+def judge_responder(fallback: Callable[[RecordedRequest], Reply] | None = None):
+    """A ``responder`` answering judge prompts with ``judge_verdict`` (as JSON text), and
+    anything else with ``fallback`` (default: a 500 saying it was not a judge prompt)."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        verdict = judge_verdict(request)
+        if verdict is not None:
+            return Reply.json(verdict)
+        if fallback is not None:
+            return fallback(request)
+        return Reply.error(500, "The loopback judge only answers judge prompts.")
+
+    return respond
+
+
 @dataclass
 class RecordedRequest:
     method: str

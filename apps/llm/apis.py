@@ -9,20 +9,28 @@ from apps.accounts.models import Role
 from apps.core.access import job_get_for_user
 from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
+from apps.core.exceptions import ApplicationError
 from apps.llm.access import endpoint_get_for_user, error_bodies_visible
 from apps.llm.models import (
     MAX_CONCURRENCY_LIMIT,
     LLMCallStatus,
+    ModelEndpoint,
     validate_base_url,
     validate_env_var_name,
 )
-from apps.llm.selectors import endpoint_list, llm_call_list
+from apps.llm.selectors import (
+    endpoint_list,
+    judge_verdict_totals,
+    llm_call_list,
+    project_judge_get,
+)
 from apps.llm.services import (
     TEST_TIMEOUT_CAP_S,
     endpoint_create,
     endpoint_delete,
     endpoint_test_start,
     endpoint_update,
+    project_judge_set,
 )
 
 
@@ -215,7 +223,61 @@ class JobCallListApi(APIView):
         return paginated_response(request, self, calls, _call_output(request.user, job.project))
 
 
+class JudgeSettingOutput(serializers.Serializer):
+    endpoint = serializers.IntegerField(allow_null=True, help_text="None: no judge.")
+    model = serializers.CharField(allow_blank=True)
+    cached_verdicts = serializers.IntegerField()
+    cache_hits = serializers.IntegerField()
+
+
+class JudgeSettingInput(serializers.Serializer):
+    endpoint = serializers.IntegerField(
+        allow_null=True, help_text="A model endpoint of the project; null clears the judge."
+    )
+
+
+def _judge_output(project) -> dict:
+    setting = project_judge_get(project=project)
+    totals = judge_verdict_totals(project=project)
+    return {
+        "endpoint": setting.endpoint_id if setting else None,
+        "model": setting.endpoint.model if setting else "",
+        "cached_verdicts": totals["verdicts"],
+        "cache_hits": totals["hits"],
+    }
+
+
+class JudgeSettingApi(APIView):
+    @extend_schema(responses=JudgeSettingOutput, operation_id="project_judge_retrieve")
+    def get(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk)
+        return Response(JudgeSettingOutput(_judge_output(project)).data)
+
+    @extend_schema(
+        request=JudgeSettingInput,
+        responses=JudgeSettingOutput,
+        operation_id="project_judge_update",
+    )
+    def put(self, request, pk):
+        project = project_get_for_user_by_pk(request.user, pk, min_role=Role.AUTHOR)
+        data = JudgeSettingInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        endpoint = None
+        if data.validated_data["endpoint"] is not None:
+            endpoint = ModelEndpoint.objects.filter(
+                project=project, pk=data.validated_data["endpoint"]
+            ).first()
+            if endpoint is None:
+                raise ApplicationError(
+                    f"No model endpoint {data.validated_data['endpoint']} in this project.",
+                    {"fields": {"endpoint": ["Not found."]}},
+                )
+        project_judge_set(project=project, endpoint=endpoint, user=request.user)
+        return Response(JudgeSettingOutput(_judge_output(project)).data)
+
+
 urlpatterns = [
+    path("projects/<int:pk>/judge/", JudgeSettingApi.as_view(), name="project_judge"),
     path(
         "projects/<int:pk>/model-endpoints/", EndpointListApi.as_view(), name="model_endpoint_list"
     ),

@@ -24,3 +24,20 @@ class ModelEndpointForm(forms.ModelForm):
 
     def clean_base_url(self):
         return self.cleaned_data["base_url"].strip()
+
+
+class ProjectJudgeForm(forms.Form):
+    endpoint = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.none(),
+        required=False,
+        label="Judge endpoint",
+        empty_label="No judge (judge graders are skipped)",
+        help_text="Scores the rubric of every judge grader in runs, re-grades and validation. "
+        "Use a strong model at temperature 0; a run batch may choose another.",
+    )
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["endpoint"].queryset = ModelEndpoint.objects.filter(project=project).order_by(
+            "name"
+        )

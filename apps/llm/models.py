@@ -253,3 +253,52 @@ class LLMCall(models.Model):
     @property
     def tokens_total(self) -> int:
         return self.tokens_in + self.tokens_out
+
+
+class ProjectJudge(models.Model):
+    """The project's LLM judge: the model endpoint that scores ``judge`` graders in its runs,
+    re-grades and validations (a run batch may name another). No row: judge graders are
+    skipped."""
+
+    project = models.OneToOneField(
+        "accounts.Project", on_delete=models.CASCADE, related_name="judge_setting"
+    )
+    endpoint = models.ForeignKey(
+        ModelEndpoint, on_delete=models.CASCADE, related_name="judge_for_projects"
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"judge of {self.project_id}: {self.endpoint_id}"
+
+
+class JudgeVerdict(models.Model):
+    """A judge's answer, cached by (rubric, evidence hash, judge model) within a project, so
+    re-grading the same evidence (curation re-grades, replays, validation) costs no call."""
+
+    project = models.ForeignKey("accounts.Project", on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=64, help_text="sha256 of rubric, evidence hash and model.")
+    rubric = models.TextField()
+    evidence_hash = models.CharField(max_length=64)
+    model = models.CharField(max_length=200)
+    score = models.FloatField(validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    reasoning = models.TextField(blank=True)
+    llm_call = models.ForeignKey(
+        "llm.LLMCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    hits = models.PositiveIntegerField(default=0, help_text="Gradings answered from this row.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "key"], name="judge_verdict_unique_key"),
+            models.CheckConstraint(
+                condition=Q(score__gte=0.0) & Q(score__lte=1.0), name="judge_verdict_score_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.score:g}"

@@ -6,7 +6,7 @@ from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from apps.core.models import Job
-from apps.llm.models import LLMCall, LLMCallStatus, ModelEndpoint
+from apps.llm.models import JudgeVerdict, LLMCall, LLMCallStatus, ModelEndpoint, ProjectJudge
 
 _ZERO_COST = Decimal("0")
 
@@ -72,3 +72,18 @@ def llm_call_totals(*, endpoint=None, job=None) -> dict:
     if totals["latency_ms_avg"] is not None:
         totals["latency_ms_avg"] = round(totals["latency_ms_avg"])
     return totals
+
+
+def project_judge_get(*, project) -> ProjectJudge | None:
+    return (
+        ProjectJudge.objects.select_related("endpoint", "updated_by")
+        .filter(project=project)
+        .first()
+    )
+
+
+def judge_verdict_totals(*, project) -> dict:
+    """Cached judge verdicts of the project and how many gradings they answered."""
+    return JudgeVerdict.objects.filter(project=project).aggregate(
+        verdicts=Count("id"), hits=Coalesce(Sum("hits"), 0)
+    )

@@ -13,7 +13,7 @@ from apps.core.services import JobContext, job_create
 from apps.llm.client import RetryPolicy, llm_chat
 from apps.llm.concurrency import slots_sync
 from apps.llm.exceptions import LLMError
-from apps.llm.models import ModelEndpoint
+from apps.llm.models import ModelEndpoint, ProjectJudge
 
 EDITABLE_FIELDS = (
     "name",
@@ -177,3 +177,28 @@ def endpoint_test_run(context: JobContext) -> str:
         f"{outcome.latency_ms} ms · {outcome.tokens_in} tokens in, {outcome.tokens_out} out · "
         f"${outcome.cost:.6f}{call}."
     )
+
+
+@transaction.atomic
+def project_judge_set(*, project, endpoint: ModelEndpoint | None, user=None):
+    """Choose the project's judge endpoint (None: no judge; judge graders are skipped).
+
+    Returns the ``ProjectJudge`` row, or None once cleared. Batches made earlier keep the
+    judge they were made with.
+    """
+    if endpoint is None:
+        ProjectJudge.objects.filter(project=project).delete()
+        return None
+    if endpoint.project_id != project.pk:
+        raise ApplicationError(
+            "The judge's endpoint belongs to another project.",
+            {"fields": {"endpoint": ["Choose an endpoint of this project."]}},
+        )
+    setting, _ = ProjectJudge.objects.select_for_update().get_or_create(
+        project=project, defaults={"endpoint": endpoint, "updated_by": user}
+    )
+    setting.endpoint = endpoint
+    setting.updated_by = user
+    setting.full_clean()
+    setting.save()
+    return setting

@@ -14,15 +14,23 @@ from apps.core.http import (
     render_page,
 )
 from apps.llm.access import endpoint_get_for_user, error_bodies_visible
-from apps.llm.forms import ModelEndpointForm
+from apps.llm.forms import ModelEndpointForm, ProjectJudgeForm
 from apps.llm.models import LLMCallStatus
-from apps.llm.selectors import endpoint_last_test, endpoint_list, llm_call_list, llm_call_totals
+from apps.llm.selectors import (
+    endpoint_last_test,
+    endpoint_list,
+    judge_verdict_totals,
+    llm_call_list,
+    llm_call_totals,
+    project_judge_get,
+)
 from apps.llm.services import (
     TEST_TIMEOUT_CAP_S,
     endpoint_create,
     endpoint_delete,
     endpoint_test_start,
     endpoint_update,
+    project_judge_set,
 )
 
 CALLS_PER_PAGE = 20
@@ -36,8 +44,44 @@ def endpoint_list_view(request, slug):
         "project": project,
         "membership": check_project_role(request.user, project),
         "endpoints": endpoint_list(project=project),
+        "judge": project_judge_get(project=project),
     }
     return render_page(request, "llm/endpoint_list.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def judge_setting_view(request, slug):
+    """Choose the project's LLM judge (authors and above)."""
+    project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
+    current = project_judge_get(project=project)
+    form = ProjectJudgeForm(
+        request.POST or None,
+        project=project,
+        initial={"endpoint": current.endpoint if current else None},
+    )
+    if request.method == "POST" and form.is_valid():
+        endpoint = form.cleaned_data["endpoint"]
+        try:
+            project_judge_set(project=project, endpoint=endpoint, user=request.user)
+        except ApplicationError as exc:
+            form_add_service_error(form, exc)
+        else:
+            message = (
+                f"The judge is now “{endpoint.name}” ({endpoint.model})."
+                if endpoint
+                else "No judge: judge graders will be skipped."
+            )
+            url = reverse("llm:endpoint_list", args=[project.slug])
+            return redirect_after_post(request, url, message)
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "form": form,
+        "judge": current,
+        "totals": judge_verdict_totals(project=project),
+    }
+    return render_page(request, "llm/judge_setting.html", context, partial="form")
 
 
 @login_required

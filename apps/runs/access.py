@@ -10,7 +10,9 @@ from apps.runs.models import Run, RunBatch
 
 def batch_get_for_user(user, pk, min_role: str = Role.VIEWER) -> RunBatch:
     batch = (
-        RunBatch.objects.select_related("project", "job", "endpoint", "created_by")
+        RunBatch.objects.select_related(
+            "project", "job", "endpoint", "simulator_endpoint", "judge_endpoint", "created_by"
+        )
         .filter(pk=pk)
         .first()
         if is_id(pk)

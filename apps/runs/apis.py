@@ -57,6 +57,8 @@ class RunBatchOutput(serializers.Serializer):
     faults = serializers.BooleanField()
     user_side = serializers.ChoiceField(choices=UserSide.choices)
     simulator_endpoint = serializers.IntegerField(source="simulator_endpoint_id", allow_null=True)
+    judge_endpoint = serializers.IntegerField(source="judge_endpoint_id", allow_null=True)
+    judge_model = serializers.CharField()
     seed = serializers.IntegerField()
     executor = serializers.CharField()
     job = JobOutput()
@@ -103,6 +105,13 @@ class RunBatchInput(serializers.Serializer):
     user_side = serializers.ChoiceField(choices=UserSide.choices, default=UserSide.SCRIPTED)
     simulator_endpoint = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=ID_MAX
+    )
+    judge_endpoint = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=ID_MAX,
+        help_text="Scores judge graders; default: the project's judge (none: they are skipped).",
     )
     # Trial i runs with seed + i, which must still fit the column.
     seed = serializers.IntegerField(default=0, min_value=0, max_value=INT32_MAX - MAX_TRIALS)
@@ -209,6 +218,7 @@ class RunBatchListApi(APIView):
                 simulator_endpoint=_endpoint(
                     project, v.get("simulator_endpoint"), "simulator_endpoint"
                 ),
+                judge_endpoint=_endpoint(project, v.get("judge_endpoint"), "judge_endpoint"),
                 seed=v["seed"],
             ),
         )

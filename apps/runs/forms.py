@@ -79,6 +79,13 @@ class RunBatchForm(forms.Form):
         label="User simulator endpoint",
         help_text="Plays the task's persona and reveals only what the task allows.",
     )
+    judge_endpoint = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.none(),
+        required=False,
+        label="Judge endpoint",
+        empty_label="The project's judge",
+        help_text="Scores the tasks' judge graders; without any judge they are skipped.",
+    )
 
     def __init__(self, *args, project, **kwargs):
         super().__init__(*args, **kwargs)
@@ -103,6 +110,7 @@ class RunBatchForm(forms.Form):
             .values_list("slug", "name")
         )
         self.fields["simulator_endpoint"].queryset = endpoints
+        self.fields["judge_endpoint"].queryset = endpoints
 
     BOUNDS = (
         "trials",
@@ -144,6 +152,7 @@ class RunBatchForm(forms.Form):
                 faults=data["faults"],
                 user_side=data["user_side"],
                 simulator_endpoint=data.get("simulator_endpoint"),
+                judge_endpoint=data.get("judge_endpoint"),
                 seed=data["seed"],
                 max_attempts=data["max_attempts"],
             ),

@@ -85,6 +85,16 @@ class RunBatch(models.Model):
         on_delete=models.SET_NULL,
         related_name="simulated_batches",
     )
+    judge_endpoint = models.ForeignKey(
+        "llm.ModelEndpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="judged_batches",
+        help_text="Scores the tasks' judge graders: the batch's choice, else the project's judge "
+        "when the batch was made. None: judge graders are skipped.",
+    )
+    judge_model = models.CharField(max_length=200, blank=True, help_text="A copy, kept.")
     seed = models.IntegerField(default=0)
     max_attempts = models.PositiveSmallIntegerField(
         default=3,

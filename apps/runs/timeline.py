@@ -190,6 +190,23 @@ def verdict_rows(verdicts: list[dict], grader_anchors: dict[str, str] | None = N
             "evidence_text": pretty(v.get("evidence") or {}),
             "anchor": f"verdict-{v.get('grader_id')}",
             "grader_href": grader_anchors.get(v.get("grader_id")),
+            "judge": judge_summary(v.get("evidence") or {}),
         }
         for v in verdicts or []
     ]
+
+
+def judge_summary(evidence: dict) -> dict | None:
+    """A judge check's score, reasoning and cache hit, for the verdict panel (None for other
+    checks). Shown escaped: the reasoning is model output."""
+    if not isinstance(evidence, dict) or "score" not in evidence or "threshold" not in evidence:
+        return None
+    reasoning = evidence.get("reasoning")
+    return {
+        "score": evidence.get("score"),
+        "threshold": evidence.get("threshold"),
+        "reasoning": reasoning if isinstance(reasoning, str) else "",
+        "cached": bool(evidence.get("cached")),
+        "model": evidence.get("model") or "",
+        "error": evidence.get("error") or "",
+    }

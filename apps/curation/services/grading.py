@@ -44,10 +44,18 @@ def load_environment_spec(environment):
 
 
 def regrade_transcript(
-    *, demonstration: Demonstration, transcript: list, loaded=None, seed: int | None = None
+    *,
+    demonstration: Demonstration,
+    transcript: list,
+    loaded=None,
+    seed: int | None = None,
+    judge=None,
 ) -> Regrade:
     """Replay ``transcript`` for the demonstration's task on the environment as it is now.
-    ``loaded`` is a ``load_environment_spec`` result to reuse across demonstrations."""
+    ``loaded`` is a ``load_environment_spec`` result to reuse across demonstrations.
+    ``judge`` (an ``apps.llm.judge.LLMJudge``; never inside a transaction) scores judge
+    graders, from its cache when the evidence is unchanged; without one they are skipped.
+    A judge outage makes the transcript not gradable now, never failed."""
     environment = demonstration.environment
     if environment is None:
         raise NotGradable(
@@ -64,8 +72,14 @@ def regrade_transcript(
         ) from None
     run = demonstration.run
     result = replay_transcript(
-        spec, key, transcript, seed=seed if seed is not None else (run.seed if run else 0)
+        spec,
+        key,
+        transcript,
+        seed=seed if seed is not None else (run.seed if run else 0),
+        judge=judge,
     )
+    if judge is not None and judge.outage is not None:
+        raise NotGradable(f"The judge could not score it: {judge.outage.message}")
     grading = result.grading.to_dict()
     grading["divergent_calls"] = result.divergent_calls
     grading["environment_revision"] = environment.revision

@@ -21,13 +21,14 @@ from apps.curation.services.grading import (
     load_environment_spec,
     regrade_transcript,
 )
+from apps.llm.judge import judge_for_project
 
 logger = logging.getLogger(__name__)
 
 JOB_KIND = "curation.regrade"
 
 
-def demonstration_regrade(*, demonstration: Demonstration, loaded=None) -> str:
+def demonstration_regrade(*, demonstration: Demonstration, loaded=None, judge=None) -> str:
     """Grade the current version again on the environment as it is now. Returns the flip
     ("passed→failed", "failed→passed") or "". A flipped demonstration is flagged and, if it
     had been decided, re-opened for review in a new round. The transcript is not touched;
@@ -36,7 +37,7 @@ def demonstration_regrade(*, demonstration: Demonstration, loaded=None) -> str:
     if version is None:
         return ""
     graded = regrade_transcript(
-        demonstration=demonstration, transcript=version.transcript, loaded=loaded
+        demonstration=demonstration, transcript=version.transcript, loaded=loaded, judge=judge
     )
     flip = flip_label(version.passed, graded.passed)
     grading = dict(graded.grading)
@@ -160,11 +161,15 @@ def regrade_demonstrations(ctx: JobContext) -> str:
     failed: list[dict] = []
     ctx.progress(0, len(targets), f"Re-grading {len(targets)} demonstrations.")
     loaded: dict[int, tuple] = {}
+    # The project's judge scores judge graders; unchanged evidence is answered by its cache.
+    judge = judge_for_project(project=job.project, job=job)
     for done, demo in enumerate(targets, start=1):
         try:
             if demo.environment_id not in loaded:
                 loaded[demo.environment_id] = load_environment_spec(demo.environment)
-            if demonstration_regrade(demonstration=demo, loaded=loaded[demo.environment_id]):
+            if demonstration_regrade(
+                demonstration=demo, loaded=loaded[demo.environment_id], judge=judge
+            ):
                 flipped.append(demo.pk)
                 Job.objects.filter(pk=job.pk).update(result={"flipped": flipped, "failed": failed})
         except NotGradable as exc:

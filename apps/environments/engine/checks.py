@@ -371,14 +371,18 @@ def _judge(check: dict[str, Any], view: CheckView) -> tuple[str, dict]:
         "messages": json.loads(json.dumps(view.messages, default=str)),
         "final_reply": view.replies[-1][1] if view.replies else "",
         "audit": [c.brief() for c in view.calls],
+        # the records each successful call changed: server-side evidence, not the agent's word
+        "changes": [{"seq": c.seq, "diff": list(c.diff)} for c in view.calls if c.diff],
     }
     try:
         raw = view.judge(check["rubric"], context)
     except Exception as exc:  # the judge is outside code (an LLM client): contain it
         return "failed", {"error": f"judge failed: {type(exc).__name__}: {exc}"[:500]}
-    reasoning = None
+    reasoning, extra = None, {}
     if isinstance(raw, dict):
         reasoning = raw.get("reasoning")
+        # what a judge says about its answer (a cache hit, its model) goes into the evidence
+        extra = {k: raw[k] for k in ("cached", "model") if k in raw}
         raw = raw.get("score")
     if isinstance(raw, bool):
         score = 1.0 if raw else 0.0
@@ -387,7 +391,7 @@ def _judge(check: dict[str, Any], view: CheckView) -> tuple[str, dict]:
     else:
         return "failed", {"error": f"judge returned {type(raw).__name__}, not a score"}
     threshold = check.get("threshold", 0.5)
-    evidence = {"score": score, "threshold": threshold, "reasoning": clip(reasoning, 1000)}
+    evidence = {"score": score, "threshold": threshold, "reasoning": clip(reasoning, 1000), **extra}
     return ("passed" if score >= threshold else "failed"), evidence
 
 

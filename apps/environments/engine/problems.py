@@ -57,6 +57,7 @@ CODES: dict[str, str] = {
     "grader_passes_echo_agent": "An agent that only echoes the request passes the task.",
     "grader_satisfied_by_null": "A completion grader is satisfied without the agent acting.",
     "mutant_not_caught": "Dropping a state-changing reference call does not lose score.",
+    "judge_not_certified": "A judge grader was skipped (no judge): only partially certified.",
     "nondeterministic": "Two identical oracle replays give different states or scores.",
     "simulation_crashed": "The simulator failed unexpectedly on this task (an engine bug).",
     # reward hacking (issue 18): gameable graders, collateral writes, adversarial agents

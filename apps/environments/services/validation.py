@@ -11,6 +11,7 @@ from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.validation import validate_spec
 from apps.environments.models import Environment, EnvironmentStatus, ValidationReport
 from apps.environments.specs import environment_spec
+from apps.llm.judge import judge_for_project
 
 VALIDATION_JOB_KIND = "environment_validation"
 MAX_ENVIRONMENTS_PER_VALIDATION_JOB = 500
@@ -108,7 +109,13 @@ def environment_validate(*, environment: Environment, job: Job | None = None) ->
     """
     revision = environment.revision
     document = environment_spec(environment)
-    result = validate_spec(document)
+    # With the project's judge, judge graders are scored (the oracle must pass them); without
+    # one they are skipped and the report warns that the task is only partially certified.
+    judge = judge_for_project(project=environment.project, job=job)
+    result = validate_spec(document, judge=judge)
+    if judge is not None and judge.outage is not None:
+        # A judge that stayed down says nothing about the spec: fail the job, keep the status.
+        raise judge.outage
     summary = result.to_dict()
     with transaction.atomic():
         report = ValidationReport.objects.create(

@@ -18,6 +18,7 @@ from apps.core.models import ACTIVE_JOB_STATUSES, Job
 from apps.core.services import job_cancel, job_create
 from apps.core.text import count_of
 from apps.environments.models import EnvironmentStatus, Split, Task
+from apps.llm.judge import project_judge_endpoint
 from apps.runs.models import (
     Executor,
     PolicyKind,
@@ -67,6 +68,7 @@ class BatchSettings:
     faults: bool = True
     user_side: str = UserSide.SCRIPTED
     simulator_endpoint: object = None
+    judge_endpoint: object = None  # None: the project's judge, if it has one
     seed: int = 0
     max_attempts: int = 3
 
@@ -148,6 +150,11 @@ def run_batch_create(
         _check_endpoint(project, simulator, "user simulator")
     elif settings.user_side != UserSide.SCRIPTED:
         raise ApplicationError(f"Unknown user side “{settings.user_side}”.")
+    judge = settings.judge_endpoint
+    if judge is not None:
+        _check_endpoint(project, judge, "judge")
+    else:
+        judge = project_judge_endpoint(project=project)
     tasks = tasks_select(project=project, selection=selection)
     if not tasks:
         raise ApplicationError(
@@ -189,6 +196,8 @@ def run_batch_create(
         faults=settings.faults,
         user_side=settings.user_side,
         simulator_endpoint=simulator,
+        judge_endpoint=judge,
+        judge_model=judge.model if judge else "",
         seed=settings.seed,
         max_attempts=settings.max_attempts,
         executor=executor,

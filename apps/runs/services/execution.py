@@ -39,6 +39,7 @@ from apps.environments.engine.runner import run_task
 from apps.environments.engine.simulator import Limits
 from apps.environments.specs import environment_spec
 from apps.llm.exceptions import LLMError
+from apps.llm.judge import LLMJudge
 from apps.runs.agent import LLMAgentPolicy, LLMUsage, LLMUserSimulator
 from apps.runs.models import (
     Executor,
@@ -96,6 +97,7 @@ def run_claim(*, run_id: int, stale: timedelta | None = None) -> Run | None:
         "batch__job",
         "batch__endpoint",
         "batch__simulator_endpoint",
+        "batch__judge_endpoint",
         "task__environment",
     ).get(pk=run_id)
 
@@ -271,10 +273,22 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
             usage=usage,
             before_call=before_call,
         )
+    judge = None
+    if batch.judge_endpoint is not None:
+        judge = LLMJudge(
+            endpoint=batch.judge_endpoint,
+            project_id=batch.project_id,
+            job=batch.job,
+            on_result=usage.add,
+            before_call=heartbeat,
+        )
+    elif batch.judge_model:
+        raise RunUnavailable("The batch's judge endpoint was deleted.")
     result = run_task(
         spec,
         task.key,
         policy,
+        judge=judge,
         seed=run.seed,
         faults=batch.faults,
         limits=Limits(
@@ -282,6 +296,12 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
         ),
         user_turn=user_turn,
     )
+    if judge is not None and judge.interrupted is not None:
+        raise judge.interrupted  # the batch was cancelled while the judge was about to ask
+    if judge is not None and judge.outage is not None:
+        # The judge could not score (after the client's retries): the grading is not the
+        # agent's, so the run errors and is re-run like any other errored trial.
+        raise judge.outage
     data = result.to_dict()
     grading = data["grading"]
     return {

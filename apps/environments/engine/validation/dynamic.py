@@ -177,6 +177,17 @@ def validate_task(
             )
         )
     grader_index = {g.id: i for i, g in enumerate(task.graders)}
+    for v in oracle.grading.verdicts:
+        if v.status == "skipped":
+            problems.append(
+                warning(
+                    "judge_not_certified",
+                    pointer("tasks", k, "graders", grader_index[v.grader_id]),
+                    f"Grader '{v.grader_id}' needs an LLM judge and none was available, so it "
+                    f"was skipped: task '{task.key}' is only partially certified.",
+                    "Choose the project's LLM judge and validate again to certify it whole.",
+                )
+            )
     for v in oracle.grading.failed():
         problems.append(
             error(
