@@ -17,6 +17,7 @@ from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.api import paginated_response
 from apps.core.apis import JobOutput
+from apps.core.safeinput import is_id
 from apps.datasets.models import DatasetVersion
 from apps.training.access import training_job_get_for_user
 from apps.training.hyperparameters import DEFAULTS, PRESETS
@@ -215,7 +216,7 @@ def _job_for_secret(request, pk) -> TrainingJob | None:
         TrainingJob.objects.select_related("dataset_version__dataset", "job")
         .filter(pk=pk, backend=Backend.COMMAND)
         .first()
-        if str(pk).isdigit()
+        if is_id(pk)
         else None
     )
     if training_job is None or not callback_secret_matches(training_job, _secret(request)):

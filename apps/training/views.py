@@ -15,6 +15,7 @@ from apps.core.http import (
     redirect_after_post,
     render_page,
 )
+from apps.core.safeinput import is_id, parse_id
 from apps.datasets.models import DatasetVersion, VersionStatus
 from apps.llm.selectors import endpoint_list
 from apps.training.access import trained_model_get_for_user, training_job_get_for_user
@@ -63,7 +64,7 @@ def job_list_view(request, slug):
 
 
 def _pick(queryset, value):
-    return queryset.filter(pk=value).first() if str(value or "").isdigit() else None
+    return queryset.filter(pk=value).first() if is_id(value or "") else None
 
 
 @login_required
@@ -74,7 +75,7 @@ def job_create_view(request, slug):
     endpoints = endpoint_list(project=project)
     templates = command_template_list(project=project)
     initial = {}
-    if request.GET.get("version", "").isdigit():
+    if is_id(request.GET.get("version", "")):
         initial["dataset_version"] = request.GET["version"]
     form = LaunchForm(
         request.POST or None,
@@ -162,7 +163,8 @@ def job_cancel_view(request, pk):
 def job_compare_view(request, slug):
     """The loss curves of several jobs on one chart (``?jobs=1&jobs=2``)."""
     project = project_get_for_user(request.user, slug)
-    ids = [i for i in request.GET.getlist("jobs") if i.isdigit()][:MAX_COMPARED]
+    ids = [i for i in map(parse_id, request.GET.getlist("jobs")) if i is not None]
+    ids = ids[:MAX_COMPARED]
     jobs = list(
         TrainingJob.objects.filter(project=project, pk__in=ids)
         .select_related("job", "dataset_version__dataset")

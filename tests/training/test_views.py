@@ -220,3 +220,22 @@ def test_a_dataset_trained_on_is_kept_for_lineage(training_job):
     with pytest.raises(ApplicationError, match="kept for that job's lineage"):
         dataset_delete(dataset=version.dataset)
     assert DatasetVersion.objects.filter(pk=version.pk).exists()
+
+
+@pytest.mark.parametrize("number", ["\u00b2", "\u0663", "99999999999999999999999"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/p/acme/training/compare/?jobs={n}&jobs=1",
+        "/p/acme/training/new/?version={n}",
+        "/training/{n}/",
+        "/training/models/{n}/evaluate/",
+        "/api/v1/training-jobs/{n}/",
+        "/api/v1/training-jobs/{n}/callback/config/",
+    ],
+)
+def test_numbers_in_the_address_are_never_a_server_error(client_for, author, url, number):
+    """Unicode digits pass ``str.isdigit()`` but not ``int()``; huge ones pass ``int()`` but
+    not a 64-bit column: "no such thing" (or no filter), never a 500."""
+    response = client_for(author).get(url.format(n=number))
+    assert response.status_code in (200, 404, 405), (url, response.status_code)
