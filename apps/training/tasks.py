@@ -6,6 +6,7 @@ import logging
 from celery import shared_task
 from celery.signals import worker_ready
 
+from apps.core.tasks import durable_task
 from apps.training.models import TrainingJob
 from apps.training.services import training_job_execute, training_jobs_recover
 from apps.training.services.jobs import training_queue
@@ -13,9 +14,11 @@ from apps.training.services.jobs import training_queue
 logger = logging.getLogger(__name__)
 
 
-@shared_task(acks_late=True)
+@durable_task
 def run_training_task(job_id: int) -> None:
-    """Claim and run a training job; a duplicate finds it claimed (or finished)."""
+    """Claim and run a training job; a duplicate finds it claimed (or finished). Durable:
+    a database error gives the claim back (``job_execute``) and only the task's retry takes
+    the job again, since training jobs route their own messages and the sweeper skips them."""
     training_job_execute(job_id)
 
 
