@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
-from apps.core.api import paginated_response
+from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.core.safeinput import is_id
 from apps.datasets.models import DatasetVersion
@@ -116,6 +116,8 @@ def _detail(training_job: TrainingJob) -> dict:
 
 
 class TrainingJobListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=TrainingJobOutput(many=True), operation_id="training_jobs_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)
