@@ -10,6 +10,7 @@ from apps.core.access import job_get_for_user
 from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
+from apps.core.safeinput import ID_MAX
 from apps.llm.access import endpoint_get_for_user, error_bodies_visible
 from apps.llm.models import (
     MAX_CONCURRENCY_LIMIT,
@@ -232,7 +233,10 @@ class JudgeSettingOutput(serializers.Serializer):
 
 class JudgeSettingInput(serializers.Serializer):
     endpoint = serializers.IntegerField(
-        allow_null=True, help_text="A model endpoint of the project; null clears the judge."
+        allow_null=True,
+        min_value=1,
+        max_value=ID_MAX,
+        help_text="A model endpoint of the project; null clears the judge.",
     )
 
 

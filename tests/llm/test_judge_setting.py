@@ -122,6 +122,9 @@ def test_api_refuses_bad_input_and_low_roles(
     assert bad.status_code == 400
     assert bad.json()["details"]["fields"] == {"endpoint": ["Not found."]}
     assert api_client_for(author).put(api_url, {"endpoint": "x"}, format="json").status_code == 400
+    huge = api_client_for(author).put(api_url, {"endpoint": 2**63}, format="json")
+    assert huge.status_code == 400
+    assert list(huge.json()["details"]) == ["endpoint"]
     forbidden = api_client_for(viewer).put(api_url, {"endpoint": endpoint.pk}, format="json")
     assert forbidden.status_code == 403
     assert api_client_for(outsider).get(api_url).status_code == 404
