@@ -17,7 +17,7 @@ from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
-from apps.core.safeinput import is_id
+from apps.core.safeinput import ID_MAX, INT32_MAX, is_id
 from apps.datasets.models import DatasetVersion
 from apps.training.access import training_job_get_for_user
 from apps.training.hyperparameters import DEFAULTS, PRESETS
@@ -85,8 +85,8 @@ class TrainingJobDetailOutput(TrainingJobOutput):
 
 
 class TrainingJobInput(serializers.Serializer):
-    dataset = serializers.IntegerField()
-    version = serializers.IntegerField()
+    dataset = serializers.IntegerField(min_value=1, max_value=ID_MAX)
+    version = serializers.IntegerField(min_value=1, max_value=INT32_MAX)
     backend = serializers.ChoiceField(choices=Backend.choices)
     base_model = serializers.CharField(required=False, allow_blank=True, default="")
     preset = serializers.ChoiceField(
@@ -101,8 +101,12 @@ class TrainingJobInput(serializers.Serializer):
         default=dict,
         help_text=f"Any of: {', '.join(DEFAULTS)}. Blank ones take the preset's value.",
     )
-    endpoint = serializers.IntegerField(required=False, allow_null=True, default=None)
-    command_template = serializers.IntegerField(required=False, allow_null=True, default=None)
+    endpoint = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=ID_MAX
+    )
+    command_template = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=ID_MAX
+    )
 
 
 def _detail(training_job: TrainingJob) -> dict:

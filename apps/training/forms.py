@@ -3,7 +3,7 @@ templates, and the evaluation of a trained model."""
 
 from django import forms
 
-from apps.training.hyperparameters import PRESETS, SCHEDULERS
+from apps.training.hyperparameters import PRESETS, SCHEDULERS, integer_bounds
 from apps.training.models import Backend, TemplateKind
 
 PRESET_CHOICES = [("", "None (set everything below)")] + [
@@ -30,24 +30,36 @@ class LaunchForm(forms.Form):
     command_template = forms.ChoiceField(required=False, label="Command template (command backend)")
     # Advanced (folded): blank means the preset's value.
     epochs = forms.FloatField(required=False)
-    max_steps = forms.IntegerField(required=False, help_text="> 0 overrides epochs.")
+    max_steps = forms.IntegerField(
+        required=False, **integer_bounds("max_steps"), help_text="> 0 overrides epochs."
+    )
     learning_rate = forms.FloatField(required=False)
-    batch_size = forms.IntegerField(required=False, label="Batch size per device")
-    gradient_accumulation_steps = forms.IntegerField(required=False)
-    max_length = forms.IntegerField(required=False, label="Max length (tokens)")
+    batch_size = forms.IntegerField(
+        required=False, **integer_bounds("batch_size"), label="Batch size per device"
+    )
+    gradient_accumulation_steps = forms.IntegerField(
+        required=False, **integer_bounds("gradient_accumulation_steps")
+    )
+    max_length = forms.IntegerField(
+        required=False, **integer_bounds("max_length"), label="Max length (tokens)"
+    )
     warmup_ratio = forms.FloatField(required=False)
     lr_scheduler_type = forms.ChoiceField(
         required=False, choices=[("", "Preset's")] + [(s, s) for s in SCHEDULERS]
     )
-    seed = forms.IntegerField(required=False)
-    save_steps = forms.IntegerField(required=False, label="Checkpoint every N steps")
+    seed = forms.IntegerField(required=False, **integer_bounds("seed"))
+    save_steps = forms.IntegerField(
+        required=False, **integer_bounds("save_steps"), label="Checkpoint every N steps"
+    )
     lora = forms.ChoiceField(
         required=False,
         choices=[("", "Preset's"), ("true", "LoRA"), ("false", "Full fine-tune")],
         label="LoRA",
     )
-    lora_r = forms.IntegerField(required=False, label="LoRA rank")
-    lora_alpha = forms.IntegerField(required=False, label="LoRA alpha")
+    lora_r = forms.IntegerField(required=False, **integer_bounds("lora_r"), label="LoRA rank")
+    lora_alpha = forms.IntegerField(
+        required=False, **integer_bounds("lora_alpha"), label="LoRA alpha"
+    )
     lora_target_modules = forms.CharField(required=False, label="LoRA target modules")
     learning_rate_multiplier = forms.FloatField(required=False, label="LR multiplier (openai)")
 

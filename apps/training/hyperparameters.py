@@ -117,6 +117,12 @@ _NUMBERS: dict[str, tuple[type, float | None, float | None]] = {
 _BOOLEANS = ("gradient_checkpointing", "bf16", "lora")
 
 
+def integer_bounds(name: str) -> dict[str, int]:
+    """``min_value``/``max_value`` of an integer hyperparameter, for a form field."""
+    _, low, high = _NUMBERS[name]
+    return {"min_value": low, "max_value": high}
+
+
 class HyperparameterError(ValueError):
     """Bad hyperparameters; ``errors`` maps each field to its messages."""
 
