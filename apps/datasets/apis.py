@@ -56,6 +56,7 @@ class DatasetInput(serializers.Serializer):
         required=False,
         allow_blank=True,
         default="",
+        max_length=120,
         help_text="A name from the server's DATASET_TOKENIZERS (blank: the server default).",
     )
 

@@ -322,6 +322,11 @@ def test_a_dataset_names_its_tokenizer_over_the_api(api_client_for, author, proj
     refused = client.post(url, {"name": "Odd", "tokenizer": "gpt2"}, format="json")
     assert refused.status_code == 400
     assert refused.json()["message"] == "No tokenizer named “gpt2” is configured on this server."
+    huge = client.post(url, {"name": "Odd", "tokenizer": "t" * 100_000}, format="json")
+    assert huge.status_code == 400
+    assert huge.json()["details"] == {
+        "tokenizer": ["Ensure this field has no more than 120 characters."]
+    }
     assert not Dataset.objects.filter(name="Odd").exists()
 
 
