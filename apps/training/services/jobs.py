@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job, JobStatus
+from apps.core.safeinput import storable
 from apps.core.services import job_cancel, job_create, job_finish
 from apps.datasets.models import DatasetExport, ExportStatus, VersionStatus
 from apps.training.hyperparameters import (
@@ -216,9 +217,11 @@ def training_job_cancel(*, training_job: TrainingJob) -> TrainingJob:
 
 
 def training_log_append(*, training_job: TrainingJob, text: str) -> None:
-    """Append to the bounded log tail (the oldest lines drop out)."""
+    """Append to the bounded log tail (the oldest lines drop out); text that cannot be
+    stored (NUL, lone surrogates: a trainer may print anything) is kept as U+FFFD."""
     if not text:
         return
+    text = storable(text)
     tail = (training_job.log_tail + text)[-LOG_TAIL_CHARS:]
     if len(training_job.log_tail) + len(text) > LOG_TAIL_CHARS and "\n" in tail:
         tail = tail[tail.index("\n") + 1 :]
@@ -260,7 +263,10 @@ def _apply_metrics(training_job: TrainingJob, event: dict[str, Any]) -> str:
 def training_events_apply(
     *, training_job: TrainingJob, events: list[dict[str, Any]]
 ) -> dict | None:
-    """Store a batch of reported events; returns the ``finished`` event if there was one."""
+    """Store a batch of reported events; returns the ``finished`` event if there was one.
+    The trainer's text (log lines, messages, paths) is data from elsewhere: a NUL or a lone
+    surrogate in it is kept as U+FFFD, never a database error."""
+    events = storable(events)
     finished = None
     artifacts = dict(training_job.artifacts or {})
     lines: list[str] = []
