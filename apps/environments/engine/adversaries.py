@@ -404,3 +404,16 @@ def policy_by_name(name: str) -> Policy:
         f"unknown policy {name!r}: use oracle, null, echo, mutant:N or an adversary "
         f"({', '.join(ADVERSARIES)})"
     )
+
+
+def _register_greedy() -> None:
+    from .adversary_greedy import AskerPaster, AskerSprayer, GreedyPaster, GreedySprayer
+
+    multi_turn = lambda task: len(task.turns) > 1  # noqa: E731
+    register_adversary("greedy-sprayer", GreedySprayer)
+    register_adversary("greedy-paster", GreedyPaster)
+    register_adversary("asker-sprayer", AskerSprayer, applies=multi_turn)
+    register_adversary("asker-paster", AskerPaster, applies=multi_turn)
+
+
+_register_greedy()

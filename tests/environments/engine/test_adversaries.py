@@ -17,6 +17,7 @@ from apps.environments.engine.adversaries import (
     register_adversary,
     unregister_adversary,
 )
+from apps.environments.engine.adversary_greedy import MAX_CALLS_PER_EPISODE, AskerSprayer
 from apps.environments.engine.policies import PolicyAction, ToolCall
 from apps.environments.engine.runner import run_task
 from apps.environments.engine.spec import load_spec, parse_spec
@@ -26,7 +27,17 @@ from apps.synthesis.generators.template import generate_environment
 
 from .helpers import BROKEN, SAMPLES, load_json
 
-NAMES = ("reader-paster", "sprayer", "spray-paster", "vague-asker")
+NAMES = (
+    "reader-paster",
+    "sprayer",
+    "spray-paster",
+    "vague-asker",
+    "greedy-sprayer",
+    "greedy-paster",
+    "asker-sprayer",
+    "asker-paster",
+)
+MULTI_TURN_ONLY = {"vague-asker", "asker-sprayer", "asker-paster"}
 
 
 def assert_fails(spec, task_key, name, policy, *, faults, seed=0):
@@ -99,7 +110,7 @@ def test_template_environments_report_every_adversary_failing():
 def test_a_single_turn_task_has_no_vague_asker():
     spec = load_spec(load_json(SAMPLES[0]))
     names = [name for name, _ in adversaries_for(spec.task("book-q3-review"))]
-    assert names == ["reader-paster", "sprayer", "spray-paster"]
+    assert names == [n for n in NAMES if n not in MULTI_TURN_ONLY]
 
 
 def test_adversaries_never_look_at_the_reference_or_the_graders():
@@ -219,3 +230,71 @@ def test_a_team_can_register_its_own_adversary():
     assert [(p.code, p.pointer, p.hint) for p in mine] == [
         ("adversary_passes", "/tasks/0/graders/0", Emailer.hint)
     ]
+
+
+def pre_fix_clarify_task() -> dict:
+    """A clarification task as the template generator wrote it before issue 18: no
+    side_effects grader, and the 'asked first' grader not decisive (weight 1 of 4)."""
+    doc = generate_environment(
+        seed=5, capabilities=["clarify-before-acting"], tasks_per_environment=1, turns=(2, 2)
+    )
+    task = doc["tasks"][0]
+    task["graders"] = [g for g in task["graders"] if g["check"].get("kind") != "side_effects"]
+    for grader in task["graders"]:
+        grader.pop("capability", None)
+        grader["weight"] = 2 if grader["id"] == "written" else 1
+    return doc
+
+
+def test_a_greedy_asker_passes_a_pre_fix_task_and_is_reported_at_its_graders():
+    doc = pre_fix_clarify_task()
+    assert [g["id"] for g in doc["tasks"][0]["graders"]] == [
+        "asked-first",
+        "written",
+        "reply-states",
+        "internal-only",
+    ]
+    report = validate_spec(doc)
+    passes = [p for p in report.errors if p.code == "adversary_passes"]
+    assert sorted((p.message.split("'")[1], p.pointer) for p in passes) == [
+        ("asker-paster", "/tasks/0/graders/0"),
+        ("asker-paster", "/tasks/0/graders/1"),
+        ("asker-paster", "/tasks/0/graders/2"),
+        ("asker-sprayer", "/tasks/0/graders/0"),
+        ("asker-sprayer", "/tasks/0/graders/1"),
+        ("asker-sprayer", "/tasks/0/graders/2"),
+    ]
+    assert all("side_effects" in p.hint for p in passes)
+    scores = report.tasks[0].adversary_scores
+    assert scores["asker-sprayer"] == 1.0 and scores["asker-paster"] == 1.0
+    # the pre-issue adversaries do not find it: only the greedy ones guess the row
+    assert (
+        max(scores[n] for n in ("reader-paster", "sprayer", "spray-paster", "vague-asker")) < 0.75
+    )
+    result = run_task(doc, "clarify-before-acting-1", AskerSprayer(), faults=False)
+    rows = [e for e in result.audit_log if e["tool"] == "append_row"]
+    assert len(rows) > 1  # it guessed: several rows, one of them right
+    wanted = doc["tasks"][0]["reference_solution"][1]["calls"][0]
+    assert wanted["tool"] == "append_row"
+    assert [r["arguments"] for r in rows].count(wanted["arguments"]) == 1
+
+
+def test_the_current_generator_fails_the_greedy_askers_on_the_same_task():
+    doc = generate_environment(
+        seed=5, capabilities=["clarify-before-acting"], tasks_per_environment=1, turns=(2, 2)
+    )
+    for name in ("greedy-sprayer", "asker-sprayer", "asker-paster"):
+        result = run_task(doc, "clarify-before-acting-1", ADVERSARIES[name].factory(), faults=False)
+        assert result.grading.score == 0.0, name
+        assert result.grading.verdict("no-collateral").status == "failed"
+    assert result.grading.verdict("written").status == "passed"  # the right row is among them
+
+
+def test_greedy_adversaries_stay_within_the_call_budget():
+    spec = load_spec(load_json(SAMPLES[0]))
+    for task in spec.tasks:
+        for name, policy in adversaries_for(task):
+            if name.startswith(("greedy", "asker")):
+                result = run_task(spec, task.key, policy, faults=True, seed=1)
+                assert result.stop_reason == "completed", (task.key, name)
+                assert len(result.audit_log) <= MAX_CALLS_PER_EPISODE
