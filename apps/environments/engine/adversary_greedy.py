@@ -250,6 +250,7 @@ class GreedySprayer:
             for call in m.get("tool_calls") or []:
                 by_id[call.get("id")] = (call.get("function") or {}).get("name")
         out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        kept: set[tuple[tuple[str, str], str]] = set()
         for m in view.messages:
             if m.get("role") != "tool":
                 continue
@@ -262,9 +263,14 @@ class GreedySprayer:
                 continue
             rows = content.get("results") if isinstance(content.get("results"), list) else None
             rows = rows if rows is not None else ([content] if "id" in content else [])
-            bucket = out.setdefault((tool.binding.service, tool.binding.collection), [])
+            where = (tool.binding.service, tool.binding.collection)
+            bucket = out.setdefault(where, [])
             for row in rows:
-                if isinstance(row, dict) and row not in bucket:
+                if not isinstance(row, dict):
+                    continue
+                key = (where, json.dumps(row, sort_keys=True, default=str))
+                if key not in kept:
+                    kept.add(key)
                     bucket.append(row)
         return out
 
@@ -426,7 +432,10 @@ class GreedySprayer:
             if calls:
                 self._calls += len(calls)
                 return PolicyAction(tool_calls=calls)
-            phase = self._phase[view.turn]
+            # Nothing to call (or the call budget is spent): the next phase, never this one
+            # again, or a retry phase whose calls no longer fit would loop forever.
+            phase += 1
+            self._phase[view.turn] = phase
         return PolicyAction(reply=self.reply(self.known(view)))
 
 
