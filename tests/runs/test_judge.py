@@ -8,6 +8,7 @@ import pytest
 from django.urls import reverse
 
 from apps.core.exceptions import ApplicationError
+from apps.core.leases import Heartbeat
 from apps.core.models import Job
 from apps.llm.models import JudgeVerdict, LLMCall
 from apps.llm.services import endpoint_delete, project_judge_set
@@ -300,7 +301,7 @@ def test_cancelling_while_the_judge_is_due_cancels_the_run(project, author, judg
 
     run = run_claim(run_id=Run.objects.get(batch=batch).pk)
     with pytest.raises(RunCancelled):
-        _play(run, LLMUsage())
+        _play(run, LLMUsage(), Heartbeat(lambda: True))
     assert judge_server.chat_requests() == []
 
 

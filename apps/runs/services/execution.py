@@ -280,7 +280,7 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
             project_id=batch.project_id,
             job=batch.job,
             on_result=usage.add,
-            before_call=heartbeat,
+            before_call=before_call,
         )
     elif batch.judge_model:
         raise RunUnavailable("The batch's judge endpoint was deleted.")
