@@ -415,7 +415,11 @@ def test_detail_with_latest_validation(api_client_for, viewer, environment):
         "reader-paster",
         "sprayer",
         "spray-paster",
+        "greedy-sprayer",
+        "greedy-paster",
         "vague-asker",
+        "asker-sprayer",
+        "asker-paster",
     }
 
 

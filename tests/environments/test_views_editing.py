@@ -324,12 +324,12 @@ def test_validation_tab_links_each_problem_to_its_element(client_for, viewer, en
 def test_validation_tab_shows_each_adversary_score(client_for, viewer, environment):
     report = environment_validate(environment=environment)
     rows = {row["key"]: row["adversary_scores"] for row in report.tasks}
-    assert set(rows["book-q3-review"]) == {"reader-paster", "sprayer", "spray-paster"}
-    assert set(rows["budget-figure-clarify"]) == {
-        "reader-paster",
-        "sprayer",
-        "spray-paster",
+    single_turn = {"reader-paster", "sprayer", "spray-paster", "greedy-sprayer", "greedy-paster"}
+    assert set(rows["book-q3-review"]) == single_turn
+    assert set(rows["budget-figure-clarify"]) == single_turn | {
         "vague-asker",
+        "asker-sprayer",
+        "asker-paster",
     }
     body = html(client_for(viewer).get(tab(environment, "validation")))
     assert 'title="Scores of scripted agents that do not do the task' in body
