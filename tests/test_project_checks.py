@@ -52,3 +52,29 @@ def test_env_secret_reads_file(monkeypatch, tmp_path):
     secret_file.write_text("from-a-file\n")
     monkeypatch.setenv("MY_SECRET_FILE", str(secret_file))
     assert env_secret("MY_SECRET") == "from-a-file"
+
+
+def test_the_api_module_loads_first_in_a_fresh_process(tmp_path):
+    """A Celery worker's start-up checks can import apps.core.api before anything else has
+    loaded DRF's views; DRF's views then import the parser named in the settings from that
+    same module, which must not be a circle."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    env["COWORKENV_VAR_DIR"] = str(tmp_path)
+    code = (
+        "import django; django.setup(); import apps.core.api; "
+        "from django.core.checks import run_checks; run_checks()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -13,7 +13,6 @@ from rest_framework import exceptions, parsers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import UnsafeInput, json_loads
@@ -153,6 +152,11 @@ def _error_response(exc, context):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
+    # Imported here: rest_framework.views reads DEFAULT_PARSER_CLASSES (this module's
+    # JSONParser) when it is first imported, so importing it at the top is a circle whenever
+    # this module is the first to load DRF's views (a Celery worker's start-up checks).
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
