@@ -38,7 +38,8 @@ def record_diff(change: dict) -> dict:
     listed too, unmarked)."""
     if isinstance(change.get("changes"), dict):
         fields = []
-        for name, values in change["changes"].items():
+        # By name: PostgreSQL's jsonb does not keep the order the engine wrote them in.
+        for name, values in sorted(change["changes"].items()):
             values = values if isinstance(values, dict) else {}
             fields.append(
                 {
