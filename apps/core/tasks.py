@@ -6,6 +6,7 @@ from celery import shared_task
 
 from apps.core.leases import TRANSIENT_DB_ERRORS
 from apps.core.services import job_execute, jobs_sweep, worker_check_run
+from apps.core.text import count_of
 
 logger = logging.getLogger(__name__)
 
@@ -45,4 +46,6 @@ def sweep_jobs_task() -> None:
     message was lost, are sent again."""
     outcome = jobs_sweep()
     if outcome["sent"]:
-        logger.info("Sweeper sent %d job(s) again: %s", len(outcome["sent"]), outcome["sent"])
+        logger.info(
+            "Sweeper sent %s again: %s", count_of(len(outcome["sent"]), "job"), outcome["sent"]
+        )

@@ -3,6 +3,7 @@ import logging
 from celery import shared_task
 
 from apps.core.tasks import durable_task
+from apps.core.text import count_of
 from apps.runs.services import run_execute, runs_sweep
 
 logger = logging.getLogger(__name__)
@@ -21,4 +22,6 @@ def sweep_runs_task() -> None:
     """Celery beat sends this every JOB_SWEEP_EVERY_S (see ``runs_sweep``)."""
     outcome = runs_sweep()
     if outcome["sent"]:
-        logger.info("Sweeper sent %d run(s) again: %s", len(outcome["sent"]), outcome["sent"])
+        logger.info(
+            "Sweeper sent %s again: %s", count_of(len(outcome["sent"]), "run"), outcome["sent"]
+        )

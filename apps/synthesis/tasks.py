@@ -5,6 +5,7 @@ import logging
 from celery import shared_task
 
 from apps.core.tasks import durable_task
+from apps.core.text import count_of
 from apps.synthesis.services import synthesis_slot_run, synthesis_sweep
 
 logger = logging.getLogger(__name__)
@@ -21,4 +22,6 @@ def sweep_synthesis_task() -> None:
     """Celery beat sends this every JOB_SWEEP_EVERY_S (see ``synthesis_sweep``)."""
     outcome = synthesis_sweep()
     if outcome["sent"]:
-        logger.info("Sweeper sent %d slot(s) again: %s", len(outcome["sent"]), outcome["sent"])
+        logger.info(
+            "Sweeper sent %s again: %s", count_of(len(outcome["sent"]), "slot"), outcome["sent"]
+        )

@@ -172,7 +172,9 @@ def validate_hyperparameters(given: dict[str, Any] | None, *, preset: str = "") 
         merged.update(PRESETS[preset]["hyperparameters"])
     unknown = sorted(set(given or {}) - set(DEFAULTS))
     if unknown:
-        errors["hyperparameters"] = [f"Unknown hyperparameter(s): {', '.join(unknown)}."]
+        errors["hyperparameters"] = [
+            f"Unknown hyperparameter{'' if len(unknown) == 1 else 's'}: {', '.join(unknown)}."
+        ]
     merged.update({k: v for k, v in (given or {}).items() if k in DEFAULTS and v is not None})
     out: dict[str, Any] = {}
     for name in _NUMBERS:

@@ -226,7 +226,7 @@ BROKEN_OPENAI = [
                 },
             ]
         },
-        ["Call(s) c1 have no tool result."],
+        ["Call c1 has no tool result."],
     ),
     (
         {
@@ -268,7 +268,7 @@ BROKEN_OPENAI = [
         },
         [
             "messages[2]: tool_call_id 'c9' does not pair with an open call (c1).",
-            "messages[3] (assistant) comes before the result of call(s) c1: every tool call "
+            "messages[3] (assistant) comes before the result of call c1: every tool call "
             "needs its tool message first.",
         ],
     ),
@@ -305,7 +305,7 @@ BROKEN_OPENAI = [
             "extra": 1,
         },
         [
-            "Unknown key(s) extra; allowed: messages, parallel_tool_calls, tools.",
+            "Unknown key extra; allowed: messages, parallel_tool_calls, tools.",
             "messages[1]: weight must be 0 or 1, not 2.",
             "No assistant message has weight 1: the example would train nothing.",
         ],

@@ -30,14 +30,14 @@ def test_synthesize_sync_prints_progress_and_summary(project, catalogue):
     synthesis = SynthesisJob.objects.get()
     lines = out.getvalue().splitlines()
     assert lines[0] == (
-        f"Synthesis job #{synthesis.pk} (job #{synthesis.job_id}): 2 environment(s), "
+        f"Synthesis job #{synthesis.pk} (job #{synthesis.job_id}): 2 environments, "
         "generator template, seed 40."
     )
-    assert lines[1].startswith("  slot 1/2: valid (1 attempt(s)) ")
-    assert lines[2].startswith("  slot 2/2: valid (1 attempt(s)) ")
+    assert lines[1].startswith("  slot 1/2: valid (1 attempt) ")
+    assert lines[2].startswith("  slot 2/2: valid (1 attempt) ")
     assert lines[3] == (
         "Job succeeded: 2 valid, 0 invalid, 0 failed, 0 cancelled; 0 repaired, "
-        "0 near-duplicate(s); tokens 0 in / 0 out; cost $0.0000."
+        "0 near-duplicates; tokens 0 in / 0 out; cost $0.0000."
     )
     assert synthesis.capability_slugs == ["clarify-before-acting", "follow-policy"]
     assert synthesis.tasks_per_environment == 2

@@ -93,7 +93,7 @@ def test_create_refusals_change_nothing(
         url, {**body, "hyperparameters": {"lr": 0.1}}, format="json"
     )
     assert unknown.json()["details"]["fields"] == {
-        "hyperparameters": ["Unknown hyperparameter(s): lr."]
+        "hyperparameters": ["Unknown hyperparameter: lr."]
     }
     openai_without_endpoint = api_client_for(author).post(
         url, {**body, "backend": "openai", "base_model": "gpt-4.1-mini"}, format="json"

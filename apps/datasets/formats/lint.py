@@ -156,7 +156,8 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
             problem(f"{where}: `weight` is allowed only on assistant messages, not on {role}.")
         if role != "tool" and open_calls:
             problem(
-                f"{where} ({role}) comes before the result of call(s) "
+                f"{where} ({role}) comes before the result of "
+                f"{'call' if len(open_calls) == 1 else 'calls'} "
                 f"{', '.join(sorted(open_calls))}: every tool call needs its tool message first."
             )
             open_calls.clear()
@@ -225,7 +226,11 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
             if arguments_as == "object" and message.get("name") != name:
                 problem(f"{where}: a tool message must carry the called function's name {name!r}.")
     if open_calls:
-        problem(f"Call(s) {', '.join(sorted(open_calls))} have no tool result.")
+        ids = ", ".join(sorted(open_calls))
+        if len(open_calls) == 1:
+            problem(f"Call {ids} has no tool result.")
+        else:
+            problem(f"Calls {ids} have no tool result.")
     last = messages[-1] if isinstance(messages[-1], dict) else {}
     if last.get("role") not in ("assistant", "tool"):
         problem("The conversation must end with an assistant message or a tool result.")

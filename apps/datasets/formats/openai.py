@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.core.text import noun_for
 from apps.datasets.formats.lint import Linter, check_conversation, check_tools
 
 ALLOWED_KEYS = {"messages", "tools", "parallel_tool_calls"}
@@ -76,7 +77,8 @@ class OpenAILinter(Linter):
         unknown = sorted(set(row) - ALLOWED_KEYS)
         if unknown:
             problem(
-                f"Unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(ALLOWED_KEYS))}."
+                f"Unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}; "
+                f"allowed: {', '.join(sorted(ALLOWED_KEYS))}."
             )
         names = None
         if "tools" in row:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from apps.core.text import noun_for
 from apps.datasets.formats.lint import Linter
 
 HUMAN_SIDE = ("human", "observation")
@@ -173,7 +174,7 @@ class ShareGptLinter(Linter):
     def check_row(self, row: dict[str, Any], problem) -> None:
         unknown = sorted(set(row) - {"conversations", "system", "tools"})
         if unknown:
-            problem(f"Unknown key(s) {', '.join(unknown)}.")
+            problem(f"Unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}.")
         conversations = row.get("conversations")
         for message in alternation_problems(conversations):
             problem(message)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from apps.core.text import noun_for
 from apps.datasets.formats.lint import Linter, check_conversation, check_tools
 
 
@@ -89,7 +90,10 @@ class TrlLinter(Linter):
     def check_row(self, row: dict[str, Any], problem) -> None:
         unknown = sorted(set(row) - {"messages", "tools"})
         if unknown:
-            problem(f"Unknown key(s) {', '.join(unknown)}; a row has messages and tools.")
+            problem(
+                f"Unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}; "
+                "a row has messages and tools."
+            )
         tools = row.get("tools")
         names = None
         if not isinstance(tools, str):

@@ -9,6 +9,7 @@ from apps.accounts.models import Project
 from apps.capabilities.models import Capability
 from apps.core.exceptions import ApplicationError
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
+from apps.core.text import count_of
 from apps.llm.models import ModelEndpoint
 from apps.synthesis.models import Difficulty, Generator
 from apps.synthesis.selectors import synthesis_summary
@@ -87,8 +88,9 @@ class Command(BaseCommand):
         except ApplicationError as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(
-            f"Synthesis job #{synthesis.pk} (job #{synthesis.job_id}): {synthesis.count} "
-            f"environment(s), generator {synthesis.generator}, seed {synthesis.seed}."
+            f"Synthesis job #{synthesis.pk} (job #{synthesis.job_id}): "
+            f"{count_of(synthesis.count, 'environment')}, generator {synthesis.generator}, "
+            f"seed {synthesis.seed}."
         )
         if options["sync"]:
 
@@ -96,7 +98,7 @@ class Command(BaseCommand):
                 name = slot.environment.name if slot.environment else "—"
                 self.stdout.write(
                     f"  slot {slot.index + 1}/{synthesis.count}: {slot.status} "
-                    f"({slot.attempts_count} attempt(s)) {name}"
+                    f"({count_of(slot.attempts_count, 'attempt')}) {name}"
                     + (f" — {slot.error}" if slot.error else "")
                 )
 
@@ -130,6 +132,6 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Job {job.status}: {counts['valid']} valid, {counts['invalid']} invalid, "
             f"{counts['failed']} failed, {counts['cancelled']} cancelled; "
-            f"{s['repaired']} repaired, {s['duplicates']} near-duplicate(s); "
+            f"{s['repaired']} repaired, {count_of(s['duplicates'], 'near-duplicate')}; "
             f"tokens {s['tokens_in']} in / {s['tokens_out']} out; cost ${s['cost']:.4f}."
         )
