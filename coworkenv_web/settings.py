@@ -243,6 +243,10 @@ LOGGING = {
         # The openai client's HTTP layer logs every request at INFO; apps.llm logs retries.
         "httpx2": {"level": "WARNING"},
         "axes": {"level": "WARNING"},  # keeps lockouts (WARNING), not every failed attempt
+        # Beat sends the sweepers every JOB_SWEEP_EVERY_S: a line for each received and
+        # succeeded task would bury everything else. Failures still log (ERROR).
+        "celery.worker.strategy": {"level": env_str("CELERY_TASK_LOG_LEVEL", "WARNING")},
+        "celery.app.trace": {"level": env_str("CELERY_TASK_LOG_LEVEL", "WARNING")},
     },
 }
 

@@ -20,7 +20,7 @@ HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = os.environ.get("PORT", "8000")
 READY_TIMEOUT = 90  # seconds to wait for the banners before printing the address anyway
 # A line each process prints once it can take work.
-READY_MARKERS = {"web": "Quit the server with", "worker": " ready.", "beat": "beat: Starting"}
+READY_MARKERS = {"web": "Quit the server with", "worker": " ready.", "beat": "celery beat v"}
 LOGIN_PREFIXES = ("URL:", "User:", "Password:")
 
 
@@ -77,7 +77,7 @@ def main() -> int:
             "--loglevel",
             "INFO",
         ],
-        "beat": [python, "-m", "celery", "-A", "coworkenv_web", "beat", "--loglevel", "INFO"],
+        "beat": [python, "-m", "celery", "-A", "coworkenv_web", "beat", "--loglevel", "WARNING"],
     }
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     processes, ready = {}, {}

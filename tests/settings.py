@@ -33,3 +33,8 @@ REST_FRAMEWORK = {
         "token_failure": "100000/min",
     },
 }
+
+# Worker tests read the worker's log for each task's retries ("retry: ... OperationalError"),
+# which Celery logs at INFO; the real settings keep those lines quiet by default.
+LOGGING["loggers"]["celery.app.trace"]["level"] = "INFO"  # noqa: F405
+LOGGING["loggers"]["celery.worker.strategy"]["level"] = "INFO"  # noqa: F405
