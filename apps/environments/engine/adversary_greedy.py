@@ -29,8 +29,8 @@ import json
 import re
 from typing import Any
 
-from .adversaries import READ_OPS, VAGUE_QUESTION, Seen, _paste, _scalars, harvest
 from .policies import PolicyAction, PolicyView, ToolCall
+from .sightings import READ_OPS, VAGUE_QUESTION, Seen, _paste, _scalars, harvest
 
 MAX_WRITES_PER_TURN = 60
 MAX_CALLS_PER_EPISODE = 180  # under the simulator's default 200-call limit

@@ -28,8 +28,8 @@ def test_validate_valid_file_exits_0(mini_file):
     assert code == 0 and "VALID (0 errors, 0 warnings)" in out
     assert "task book: oracle 1.00" in out and "sensitivity 1.00" in out
     assert (
-        "    adversaries: reader-paster 0.20, sprayer 0.00, spray-paster 0.00, vague-asker 0.00\n"
-        in out
+        "    adversaries: reader-paster 0.20, sprayer 0.00, spray-paster 0.00, vague-asker 0.00, "
+        "greedy-sprayer 0.00, greedy-paster 0.00, asker-sprayer 0.00, asker-paster 0.00\n" in out
     )
 
 

@@ -42,6 +42,10 @@ def test_gameable_specs_still_load_and_run():
         "sprayer",
         "spray-paster",
         "vague-asker",
+        "greedy-sprayer",
+        "greedy-paster",
+        "asker-sprayer",
+        "asker-paster",
     }
 
 
