@@ -5,6 +5,7 @@ interleaved sessions compared with in-process episodes."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 
@@ -360,7 +361,11 @@ def test_200_concurrent_sessions_match_in_process_runs(base_url):
     async def all_of_them():
         return await asyncio.gather(*(one(env, key, p, s) for (env, key), p, s in jobs))
 
-    assert asyncio.run(all_of_them()) == [True] * 200
+    # In a thread of its own: Playwright's sync API (the browser tests, earlier in the same
+    # session) leaves an event loop running in the main thread, where asyncio.run refuses.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        outcomes = pool.submit(asyncio.run, all_of_them()).result()
+    assert outcomes == [True] * 200
 
 
 # --------------------------------------------------------------------------- limits
