@@ -15,9 +15,11 @@ from decimal import Decimal
 from apps.environments.engine.policies import PolicyAction, PolicyView, ToolCall
 from apps.environments.engine.runner import UserTurnView
 from apps.llm.client import LLMResult, llm_chat
+from apps.runs.context import ContextManager, summary_request
 
 AGENT_PURPOSE = "run.agent"
 USER_PURPOSE = "run.user"
+COMPACT_PURPOSE = "run.compact"
 
 
 @dataclass
@@ -29,6 +31,7 @@ class LLMUsage:
     tokens_out: int = 0
     cost: Decimal = field(default_factory=lambda: Decimal("0"))
     latency_ms: int = 0
+    context_events: list[dict] = field(default_factory=list)
 
     def add(self, result: LLMResult) -> None:
         self.calls += 1
@@ -56,18 +59,53 @@ class LLMAgentPolicy:
         self.usage = usage if usage is not None else LLMUsage()
         self.before_call = before_call
         self.name = f"llm:{endpoint.model}"
+        self.requests = 0
+        self.context = None
+        if endpoint.context_tokens:
+            self.context = ContextManager(
+                context_tokens=endpoint.context_tokens,
+                max_output_tokens=endpoint.max_tokens,
+                strategy=endpoint.context_strategy,
+                keep_tool_results=endpoint.keep_tool_results,
+                summarize=self._summarize,
+                events=self.usage.context_events,
+            )
 
-    def act(self, view: PolicyView) -> PolicyAction:
+    def _summarize(self, messages: list[dict]) -> str:
+        """The earlier turns in a few hundred words, by the agent's own model."""
         if self.before_call is not None:
             self.before_call()
         result = llm_chat(
             endpoint=self.endpoint,
-            messages=view.messages,
-            tools=view.tools or None,
+            messages=summary_request(messages),
+            purpose=COMPACT_PURPOSE,
+            job=self.job,
+        )
+        self.usage.add(result)
+        return result.content or ""
+
+    def act(self, view: PolicyView) -> PolicyAction:
+        self.requests += 1
+        tools = view.tools or None
+        messages = view.messages
+        if self.context is not None:
+            compacted = len(self.context.events)
+            messages = self.context.fit(view.messages, tools, call=self.requests)
+            for event in self.context.events[compacted:]:
+                event["turn"] = view.turn
+                event["messages"] = len(view.messages)
+        if self.before_call is not None:
+            self.before_call()
+        result = llm_chat(
+            endpoint=self.endpoint,
+            messages=messages,
+            tools=tools,
             purpose=AGENT_PURPOSE,
             job=self.job,
         )
         self.usage.add(result)
+        if self.context is not None:
+            self.context.estimator.observe(messages, tools, result.tokens_in)
         calls = [
             ToolCall(name=call["name"], arguments=call["arguments"], id=call.get("id") or None)
             for call in result.tool_calls

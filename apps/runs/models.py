@@ -196,6 +196,12 @@ class Run(models.Model):
     tools = models.JSONField(default=list, blank=True)
     audit_log = models.JSONField(default=list, blank=True)
     exogenous_log = models.JSONField(default=list, blank=True)
+    context_events = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Each time the agent's request was shortened to fit the model's context "
+        "(apps.runs.context); the transcript itself is always whole.",
+    )
     final_state_hash = models.CharField(max_length=64, blank=True)
     verdicts = models.JSONField(default=list, blank=True)
     completion = models.FloatField(null=True, blank=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from apps.core.text import count_of
+
 
 def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
@@ -84,12 +86,41 @@ def _update_item(entry: dict) -> dict:
     }
 
 
+def context_item(event: dict) -> dict:
+    """A compaction of the agent's request (``apps.runs.context``) as the viewer shows it."""
+    parts = []
+    if event.get("summarized_messages"):
+        parts.append(f"{count_of(event['summarized_messages'], 'earlier message')} summarized")
+    if event.get("dropped_tool_results"):
+        parts.append(f"{count_of(event['dropped_tool_results'], 'old tool result')} left out")
+    if event.get("dropped_turns"):
+        parts.append(f"{count_of(event['dropped_turns'], 'earlier turn')} left out")
+    return {
+        "kind": "context",
+        "what": "; ".join(parts) or "request shortened",
+        "tokens_before": event.get("tokens_before"),
+        "tokens_after": event.get("tokens_after"),
+        "budget": event.get("budget"),
+        "summary": event.get("summary", ""),
+        "call": event.get("call"),
+    }
+
+
 def run_timeline(
-    *, transcript: list[dict], audit_log: list[dict], exogenous_log: list[dict]
+    *,
+    transcript: list[dict],
+    audit_log: list[dict],
+    exogenous_log: list[dict],
+    context_events: list[dict] | None = None,
 ) -> list[dict]:
-    """Items in order: ``system``, ``user`` (with the turn's exogenous updates), ``assistant``
-    (its text and tool calls, each with arguments, result or error, and record diffs)."""
+    """Items in order: ``system``, ``user`` (with the turn's exogenous updates), ``context``
+    (the agent's request was shortened to fit its model's context before the next answer),
+    ``assistant`` (its text and tool calls, each with arguments, result or error, and record
+    diffs)."""
     items: list[dict] = []
+    compactions: dict[int, list[dict]] = {}
+    for event in context_events or []:
+        compactions.setdefault(event.get("messages", -1), []).append(context_item(event))
     updates_by_turn: dict[int, list[dict]] = {}
     for entry in exogenous_log or []:
         updates_by_turn.setdefault(entry.get("turn", 0), []).append(_update_item(entry))
@@ -112,6 +143,7 @@ def run_timeline(
                 }
             )
         elif role == "assistant":
+            items.extend(compactions.get(index, []))
             calls = []
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}

@@ -207,7 +207,10 @@ def batch_resume_view(request, pk):
 
 def _run_view_data(run) -> dict:
     items = run_timeline(
-        transcript=run.transcript, audit_log=run.audit_log, exogenous_log=run.exogenous_log
+        transcript=run.transcript,
+        audit_log=run.audit_log,
+        exogenous_log=run.exogenous_log,
+        context_events=run.context_events,
     )
     return {
         "run": run,

@@ -41,6 +41,7 @@ from apps.environments.specs import environment_spec
 from apps.llm.exceptions import LLMError
 from apps.llm.judge import LLMJudge
 from apps.runs.agent import LLMAgentPolicy, LLMUsage, LLMUserSimulator
+from apps.runs.context import ContextOverflow
 from apps.runs.models import (
     Executor,
     PolicyKind,
@@ -210,6 +211,15 @@ def _execute_claimed(run: Run) -> None:
             _close(run, status=RunStatus.CANCELLED, error="Cancelled while running.")
         except RunUnavailable as exc:
             _close(run, status=RunStatus.ERRORED, error=str(exc), retryable=False)
+        except ContextOverflow as exc:
+            # the same conversation would overflow again: not worth a retry
+            _close(
+                run,
+                status=RunStatus.ERRORED,
+                error=exc.message,
+                retryable=False,
+                **_usage_fields(usage, started),
+            )
         except LLMError as exc:
             _close(
                 run,
@@ -237,6 +247,7 @@ def _usage_fields(usage: LLMUsage, started: float) -> dict:
         "tokens_out": usage.tokens_out,
         "cost": usage.cost,
         "llm_calls": usage.calls,
+        "context_events": usage.context_events,
         "latency_ms": round((time.monotonic() - started) * 1000),
     }
 
