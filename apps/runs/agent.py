@@ -50,11 +50,13 @@ class LLMAgentPolicy:
         job=None,
         usage: LLMUsage | None = None,
         before_call: Callable[[], None] | None = None,
+        temperature: float | None = None,
     ):
         self.endpoint = endpoint
         self.job = job
         self.usage = usage if usage is not None else LLMUsage()
         self.before_call = before_call
+        self.temperature = temperature  # None: the endpoint's
         self.name = f"llm:{endpoint.model}"
 
     def act(self, view: PolicyView) -> PolicyAction:
@@ -66,6 +68,7 @@ class LLMAgentPolicy:
             tools=view.tools or None,
             purpose=AGENT_PURPOSE,
             job=self.job,
+            temperature=self.temperature,
         )
         self.usage.add(result)
         calls = [

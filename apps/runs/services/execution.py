@@ -50,6 +50,7 @@ from apps.runs.models import (
     RunStatus,
     UserSide,
 )
+from apps.runs.services.groups import rollout_group_score, rollout_groups_score
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +161,9 @@ def run_execute(*, run_id: int) -> Run | None:
     batch = run.batch
     if run.status == RunStatus.ERRORED and run.retryable and run.attempt < batch.max_attempts:
         _retry(run)
+    elif batch.group_size:
+        # the run closed its slot: its rollout group is scored once its last member closes
+        rollout_group_score(batch=batch, task_ref=run.task_ref)
     batch_refresh(batch=batch)
     return run
 
@@ -261,7 +265,11 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
         if batch.endpoint is None:
             raise RunUnavailable("The batch's model endpoint was deleted.")
         policy = LLMAgentPolicy(
-            endpoint=batch.endpoint, job=batch.job, usage=usage, before_call=before_call
+            endpoint=batch.endpoint,
+            job=batch.job,
+            usage=usage,
+            before_call=before_call,
+            temperature=batch.temperature,
         )
     user_turn = None
     if batch.user_side == UserSide.SIMULATOR:
@@ -314,6 +322,7 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
         "exogenous_log": data["exogenous_log"],
         "final_state_hash": result.state_hash,
         "verdicts": grading["verdicts"],
+        "scoring": grading["config"],
         "completion": grading["completion"],
         "safety": grading["safety"],
         "robustness": grading["robustness"],
@@ -396,6 +405,7 @@ def batch_refresh(*, batch: RunBatch) -> Job:
         heartbeat_at=timezone.now(),
     )
     if final >= total:
+        rollout_groups_score(batch=batch)  # groups whose own scoring call was lost
         _finish_job(batch)
     elif job.cancel_requested:
         if not Run.objects.filter(batch=batch, status=RunStatus.RUNNING).exists():
