@@ -69,11 +69,12 @@ class RunBatchForm(forms.Form):
         widget=forms.NumberInput(attrs={"step": "0.05"}),
     )
     discount = forms.FloatField(
+        required=False,
         min_value=0.0,
         max_value=1.0,
         initial=1.0,
         label="Discount (gamma)",
-        help_text="Of the groups' per-turn and per-call reward-to-go.",
+        help_text="Of the groups' per-turn and per-call reward-to-go; empty: 1.",
         widget=forms.NumberInput(attrs={"step": "0.05"}),
     )
     concurrency = forms.IntegerField(

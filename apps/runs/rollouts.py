@@ -11,7 +11,7 @@ advantage  ``grpo`` ((r - mean)/(std + 1e-4)), ``dr_grpo`` (r - mean, no std sca
 credit     ``trajectory`` (the episode's advantage on every assistant message), ``turn``
            (turn rewards from the graders due at each turn's end, reward-to-go with the
            batch's gamma, normalised per turn index), ``call`` (tool calls credited by the checks
-           whose evidence cites them, reward-to-go over calls, normalised over the group)
+           whose evidence cites them, reward-to-go over calls, normalised per call index)
 
 Per-turn and per-call credit split the safety-gated score, so they take ``reward=score``
 and ``grpo`` or ``dr_grpo``.

@@ -345,8 +345,9 @@ def group_table(
     ``advantages[variant][method][i]`` (``GROUP_METHODS`` on each reward variant),
     ``turn_rewards[i]`` / ``turn_advantages[method][i][k]`` (reward-to-go with ``gamma``,
     normalised per turn index), ``call_rewards[i][j]`` / ``call_unattributed[i]`` /
-    ``call_advantages[method][i][j]`` (reward-to-go over the calls, normalised over all
-    calls of the group), for ``CREDIT_METHODS``; ``gamma``.
+    ``call_advantages[method][i][j]`` (reward-to-go over the calls, normalised per call
+    index across the group, as turns are: identical rollouts get 0), for
+    ``CREDIT_METHODS``; ``gamma``.
     """
     if not 0.0 <= gamma <= 1.0:
         raise ValueError("gamma must be between 0 and 1")
@@ -378,7 +379,6 @@ def group_table(
         "call_rewards": calls,
         "call_unattributed": unattributed,
         "call_advantages": {
-            m: turn_advantages(calls, gamma=gamma, scale=m == "grpo", per_turn=False)
-            for m in CREDIT_METHODS
+            m: turn_advantages(calls, gamma=gamma, scale=m == "grpo") for m in CREDIT_METHODS
         },
     }
