@@ -197,6 +197,8 @@ def _export_table(version) -> list[dict]:
     exports = version_exports(version=version)
     table = []
     for fmt, spec in FORMATS.items():
+        if spec.get("kind", "sft") != version.kind:
+            continue  # a format of the other kind of version
         cells = []
         for split in RowSplit.values:
             export = exports.get(fmt, {}).get(split)

@@ -70,6 +70,11 @@ def member_replies():
 
 @pytest.fixture
 def student_group(project, author, server):
+    return make_student_group(project, author, server), server
+
+
+def make_student_group(project, author, server) -> RunBatch:
+    """A finished student batch of one task with G=3, T=0.9, gamma 0.5 (member_replies)."""
     environment = import_valid(project, author, clarify_spec())
     endpoint = make_endpoint(project, server, name="student", model="loop-student")
     server.script(*member_replies())
@@ -85,7 +90,7 @@ def student_group(project, author, server):
     )
     run_batch_execute_inline(batch=batch)
     batch.refresh_from_db()
-    return batch, server
+    return batch
 
 
 def test_a_student_group_is_scored_with_every_variant_equal_to_hand_values(student_group):
