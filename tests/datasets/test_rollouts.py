@@ -247,3 +247,103 @@ def test_api_creates_a_rollout_version_and_refuses_bad_input(
     body = created.json()
     assert body["version"]["kind"] == "rollouts" and body["version"]["number"] == 1
     assert body["version"]["filters"]["variant"]["reward"] == "strict"
+
+
+# --------------------------------------------------------------------------- the format
+
+
+def _scores(credit, transcript, grading, n_calls):
+    from apps.environments.engine.rewards import turn_rewards
+
+    n_turns = sum(1 for m in transcript if m["role"] == "user")
+    turns = turn_rewards(grading, n_turns)
+    scores = {
+        "reward": grading.score,
+        "advantage": 0.25,
+        "turn_rewards": turns,
+        "variant": {"reward": "score", "advantage": "grpo", "credit": credit, "gamma": 1.0},
+        "turn_advantages": [0.1 * k for k in range(len(turns))],
+        "calls": [
+            {"seq": j + 1, "tool": "t", "turn": 0, "reward": 0.0, "advantage": -0.5}
+            for j in range(n_calls)
+        ],
+    }
+    return scores
+
+
+@pytest.mark.parametrize("credit", ["trajectory", "turn", "call"])
+def test_real_engine_rollouts_pass_the_rollouts_linter(credit):
+    from apps.datasets.formats import normalize_messages, normalize_tools
+    from apps.datasets.formats.rollouts import RolloutLinter, rollout_row
+    from apps.environments.engine import policies, runner
+    from tests.datasets.conftest import SAMPLES
+
+    linter = RolloutLinter("train")
+    rows = 0
+    for path in SAMPLES:
+        doc = json.loads(path.read_text())
+        for task in doc["tasks"]:
+            result = runner.run_task(doc, task["key"], policies.OraclePolicy(), faults=True)
+            row = rollout_row(
+                normalize_messages(result.transcript),
+                normalize_tools(result.tools),
+                scores=_scores(credit, result.transcript, result.grading, len(result.audit_log)),
+                group={"id": 1, "batch": 1, "size": 1, "index": 0},
+                episode={"run": 1, "environment": doc["name"], "task_key": task["key"]},
+            )
+            linter.check_line(json.dumps(row), ref=task["key"])
+            rows += 1
+            assistants = [m for m in row["messages"] if m["role"] == "assistant"]
+            if credit == "trajectory":
+                assert {m["advantage"] for m in assistants} == {0.25}
+            if credit == "call":
+                assert len(row["call_credit"]) == len(result.audit_log)
+    report = linter.finish()
+    assert (report.rows, report.error_count, report.errors) == (rows, 0, [])
+
+
+def test_the_rollouts_linter_names_what_is_wrong():
+    from apps.datasets.formats.rollouts import RolloutLinter
+
+    linter = RolloutLinter("train")
+    good = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello", "advantage": 0.1},
+        ],
+        "tools": "[]",
+        "reward": 1.0,
+        "advantage": 0.1,
+        "turn_rewards": [1.0],
+        "turn_advantages": None,
+        "call_credit": None,
+        "variant": {"reward": "score", "advantage": "grpo", "credit": "trajectory"},
+        "group": {},
+        "episode": {},
+    }
+    linter.check_line(json.dumps(good), ref=1)
+    bad = {
+        **good,
+        "reward": "high",
+        "turn_rewards": [],
+        "variant": {"credit": "token"},
+        "messages": [
+            {"role": "user", "content": "hi", "advantage": 1},
+            {"role": "assistant", "content": "hello"},
+        ],
+    }
+    linter.check_line(json.dumps(bad), ref=2)
+    linter.check_line(json.dumps({"messages": []}), ref=3)
+    report = linter.finish()
+    assert [(e["line"], e["message"]) for e in report.errors] == [
+        (2, "`reward` must be a finite number."),
+        (2, "`variant.credit` must be one of trajectory, turn, call."),
+        (2, "0 turn rewards for 1 user turns."),
+        (2, "messages[0]: only assistant messages carry an advantage."),
+        (2, "messages[1]: an assistant message needs a numeric advantage."),
+        (
+            3,
+            "Missing keys advantage, call_credit, episode, group, reward, tools, "
+            "turn_advantages, turn_rewards, variant.",
+        ),
+    ]
