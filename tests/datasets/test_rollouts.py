@@ -347,3 +347,66 @@ def test_the_rollouts_linter_names_what_is_wrong():
             "turn_advantages, turn_rewards, variant.",
         ),
     ]
+
+
+# --------------------------------------------------------------------------- the web form
+
+
+def test_the_rollout_version_form_builds_through_a_job(
+    client_for, author, dataset, group_batch, django_capture_on_commit_callbacks, monkeypatch
+):
+    from tests.conftest import HTMX_HEADERS
+
+    sent = []
+    monkeypatch.setattr("apps.datasets.tasks.build_dataset_version_task.delay", sent.append)
+    client = client_for(author)
+    url = reverse("datasets:rollout_version_create", args=[dataset.pk])
+    form = client.get(url)
+    assert form.status_code == 200
+    assert f"#{group_batch.pk} {group_batch.name} (G=3, loop-student)" in form.content.decode()
+    bad = client.post(
+        url,
+        {"batches": [group_batch.pk], "reward": "passed", "advantage": "grpo", "credit": "turn"},
+        **HTMX_HEADERS,
+    )
+    body = bad.content.decode()
+    assert bad.status_code == 200 and body.lstrip().startswith("<form")
+    assert "score with per-turn or per-call credit." in body
+    unknown = client.post(url, {"batches": ["999999"], "reward": "score"}, **HTMX_HEADERS)
+    assert "Select a valid choice." in unknown.content.decode()
+    assert DatasetVersion.objects.count() == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            url,
+            {
+                "batches": [group_batch.pk],
+                "reward": "score",
+                "advantage": "dr_grpo",
+                "credit": "call",
+            },
+        )
+    version = DatasetVersion.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == f"/datasets/{dataset.pk}/versions/1/"
+    assert sent == [version.job_id]
+    assert version.filters["variant"] == {
+        "reward": "score",
+        "advantage": "dr_grpo",
+        "credit": "call",
+    }
+    dataset_version_build_job(version.job_id)
+    version.refresh_from_db()
+    assert (version.status, version.train_rows) == ("ready", 3)
+
+
+def test_the_rollout_version_form_refuses_viewers_outsiders_and_anonymous(
+    client, client_for, viewer, outsider, dataset
+):
+    url = reverse("datasets:rollout_version_create", args=[dataset.pk])
+    assert client.get(url).status_code == 302
+    assert client_for(viewer).get(url).status_code == 403
+    assert client_for(viewer).post(url, {"batches": ["1"]}).status_code == 403
+    assert client_for(outsider).get(url).status_code == 404
+    empty = client_for(dataset.created_by).get(url).content.decode()
+    assert "No student batch with rollout groups yet." in empty
+    assert DatasetVersion.objects.count() == 0
