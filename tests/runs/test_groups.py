@@ -275,6 +275,10 @@ def test_the_api_creates_a_group_batch_and_refuses_bad_sizes(
             url, {"policy": "oracle", "role": "student", "group_size": size}, format="json"
         )
         assert bad.status_code == 400 and "group_size" in bad.json()["details"], size
+    for field in ("temperature", "discount"):
+        nan = api.post(url, {"policy": "oracle", "role": "student", field: "NaN"}, format="json")
+        assert nan.status_code == 400, field
+        assert nan.json()["details"] == {field: ["A valid number is required."]}
     wrong_role = api.post(url, {"policy": "oracle", "group_size": 2}, format="json")
     assert wrong_role.status_code == 400
     assert wrong_role.json()["message"].startswith("Rollout groups are for student batches")
