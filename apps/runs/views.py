@@ -220,7 +220,8 @@ def batch_resume_view(request, pk):
 def batch_groups_view(request, pk):
     """A student batch's rollout groups under one reward/advantage/credit variant (chosen
     with the selector; an htmx change swaps only the tables). An unknown or inconsistent
-    variant is refused with its reason (400) and the selector keeps what was asked."""
+    variant is refused with its reason (the page 400, the htmx fragment 200 so that it is
+    swapped in) and the selector keeps what was asked."""
     batch = batch_get_for_user(request.user, pk)
     asked = {k: request.GET.get(k, "") for k in ("reward", "advantage", "credit")}
     error = None
@@ -254,7 +255,9 @@ def batch_groups_view(request, pk):
         "runs/batch_groups.html",
         context,
         partial="groups",
-        status=400 if error else 200,
+        # htmx swaps only 2xx answers: the fragment with the reason comes back 200, as an
+        # invalid form does; the whole page says 400
+        status=400 if error and not is_partial_request(request) else 200,
     )
 
 
