@@ -322,7 +322,7 @@ class RolloutGroupListApi(APIView):
         variant = Variant.parse(p.get("reward"), p.get("advantage"), p.get("credit"))
         paginator = StandardPagination()
         page = paginator.paginate_queryset(group_list(batch=batch), request, view=self)
-        runs = member_runs(page)
+        runs = member_runs(page, with_calls=variant.credit == "call")
         for group in page:
             group.variant = variant.to_dict()
             group.members = group_members(group, variant, runs)

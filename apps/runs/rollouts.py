@@ -89,15 +89,12 @@ def group_list(*, batch: RunBatch):
     return RolloutGroup.objects.filter(batch=batch).order_by("id")
 
 
-def member_runs(groups) -> dict[int, Run]:
-    """The member runs of these groups, by id, in one query (status, trial, stop reason)."""
+def member_runs(groups, *, with_calls: bool = False) -> dict[int, Run]:
+    """The member runs of these groups, by id, in one query: trial and status, and the
+    audit log only when per-call credit needs the calls' names."""
     ids = [pk for group in groups for pk in group.run_ids]
-    return {
-        run.pk: run
-        for run in Run.objects.filter(pk__in=ids).only(
-            "pk", "trial", "status", "score", "stop_reason", "audit_log", "transcript"
-        )
-    }
+    fields = ["pk", "trial", "status", *(["audit_log"] if with_calls else [])]
+    return {run.pk: run for run in Run.objects.filter(pk__in=ids).only(*fields)}
 
 
 def group_members(group: RolloutGroup, variant: Variant, runs: dict[int, Run]) -> list[dict]:

@@ -42,7 +42,7 @@ from apps.runs.timeline import failures, run_timeline, verdict_rows
 
 RUNS_PER_PAGE = 50
 BATCHES_PER_PAGE = 25
-GROUPS_PER_PAGE = 20
+GROUPS_PER_PAGE = 10
 
 
 def _capability_chart(evaluation: dict) -> dict:
@@ -232,7 +232,7 @@ def batch_groups_view(request, pk):
     page = Paginator(group_list(batch=batch), GROUPS_PER_PAGE).get_page(request.GET.get("page"))
     groups = []
     if variant is not None:
-        runs = member_runs(page.object_list)
+        runs = member_runs(page.object_list, with_calls=variant.credit == "call")
         groups = [
             {"group": group, "members": group_members(group, variant, runs)}
             for group in page.object_list

@@ -411,3 +411,30 @@ def test_groups_api_lists_groups_under_a_variant_with_every_variant_beside(
     assert bad.status_code == 400
     assert bad.json()["message"].startswith("Per-turn and per-call credit are normalised")
     assert bad.json()["details"] == {"fields": {"advantage": ["grpo or dr_grpo with this credit."]}}
+
+
+def test_groups_page_queries_do_not_grow_with_its_groups(
+    client_for, viewer, project, author, sample_environments
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for environments in ((sample_environments[0].pk,), ()):
+        batch = run_batch_create(
+            project=project,
+            user=author,
+            role=RunRole.STUDENT,
+            selection=TaskSelection(environments=environments),
+            settings=BatchSettings(group_size=2),
+            executor=Executor.INLINE,
+        )
+        run_batch_execute_inline(batch=batch)
+        client = client_for(viewer)
+        for query in ("", "?credit=call"):
+            with CaptureQueriesContext(connection) as queries:
+                assert client.get(groups_url(batch, query)).status_code == 200
+            counts.append((batch.groups.count(), query, len(queries)))
+    (small, _, a), (_, _, b), (large, _, c), (_, _, d) = counts
+    assert small < large
+    assert (a, b) == (c, d)

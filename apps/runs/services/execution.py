@@ -163,9 +163,24 @@ def run_execute(*, run_id: int) -> Run | None:
         _retry(run)
     elif batch.group_size:
         # the run closed its slot: its rollout group is scored once its last member closes
-        rollout_group_score(batch=batch, task_ref=run.task_ref)
+        _score_groups(batch, run.task_ref)
     batch_refresh(batch=batch)
     return run
+
+
+def _score_groups(batch: RunBatch, task_ref: int | None = None) -> None:
+    """Score one rollout group (or every complete one left). A scoring that breaks is logged
+    and does not stop the batch: its runs stand, and the batch's finishing pass (or the next
+    sweep) scores the group again."""
+    try:
+        if task_ref is None:
+            rollout_groups_score(batch=batch)
+        else:
+            rollout_group_score(batch=batch, task_ref=task_ref)
+    except TRANSIENT_DB_ERRORS:
+        raise
+    except Exception:
+        logger.exception("Batch %s: scoring its rollout groups failed", batch.pk)
 
 
 def _release(run: Run) -> None:
@@ -405,7 +420,7 @@ def batch_refresh(*, batch: RunBatch) -> Job:
         heartbeat_at=timezone.now(),
     )
     if final >= total:
-        rollout_groups_score(batch=batch)  # groups whose own scoring call was lost
+        _score_groups(batch)  # groups whose own scoring call was lost
         _finish_job(batch)
     elif job.cancel_requested:
         if not Run.objects.filter(batch=batch, status=RunStatus.RUNNING).exists():
