@@ -170,8 +170,8 @@ def run_execute(*, run_id: int) -> Run | None:
 
 def _score_groups(batch: RunBatch, task_ref: int | None = None) -> None:
     """Score one rollout group (or every complete one left). A scoring that breaks is logged
-    and does not stop the batch: its runs stand, and the batch's finishing pass (or the next
-    sweep) scores the group again."""
+    and does not stop the batch: its runs stand, and the batch's finishing pass tries the
+    groups left unscored once more (``rollout_groups_score`` can also be called by hand)."""
     try:
         if task_ref is None:
             rollout_groups_score(batch=batch)
