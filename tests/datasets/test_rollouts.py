@@ -410,3 +410,47 @@ def test_the_rollout_version_form_refuses_viewers_outsiders_and_anonymous(
     empty = client_for(dataset.created_by).get(url).content.decode()
     assert "No student batch with rollout groups yet." in empty
     assert DatasetVersion.objects.count() == 0
+
+
+def test_an_errored_member_is_unscorable_and_left_out_of_the_export(
+    client_for, viewer, project, author, dataset, monkeypatch, settings
+):
+    from apps.runs.models import PolicyKind, RunRole
+    from apps.runs.services import TaskSelection
+    from tests.llm_server import Reply
+    from tests.runs.conftest import import_valid
+    from tests.runs.test_groups import member_replies
+    from tests.runs.test_llm_runs import clarify_spec, make_endpoint
+
+    monkeypatch.setenv("COWORKENV_TEST_RUNS_API_KEY", KEY)
+    settings.LLM_MAX_ATTEMPTS = 1
+    with LoopbackLLMServer(api_key=KEY) as server:
+        environment = import_valid(project, author, clarify_spec())
+        endpoint = make_endpoint(project, server, name="student", model="loop-student")
+        server.script(*member_replies()[:3], Reply.error(500, "down"))
+        batch = run_batch_create(
+            project=project,
+            user=author,
+            policy_kind=PolicyKind.ENDPOINT,
+            endpoint=endpoint,
+            role=RunRole.STUDENT,
+            selection=TaskSelection(environments=(environment.pk,)),
+            settings=BatchSettings(group_size=2, max_attempts=1),
+            executor=Executor.INLINE,
+        )
+        run_batch_execute_inline(batch=batch)
+    group = RolloutGroup.objects.get(batch=batch)
+    assert [r.status for r in Run.objects.filter(batch=batch).order_by("trial")] == [
+        "succeeded",
+        "errored",
+    ]
+    assert group.scorable == 1 and group.variants["rewards"]["score"] == [0.84, None]
+    assert group.variants["advantages"]["score"]["rloo"] == [0.0, 0.0]
+    assert group.variants["advantages"]["score"]["grpo"] == [0.0, 0.0]
+    version = build(dataset, author, batch)
+    export, data = lines_of(version)
+    assert version.train_rows == export.rows == 1 == len(data.splitlines())
+    assert version.groups[0]["unscorable"] == 1
+    page = client_for(viewer).get(reverse("datasets:version_detail", args=[dataset.pk, 1]))
+    assert page.status_code == 200
+    assert "1 group, 1 unscorable run left out" in page.content.decode()

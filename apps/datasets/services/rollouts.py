@@ -320,8 +320,18 @@ def rollout_version_build(context: JobContext, version: DatasetVersion, counter:
     version.demonstrations = 0
     version.train_rows = len(rows)
     version.validation_rows = 0
-    version.removals = [{"kind": "unscorable", "count": unscorable}] if unscorable else []
-    version.groups = [{"key": "rollouts", "split": "train", "rows": len(rows), "groups": groups}]
+    version.removals = []  # unscorable members are counted in ``groups`` (no demonstration)
+    version.groups = [
+        {
+            "key": "rollout groups",
+            "split": "train",
+            "rows": len(rows),
+            "environments": sorted(environments),
+            "joined_by_similarity": False,
+            "rollout_groups": groups,
+            "unscorable": unscorable,
+        }
+    ]
     version.tokenizer = counter.name if not counter.is_estimate else ""
     version.token_counting = counter.describe()
     version.token_stats = {"all": token_stats(tokens), "train": token_stats(tokens)}
