@@ -135,6 +135,12 @@ def test_a_rollout_version_exports_each_member_with_its_variant(dataset, author,
         ).encode()
     ).hexdigest()
     assert version.checksum == expected
+    card = export_absolute_path(version.exports.get(format="card")).read_text()
+    assert card.startswith("# rollouts — version 1 (scored rollouts)\n")
+    assert "- reward: `passed`; advantage: `rloo`; credit: `trajectory`" in card
+    assert f"| run batches | {group_batch.pk} |" in card
+    assert "| **rows (train)** | 3 |" in card
+    assert f"`{version.checksum}`" in card and f"`{export.sha256[:16]}…`" in card
 
 
 def test_turn_and_call_credit_rows(dataset, author, group_batch):

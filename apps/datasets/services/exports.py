@@ -238,6 +238,10 @@ def card_info(version: DatasetVersion) -> dict:
 
 
 def card_markdown(version: DatasetVersion) -> str:
+    if version.kind == VersionKind.ROLLOUTS:
+        from apps.datasets.services.rollouts import rollout_card
+
+        return rollout_card(card_info(version))
     return render_card(card_info(version))
 
 

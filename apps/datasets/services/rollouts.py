@@ -398,3 +398,93 @@ def rollout_version_checksum(version: DatasetVersion) -> tuple[str, list[int], i
         checksum.update(_checksum_line(row.split, row.run_id, row.group_id, row.member, content))
         count += 1
     return checksum.hexdigest(), changed, count
+
+
+# --------------------------------------------------------------------------- the card
+
+
+def rollout_card(info: dict) -> str:
+    """The Markdown card of a scored-rollout version (``info`` as ``exports.card_info``)."""
+    from apps.datasets.card import _fmt_size, _table, md
+
+    dataset, version, counts = info["dataset"], info["version"], info["counts"]
+    filters = version["filters"]
+    variant = filters.get("variant") or {}
+    group = (info.get("groups") or [{}])[0]
+    lines = [f"# {md(dataset['name'])} — version {version['number']} (scored rollouts)", ""]
+    if dataset.get("description"):
+        lines += [md(dataset["description"]), ""]
+    lines += [
+        f"Built by CoworkEnv on {md(version['created_at'])}"
+        + (f" by {md(version['created_by'])}" if version.get("created_by") else "")
+        + " from the rollout groups of student run batches, for offline RL.",
+        "",
+        "## Contents",
+        "",
+        *_table(
+            ["", "count"],
+            [
+                ["run batches", ", ".join(str(b) for b in filters.get("batches") or [])],
+                ["rollout groups", group.get("rollout_groups", 0)],
+                ["unscorable runs left out (errored, cancelled)", group.get("unscorable", 0)],
+                ["**rows (train)**", counts["train_rows"]],
+            ],
+        ),
+        "",
+        "## Variant",
+        "",
+        f"- reward: `{md(variant.get('reward', ''))}`; advantage: "
+        f"`{md(variant.get('advantage', ''))}`; credit: `{md(variant.get('credit', ''))}`",
+        "- Formulas (GRPO, Dr. GRPO, RLOO, turn rewards, reward-to-go, per-call credit): the "
+        "engine README, section Reward processing.",
+        "",
+        "## Lineage",
+        "",
+        f"- Checksum (sha256 over split, run, group, member and line hash): "
+        f"`{version['checksum']}`"
+        + (
+            f"; rebuilt from version {version['rebuilt_from']}"
+            if version.get("rebuilt_from")
+            else ""
+        ),
+        f"- Tokens per row: {md(version.get('token_counting') or '')}",
+        "",
+        *_table(
+            ["model", "rows"],
+            [[md(m["model"]) or "—", m["rows"]] for m in info["models"]],
+        ),
+        "",
+        "## Files",
+        "",
+        *_table(
+            ["format", "split", "rows", "size", "sha256", "linter"],
+            [
+                [
+                    e["format"],
+                    e["split"],
+                    e["rows"],
+                    _fmt_size(e["size"]),
+                    f"`{e['sha256'][:16]}…`" if e.get("sha256") else "—",
+                    e["status"],
+                ]
+                for e in info.get("exports") or []
+            ],
+        ),
+        "",
+        "- `rollouts`: one graded run per line: `messages` (TRL shape; each assistant "
+        "message carries the `advantage` its tokens take), `tools` (JSON string), `reward`, "
+        "`advantage`, `turn_rewards`, `turn_advantages` (credit turn), `call_credit` (credit "
+        "call), `variant`, `group`, `episode`.",
+        "",
+    ]
+    if info.get("api"):
+        lines += [
+            "Download over the REST API (a token from Account → API tokens):",
+            "",
+            "```sh",
+            'curl -H "Authorization: Bearer $COWORKENV_TOKEN" \\',
+            f'  "$COWORKENV_URL{info["api"]}?format=rollouts&split=train" -o rollouts.jsonl',
+            "```",
+            "",
+        ]
+    return "\n".join(lines)
