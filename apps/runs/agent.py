@@ -53,11 +53,13 @@ class LLMAgentPolicy:
         job=None,
         usage: LLMUsage | None = None,
         before_call: Callable[[], None] | None = None,
+        temperature: float | None = None,
     ):
         self.endpoint = endpoint
         self.job = job
         self.usage = usage if usage is not None else LLMUsage()
         self.before_call = before_call
+        self.temperature = temperature  # None: the endpoint's
         self.name = f"llm:{endpoint.model}"
         self.requests = 0
         self.context = None
@@ -102,6 +104,7 @@ class LLMAgentPolicy:
             tools=tools,
             purpose=AGENT_PURPOSE,
             job=self.job,
+            temperature=self.temperature,
         )
         self.usage.add(result)
         if self.context is not None:

@@ -27,6 +27,7 @@ from apps.datasets.services.exports import (
     export_regenerate_stream,
     exports_write,
 )
+from apps.datasets.services.rollouts import rollout_version_create, rollout_version_rebuild
 
 __all__ = [
     "BUILD_JOB_KIND",
@@ -50,4 +51,6 @@ __all__ = [
     "export_lines",
     "export_regenerate_stream",
     "exports_write",
+    "rollout_version_create",
+    "rollout_version_rebuild",
 ]

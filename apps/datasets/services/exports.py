@@ -35,6 +35,7 @@ from apps.datasets.models import (
     ExportFormat,
     ExportStatus,
     RowSplit,
+    VersionKind,
 )
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,13 @@ def render_line(fmt: str, transcript, tools) -> str:
 
 
 def export_lines(version: DatasetVersion, fmt: str, split: str) -> Iterator[tuple[str, int]]:
-    """Each exported line (with its newline) and the demonstration it came from."""
+    """Each exported line (with its newline) and the demonstration (or, for a scored-rollout
+    version, the run) it came from."""
+    if version.kind == VersionKind.ROLLOUTS:
+        from apps.datasets.services.rollouts import rollout_export_lines
+
+        yield from rollout_export_lines(version, split)
+        return
     for demonstration_id, transcript, tools in row_source(version, split):
         yield render_line(fmt, transcript, tools), demonstration_id
 
@@ -231,6 +238,10 @@ def card_info(version: DatasetVersion) -> dict:
 
 
 def card_markdown(version: DatasetVersion) -> str:
+    if version.kind == VersionKind.ROLLOUTS:
+        from apps.datasets.services.rollouts import rollout_card
+
+        return rollout_card(card_info(version))
     return render_card(card_info(version))
 
 
