@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0003_run_batch_judge_endpoint'),
+        ('runs', '0004_batch_rollout_groups'),
     ]
 
     operations = [
