@@ -48,6 +48,14 @@ from apps.environments.services import (
     environments_export_zip,
 )
 from apps.environments.services.imports import human_size, max_upload_bytes
+from apps.environments.services.interop import (
+    claw_eval_export_filename,
+    claw_eval_import_upload,
+    clawmark_export_filename,
+    environment_claw_eval_zip,
+    environment_clawmark_zip,
+    is_claw_eval_upload,
+)
 
 PAGE_SIZE = 25
 MAX_PROBLEMS_SHOWN = 200
@@ -260,8 +268,13 @@ def environment_import_view(request, slug):
 def _import(project, user, data) -> list:
     upload = data.get("file")
     if upload:
+        content = upload.read()
+        if is_claw_eval_upload(upload.name, content):
+            return claw_eval_import_upload(
+                project=project, user=user, filename=upload.name, content=content
+            )
         return environment_import_upload(
-            project=project, user=user, filename=upload.name, content=upload.read()
+            project=project, user=user, filename=upload.name, content=content
         )
     return [environment_import_text(project=project, user=user, text=data["text"])]
 
@@ -295,6 +308,28 @@ def environment_export_view(request, pk):
         environment_spec_json(environment),
         filename=environment_spec_filename(environment),
         content_type="application/json; charset=utf-8",
+    )
+
+
+@login_required
+@require_GET
+def environment_export_claw_eval_view(request, pk):
+    environment = environment_get_for_user(request.user, pk)
+    return _attachment(
+        environment_claw_eval_zip(environment),
+        filename=claw_eval_export_filename(environment),
+        content_type="application/zip",
+    )
+
+
+@login_required
+@require_GET
+def environment_export_clawmark_view(request, pk):
+    environment = environment_get_for_user(request.user, pk)
+    return _attachment(
+        environment_clawmark_zip(environment),
+        filename=clawmark_export_filename(environment),
+        content_type="application/zip",
     )
 
 
