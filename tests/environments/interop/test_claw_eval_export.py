@@ -143,7 +143,7 @@ def test_doing_nothing_grades_like_the_engine(exported, tmp_path):
         audit = service.audit()
     messages = [{"role": "user", "content": "Please handle ticket t-101."}]
     result = grade(
-        task_dir, messages + [{"role": "assistant", "content": "Done."}], audit, tmp_path
+        task_dir, [*messages, {"role": "assistant", "content": "Done."}], audit, tmp_path
     )
     expected = run_task(load_spec(document), key, NullPolicy(), faults=False).grading
     assert result["completion"] == round(expected.completion, 4) == 0.0
