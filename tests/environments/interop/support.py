@@ -169,3 +169,31 @@ def claw_eval_checkout(tmp: Path) -> Path | None:
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
         return target
     return None
+
+
+def reference_responder(task_dir: Path):
+    """A loopback-LLM responder replaying the task's reference solution as a model would:
+    one tool call per completion, a transiently failed call retried (up to 4 attempts),
+    then the reference reply. Single-turn tasks (the harness's user agent is an LLM)."""
+    from tests.llm_server import Reply
+
+    document = json.loads((task_dir / "coworkenv_task.json").read_text())
+    step = document["tasks"][0]["reference_solution"][0]
+    calls = step["calls"]
+    transient = ('"rate_limit"', '"server_error"', '"timeout"')
+
+    def respond(request):
+        index = attempts = 0
+        for message in request.messages:
+            if message.get("role") != "tool":
+                continue
+            attempts += 1
+            content = message.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            if not any(t in text for t in transient) or attempts >= 4:
+                index, attempts = index + 1, 0
+        if index < len(calls):
+            return Reply.tool_call(calls[index]["tool"], calls[index]["arguments"])
+        return Reply.text(step.get("reply") or "Done.")
+
+    return respond

@@ -3,6 +3,8 @@ generated grader.py scoring the reference solution's replay, and Claw-Eval's own
 (when a checkout is at hand)."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +20,13 @@ from apps.environments.interop.claw_eval import PORT, export_files, task_id_for
 from tests.environments.interop.support import (
     MockService,
     claw_eval_checkout,
+    free_port,
     grade,
+    reference_responder,
     replay_reference,
     write_tree,
 )
+from tests.llm_server import LoopbackLLMServer
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))
@@ -218,3 +223,65 @@ def test_claw_eval_validator_passes_the_export(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert f"Total: {len(CASES)} | Passed: {len(CASES)} | Failed: 0" in done.stdout
+
+
+SINGLE_TURN = [
+    (stem, key)
+    for stem, key in CASES
+    if len(next(t for t in _document(stem)["tasks"] if t["key"] == key)["turns"]) == 1
+]
+
+
+@pytest.mark.parametrize(("stem", "key"), SINGLE_TURN)
+def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
+    """Claw-Eval's own ``claw-eval run`` (its agent loop, ServiceManager, dispatcher, trace and
+    grader loading) against the export, with a scripted OpenAI-compatible model on loopback
+    replaying the reference solution."""
+    checkout = claw_eval_checkout(tmp_path)
+    if checkout is None:
+        pytest.skip(
+            "no Claw-Eval checkout: set CLAW_EVAL_REPO to one (github.com/claw-eval/claw-eval) "
+            "to run its harness on the export; it is not vendored"
+        )
+    document = _document(stem)
+    write_tree(export_files(document), checkout)
+    task_id = task_id_for(document, key)
+    port = free_port()
+    with LoopbackLLMServer(responder=reference_responder(checkout / "tasks" / task_id)) as llm:
+        config = checkout / "config.yaml"
+        config.write_text(
+            f"model:\n  api_key: test\n  base_url: {llm.base_url}\n  model_id: scripted\n"
+            "judge:\n  enabled: false\n"
+        )
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "claw_eval.cli", "run",
+                "--task", f"tasks/{task_id}",
+                "--config", str(config),
+                "--no-judge",
+                "--trace-dir", str(tmp_path / "traces"),
+                "--port-offset", str(port - PORT),
+            ],
+            cwd=checkout,
+            env={**os.environ, "PYTHONPATH": str(checkout / "src")},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [trace] = (tmp_path / "traces").rglob("*.jsonl")
+    # The harness prints its grading (local runs do not append it to the trace).
+    score = re.search(r"task_score:\s+([0-9.]+)", done.stdout)
+    assert score is not None, done.stdout[-3000:] + done.stderr[-3000:]
+    assert float(score.group(1)) >= 0.75
+    assert re.search(r"passed:\s+True", done.stdout)
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    [audit] = [e for e in events if e["type"] == "audit_snapshot"]
+    assert audit["service_name"] == "coworkenv"
+    task = next(t for t in document["tasks"] if t["key"] == key)
+    succeeded = [
+        e["tool_name"]
+        for e in events
+        if e["type"] == "tool_dispatch" and e["response_status"] < 400
+    ]
+    assert succeeded == [c["tool"] for c in task["reference_solution"][0]["calls"]]
