@@ -15,6 +15,7 @@ file as not exported.
 
 from __future__ import annotations
 
+import json
 import re
 
 from apps.environments.engine.checks import leaf_kinds
@@ -175,7 +176,7 @@ def task_source(document: dict, task: dict, number: int) -> str:
         ]
         weight = max(1.0, min(2.0, float(g["weight"])))
         rubric.setdefault(stage, []).append(
-            f'        {{"id": {g["id"]!r}, "checker": {name}, "weight": {weight}}},'
+            f'        {{"id": {json.dumps(g["id"])}, "checker": {name}, "weight": {weight}}},'
         )
     if skipped:
         lines += ["", "# Not exported (ClawMark has no tool-call or reply log to grade):", *skipped]

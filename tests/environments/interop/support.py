@@ -197,3 +197,87 @@ def reference_responder(task_dir: Path):
         return Reply.text(step.get("reply") or "Done.")
 
     return respond
+
+
+# Drives an exported ClawMark task.py the way ClawMark's orchestrator does — stage K, then
+# the agent's work (here: the given state written into the workspace), then stage K's
+# checkers on the snapshot; ``final`` checkers at the end — with a ``ctx`` whose filesystem
+# is a local directory standing for /workspace (ClawMark's runs in a container).
+CLAWMARK_DRIVER = """
+import asyncio, importlib.util, json, shutil, sys
+from pathlib import Path
+
+task_py, workspace = Path(sys.argv[1]), Path(sys.argv[2])
+states = json.loads(Path(sys.argv[3]).read_text())
+
+
+class LocalFS:
+    def _local(self, remote):
+        return workspace / remote.removeprefix("/workspace").lstrip("/")
+
+    async def upload_file(self, local, remote):
+        target = self._local(remote)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(local, target)
+
+    async def upload_dir(self, local, remote):
+        shutil.copytree(local, self._local(remote), dirs_exist_ok=True)
+
+    async def read_file(self, remote):
+        return self._local(remote).read_text()
+
+
+class Ctx:
+    def __init__(self):
+        self.fs = LocalFS()
+        self.workspace = workspace
+        self.task_dir = task_py.parent
+
+
+def put(state):
+    for service, collections in state.items():
+        for collection, records in collections.items():
+            path = workspace / "coworkenv" / service / f"{collection}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(records))
+
+
+spec = importlib.util.spec_from_file_location("exported_task", task_py)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+
+
+async def main():
+    ctx, out = Ctx(), {"stages": [], "checks": {}}
+    k = 0
+    while hasattr(module, f"stage{k}"):
+        out["stages"].append(await getattr(module, f"stage{k}")(ctx))
+        if str(k) in states:
+            put(states[str(k)])
+        for entry in module.RUBRIC.get(f"stage{k}", []):
+            out["checks"][entry["id"]] = await entry["checker"](ctx)
+        k += 1
+    for entry in module.RUBRIC.get("final", []):
+        out["checks"][entry["id"]] = await entry["checker"](ctx)
+    out["agents_md"] = (workspace / "AGENTS.md").is_file()
+    print(json.dumps(out))
+
+
+asyncio.run(main())
+"""
+
+
+def drive_clawmark(task_py: Path, states: dict, tmp: Path) -> dict:
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    (tmp / "driver.py").write_text(CLAWMARK_DRIVER)
+    (tmp / "states.json").write_text(json.dumps({str(k): v for k, v in states.items()}))
+    done = subprocess.run(
+        [sys.executable, str(tmp / "driver.py"), str(task_py), str(workspace),
+         str(tmp / "states.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
