@@ -55,8 +55,12 @@ class EnvironmentImportForm(forms.Form):
                     "file",
                     f"This file is {human_size(upload.size)}; the limit is {human_size(limit)}.",
                 )
-            elif not upload.name.lower().endswith((".json", ".zip")):
-                self.add_error("file", "Upload a .json spec or a .zip of .json specs.")
+            elif not upload.name.lower().endswith((".json", ".zip", ".tar", ".tar.gz", ".tgz")):
+                self.add_error(
+                    "file",
+                    "Upload a .json spec, a .zip of .json specs, or Claw-Eval tasks "
+                    "(.zip, .tar or .tar.gz).",
+                )
         return data
 
 
