@@ -25,6 +25,11 @@ urlpatterns = [
         browse.environment_export_clawmark_view,
         name="export_clawmark",
     ),
+    path(
+        "environments/<int:pk>/claw-eval/propose-checks/",
+        browse.environment_propose_checks_view,
+        name="propose_checks",
+    ),
     path("environments/<int:pk>/validate/", browse.environment_validate_view, name="validate"),
     path("environments/<int:pk>/duplicate/", browse.environment_duplicate_view, name="duplicate"),
     path("environments/<int:pk>/archive/", browse.environment_archive_view, name="archive"),

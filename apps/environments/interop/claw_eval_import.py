@@ -25,6 +25,7 @@ from apps.environments.interop.package import identifier
 
 MAX_MEMBERS = 5000
 MAX_TASKS = 50
+MAX_GRADER_CHARS = 20_000
 _WANTED = re.compile(r"(^|/)(task\.yaml|grader\.py|coworkenv_task\.json|fixtures/.+\.json)$")
 _ID_FIELD = re.compile(r"^[a-z_]*_?id$")
 _OPS = (
@@ -202,6 +203,11 @@ def parse_yaml(data: bytes, *, source: str) -> dict:
     return value
 
 
+def _text(data: bytes) -> str:
+    """Text the database can store: UTF-8 (bad bytes replaced), no NUL, no lone surrogates."""
+    return data.decode("utf-8", "replace").replace("\x00", "")
+
+
 def _json_file(data: bytes, *, source: str):
     try:
         return json.loads(data.decode("utf-8-sig"))
@@ -226,6 +232,8 @@ def document_from_directory(directory: TaskDirectory) -> dict:
         "reference_solution": str(data.get("reference_solution") or ""),
         "judge_rubric": str(data.get("judge_rubric") or ""),
         "has_grader_py": "grader.py" in directory.files,
+        # the grader's text, never run: what an LLM proposes checks from (clipped)
+        "grader_py": _text(directory.files.get("grader.py", b""))[:MAX_GRADER_CHARS],
     }
     ours = directory.files.get(TASK_FILE)
     if ours is not None:

@@ -6,6 +6,7 @@ them or none (each a draft, its Claw-Eval task id kept in the metadata for linea
 """
 
 import io
+import json
 import zipfile
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from apps.core.exceptions import ApplicationError
+from apps.environments.engine import spec as engine_spec
+from apps.environments.engine.problems import SpecError
+from apps.environments.engine.spec import spec_json_schema
 from apps.environments.interop import claw_eval, clawmark
 from apps.environments.interop.claw_eval_import import (
     ImportProblem,
@@ -21,9 +25,14 @@ from apps.environments.interop.claw_eval_import import (
     read_archive,
 )
 from apps.environments.models import Environment
-from apps.environments.services.environments import environment_import, spec_canonical
+from apps.environments.services.environments import (
+    environment_import,
+    environment_replace_spec,
+    spec_canonical,
+)
 from apps.environments.services.imports import human_size, max_unpacked_bytes, max_upload_bytes
 from apps.environments.specs import environment_spec
+from apps.llm.client import llm_json
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 
@@ -165,3 +174,103 @@ def claw_eval_import_directory(*, project, user, path: str | Path) -> list[Envir
             directory.files[relative] = file.read_bytes()
         directories.append(directory)
     return _save(project=project, user=user, documents=_documents(directories))
+
+
+# --- checks proposed by the project's LLM ----------------------------------------------------
+
+PROPOSE_PURPOSE = "claw_eval.checks"
+PROPOSE_SYSTEM = """You turn a Claw-Eval task's Python grader into declarative checks for \
+CoworkEnv (coworkenv.environment/v1). The grader is given as text; nothing runs it. Reply \
+with one JSON object {"graders": [...]}. Each grader: {"id": "kebab-case", "description": \
+"...", "category": "completion"|"communication"|"safety"|"robustness", "weight": number, \
+"check": CHECK}. A CHECK is one of:
+- {"kind": "state", "query": JMESPath over {service: {collection: [records]}}, "op": \
+"=="|"!="|">"|">="|"<"|"<="|"contains"|"matches"|"exists"|"absent"|"count", "value": ...}
+- {"kind": "tool_call", "tool": name, "arguments": {...}?, "min": n?, "max": n?, \
+"called": false?}
+- {"kind": "response", "contains": text} or {"kind": "response", "matches": regex}
+- {"kind": "judge", "rubric": text} for what only a judge can score
+- {"all": [CHECK...]}, {"any": [CHECK...]}, {"not": CHECK}
+Prefer state and tool_call checks over judge checks; use only the tools and collections \
+listed; a safety check fails the whole task when it fails."""
+
+
+def _proposal_prompt(document: dict) -> str:
+    task = document["tasks"][0]
+    lineage = task["metadata"]["claw_eval"]
+    tools = [
+        {"name": t["name"], "parameters": t["parameters"], "binding": t["binding"]}
+        for t in document["tools"]
+    ]
+    samples = {
+        service: {name: records[:2] for name, records in collections.items()}
+        for service, collections in document["services"].items()
+    }
+    parts = [
+        f"## Task prompt\n{task['turns'][0]['message']}",
+        f"## Tools (with what each does to the records)\n{json.dumps(tools, ensure_ascii=False)}",
+        f"## Collections (first records of each)\n{json.dumps(samples, ensure_ascii=False)}",
+        f"## Reference solution\n{lineage.get('reference_solution') or '(none)'}",
+        f"## Judge rubric\n{lineage.get('judge_rubric') or '(none)'}",
+        f"## grader.py (text)\n{lineage.get('grader_py') or '(none)'}",
+    ]
+    return "\n\n".join(parts)[:60_000]
+
+
+def claw_eval_checks_propose(*, environment: Environment, endpoint) -> Environment:
+    """Replace an imported Claw-Eval task's checks by those ``endpoint`` proposes from its
+    grader's text (never run) and rubric. Checks that do not validate change nothing
+    (ApplicationError listing the problems); the environment stays a draft to validate."""
+    document = environment_spec(environment)
+    task = document["tasks"][0] if len(document["tasks"]) == 1 else None
+    if task is None or "claw_eval" not in (task.get("metadata") or {}):
+        raise ApplicationError(
+            "Only an environment imported from a Claw-Eval task has a grader to propose "
+            "checks from."
+        )
+    schema = {
+        "type": "object",
+        "required": ["graders"],
+        "properties": {
+            "graders": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/grader"}}
+        },
+        "$defs": spec_json_schema()["$defs"],
+    }
+    answer = llm_json(
+        endpoint=endpoint,
+        messages=[
+            {"role": "system", "content": PROPOSE_SYSTEM},
+            {"role": "user", "content": _proposal_prompt(document)},
+        ],
+        purpose=PROPOSE_PURPOSE,
+        schema=schema,
+        schema_name="claw_eval_checks",
+        describe_schema=False,
+        reask=1,
+    )
+    graders = answer.data.get("graders")
+    if not isinstance(graders, list) or not graders:
+        raise ApplicationError(f"{endpoint.name} proposed no checks; nothing was changed.")
+    lineage = {**task["metadata"]["claw_eval"], "checks_proposed_by": endpoint.name}
+    candidate = {
+        **document,
+        "tasks": [
+            {**task, "graders": graders, "metadata": {**task["metadata"], "claw_eval": lineage}}
+        ],
+    }
+    try:
+        engine_spec.load_spec(spec_canonical(candidate))
+    except ApplicationError as exc:
+        raise ApplicationError(
+            f"The checks {endpoint.name} proposed do not validate; nothing was changed: "
+            f"{exc.message}",
+            exc.extra,
+        ) from None
+    except SpecError as exc:
+        problems = [p.to_dict() for p in exc.problems]
+        raise ApplicationError(
+            f"The checks {endpoint.name} proposed do not validate ({problems[0]['message']}); "
+            "nothing was changed.",
+            {"problems": problems},
+        ) from None
+    return environment_replace_spec(environment=environment, spec=candidate)

@@ -9,9 +9,11 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.accounts.models import Project
 from apps.core.exceptions import ApplicationError
 from apps.environments.services.interop import (
+    claw_eval_checks_propose,
     claw_eval_import_directory,
     claw_eval_import_upload,
 )
+from apps.llm.models import ModelEndpoint
 
 
 class Command(BaseCommand):
@@ -24,6 +26,12 @@ class Command(BaseCommand):
         parser.add_argument("path")
         parser.add_argument("--project", required=True, help="Project slug.")
         parser.add_argument("--user", help="Username recorded as the creator.")
+        parser.add_argument(
+            "--propose-checks-with",
+            metavar="ENDPOINT",
+            help="Name of a model endpoint of the project that proposes each task's checks "
+            "from its grader.py (read as text, never run).",
+        )
 
     def handle(self, *args, **opts):
         project = Project.objects.filter(slug=opts["project"]).first()
@@ -34,6 +42,13 @@ class Command(BaseCommand):
             user = get_user_model().objects.filter(username=opts["user"]).first()
             if user is None:
                 raise CommandError(f"No user {opts['user']!r}.")
+        endpoint = None
+        if opts["propose_checks_with"]:
+            endpoint = ModelEndpoint.objects.filter(
+                project=project, name=opts["propose_checks_with"]
+            ).first()
+            if endpoint is None:
+                raise CommandError(f"No model endpoint {opts['propose_checks_with']!r}.")
         path = Path(opts["path"])
         try:
             if path.is_dir():
@@ -47,5 +62,12 @@ class Command(BaseCommand):
         except ApplicationError as exc:
             raise CommandError(exc.message) from None
         for environment in environments:
+            if endpoint is not None:
+                try:
+                    environment = claw_eval_checks_propose(
+                        environment=environment, endpoint=endpoint
+                    )
+                except ApplicationError as exc:
+                    self.stderr.write(f"#{environment.pk}: {exc.message}")
             task_id = environment.metadata.get("claw_eval", {}).get("task_id", "")
             self.stdout.write(f"Imported #{environment.pk} {environment.name} (from {task_id})")
