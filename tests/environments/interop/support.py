@@ -227,11 +227,41 @@ class LocalFS:
         return self._local(remote).read_text()
 
 
-class Ctx:
+class Email:
+    # records what ClawMark's EmailManager would send (same signature)
+
     def __init__(self):
+        self.sent = []
+
+    async def send_email(self, from_user, to, subject, body, content_type="plain",
+                         sender_name=None):
+        self.sent.append({"from_user": from_user, "to": to, "subject": subject, "body": body})
+        return True
+
+
+class Calendar:
+    # records what ClawMark's CalendarManager would add (same signature)
+
+    def __init__(self):
+        self.calendars, self.events = [], []
+
+    async def create_calendar(self, name):
+        self.calendars.append(name)
+        return name
+
+    async def add_event(self, calendar_name, summary, dtstart, dtend, *, description="",
+                        location="", uid=None):
+        self.events.append([calendar_name, summary, dtstart.isoformat(), dtend.isoformat(), uid])
+        return uid
+
+
+class Ctx:
+    def __init__(self, environments):
         self.fs = LocalFS()
         self.workspace = workspace
         self.task_dir = task_py.parent
+        self.email = Email() if "email" in environments else None
+        self.calendar = Calendar() if "calendar" in environments else None
 
 
 def put(state):
@@ -248,7 +278,7 @@ spec.loader.exec_module(module)
 
 
 async def main():
-    ctx, out = Ctx(), {"stages": [], "checks": {}}
+    ctx, out = Ctx(module.METADATA["environments"]), {"stages": [], "checks": {}}
     k = 0
     while hasattr(module, f"stage{k}"):
         out["stages"].append(await getattr(module, f"stage{k}")(ctx))
@@ -260,6 +290,8 @@ async def main():
     for entry in module.RUBRIC.get("final", []):
         out["checks"][entry["id"]] = await entry["checker"](ctx)
     out["agents_md"] = (workspace / "AGENTS.md").is_file()
+    out["email"] = ctx.email.sent if ctx.email else None
+    out["calendar"] = [ctx.calendar.calendars, ctx.calendar.events] if ctx.calendar else None
     print(json.dumps(out))
 
 

@@ -147,3 +147,26 @@ def test_clawmark_loader_accepts_the_export(exported, tmp_path):
         2,
         ["final", "stage0", "stage1"],
     ]
+
+
+def test_email_and_calendar_are_seeded_into_clawmark_services(exported, tmp_path):
+    document = _document("acme-ops")
+    task_py = exported / "tasks" / domain_of(document) / "task1" / "task.py"
+    out = drive_clawmark(task_py, {}, tmp_path)
+    inbox = document["services"]["email"]["inbox"]
+    senders = [m["from"].split("@")[0].replace(".", "_") for m in inbox]
+    assert out["email"] == [
+        {"from_user": s, "to": m["to"], "subject": m["subject"], "body": m["body"]}
+        for s, m in zip(senders, inbox, strict=True)
+    ]
+    events = document["services"]["calendar"]["events"]
+    assert out["calendar"] == [
+        ["coworkenv"],
+        [
+            ["coworkenv", e["title"], e["start"].replace("Z", "+00:00"),
+             e["end"].replace("Z", "+00:00"), e["id"]]
+            for e in events
+        ],
+    ]  # fmt: skip
+    written = json.loads((tmp_path / "workspace/coworkenv/calendar/events.json").read_text())
+    assert written == events

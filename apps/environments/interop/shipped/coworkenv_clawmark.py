@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 from coworkenv_engine.checks import CheckView, evaluate
 
 STATE_DIR = "coworkenv"
+CALENDAR = "coworkenv"
 WORKSPACE = "/workspace"
 
 
@@ -69,19 +71,31 @@ async def seed(ctx, state: dict, users: dict) -> None:
                 body=str(record.get("body", "")),
             )
     if getattr(ctx, "calendar", None) is not None and state.get("calendar", {}).get("events"):
-        await ctx.calendar.create_calendar("coworkenv")
+        await ctx.calendar.create_calendar(CALENDAR)
         for event in state["calendar"]["events"]:
+            start, end = _moment(event.get("start")), _moment(event.get("end"))
+            if start is None or end is None:
+                continue  # not a time ClawMark's calendar can hold; the JSON file keeps it
             await ctx.calendar.add_event(
-                "coworkenv",
+                CALENDAR,
                 str(event.get("title", "")),
-                event.get("start"),
-                event.get("end"),
-                str(event.get("description", "")),
+                start,
+                end,
+                description=str(event.get("description", "")),
+                uid=str(event["id"]),
             )
     for document in state.get("files", {}).get("files", []):
         path = str(document.get("path", "")).lstrip("/")
         if path and ".." not in path.split("/"):
             await _write(ctx, f"{WORKSPACE}/{path}", str(document.get("content", "")))
+
+
+def _moment(value) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _address(value) -> str:
