@@ -26,7 +26,7 @@ from tests.environments.interop.support import (
     replay_reference,
     write_tree,
 )
-from tests.llm_server import LoopbackLLMServer
+from tests.llm_server import LoopbackLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))
@@ -285,3 +285,57 @@ def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
         if e["type"] == "tool_dispatch" and e["response_status"] < 400
     ]
     assert succeeded == [c["tool"] for c in task["reference_solution"][0]["calls"]]
+
+
+def test_claw_eval_harness_judge_scores_a_judge_check(tmp_path):
+    """A judge check becomes a call of the harness's own LLM judge (``judge.evaluate``) with
+    the check's rubric; the scripted loopback model is agent and judge here."""
+    checkout = claw_eval_checkout(tmp_path)
+    if checkout is None:
+        pytest.skip("no Claw-Eval checkout: set CLAW_EVAL_REPO to one; it is not vendored")
+    spec = json.loads((ROOT / "samples" / "acme-ops.json").read_text())
+    spec["tasks"] = spec["tasks"][:1]
+    rubric = 'The reply must say the earlier slot "clashed" and give the new time.'
+    spec["tasks"][0]["graders"].append(
+        {"id": "judged", "category": "communication", "weight": 4,
+         "check": {"kind": "judge", "rubric": rubric, "threshold": 0.75}}
+    )  # fmt: skip
+    document = canonical_dump(spec)
+    write_tree(export_files(document), checkout)
+    task_id = task_id_for(document, document["tasks"][0]["key"])
+    agent = reference_responder(checkout / "tasks" / task_id)
+    judged = []
+
+    def respond(request):
+        system = request.messages[0]["content"] if request.messages else ""
+        if "evaluation judge" in system:
+            judged.append(request.messages[-1]["content"])
+            return Reply.json({"score": 0.2, "reasoning": "No clash mentioned."})
+        return agent(request)
+
+    port = free_port()
+    with LoopbackLLMServer(responder=respond) as llm:
+        config = checkout / "config.yaml"
+        config.write_text(
+            f"model:\n  api_key: test\n  base_url: {llm.base_url}\n  model_id: scripted\n"
+            f"judge:\n  api_key: test\n  base_url: {llm.base_url}\n  model_id: judge\n"
+            "  enabled: true\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "claw_eval.cli", "run", "--task", f"tasks/{task_id}",
+             "--config", str(config), "--trace-dir", str(tmp_path / "traces"),
+             "--port-offset", str(port - PORT)],
+            cwd=checkout,
+            env={**os.environ, "PYTHONPATH": str(checkout / "src")},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [asked] = judged
+    assert asked.endswith(f"## Rubric\n{rubric}")
+    assert "## Actions Taken\n" in asked
+    # The judge's 0.2 fails the check (weight 4 of 9 completion weight): completion 5/9.
+    completion = re.search(r"completion:\s+([0-9.]+)", done.stdout)
+    assert completion is not None
+    assert float(completion.group(1)) == round(5 / 9, 2)
