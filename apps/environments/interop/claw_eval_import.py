@@ -10,8 +10,11 @@ export, from its ``coworkenv_task.json``; the environment is a draft until valid
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import json
+import lzma
 import re
 import tarfile
 import zipfile
@@ -77,8 +80,9 @@ def read_archive(
             with archive.open(handle) as member:
                 return member.read(member_limit + 1)
     else:
+        content = _decompressed(content, source=source, limit=total_limit)
         try:
-            archive = tarfile.open(fileobj=io.BytesIO(content), mode="r:*")  # noqa: SIM115
+            archive = tarfile.open(fileobj=io.BytesIO(content), mode="r:")  # noqa: SIM115
             members = archive.getmembers()
         except (tarfile.TarError, EOFError, OSError):
             raise ImportProblem(
@@ -130,6 +134,30 @@ def read_archive(
             f"{source} holds {len(directories)} tasks; import at most {MAX_TASKS} at once.", source
         )
     return [directories[r] for r in sorted(directories)]
+
+
+_COMPRESSED = ((b"\x1f\x8b", gzip.GzipFile), (b"BZh", bz2.BZ2File), (b"\xfd7zXZ", lzma.LZMAFile))
+
+
+def _decompressed(content: bytes, *, source: str, limit: int) -> bytes:
+    """A compressed tarball's bytes, decompressed never past ``limit`` (a bomb stops there)."""
+    for magic, opener in _COMPRESSED:
+        if content.startswith(magic):
+            try:
+                with (
+                    opener(fileobj=io.BytesIO(content))
+                    if opener is gzip.GzipFile
+                    else opener(io.BytesIO(content)) as stream
+                ):
+                    data = stream.read(limit + 1)
+            except (OSError, EOFError, lzma.LZMAError, ValueError):
+                raise ImportProblem(
+                    f"{source} is not a readable archive (.zip, .tar or .tar.gz).", source
+                ) from None
+            if len(data) > limit:
+                raise ImportProblem(f"{source} unpacks to more than {limit} bytes.", source)
+            return data
+    return content
 
 
 def _is_yaml(path: str) -> bool:

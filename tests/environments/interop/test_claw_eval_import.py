@@ -351,13 +351,21 @@ def test_links_are_refused(project, author):
     )
 
 
-@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=4000)
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=6000)
 def test_huge_members_are_refused_before_reading(project, author):
-    files = {**foreign_files(), "T900en_inbox_followup/fixtures/gmail/big.json": b" " * 5000}
+    files = {**foreign_files(), "T900en_inbox_followup/fixtures/gmail/big.json": b" " * 7000}
     message = _refused(tarball(files), "big.tar.gz", project, author)
     assert message == (
-        "big.tar.gz: T900en_inbox_followup/fixtures/gmail/big.json is larger than 4000 bytes."
+        "big.tar.gz: T900en_inbox_followup/fixtures/gmail/big.json is larger than 6000 bytes."
     )
+
+
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=20_000)
+def test_a_decompression_bomb_stops_at_the_limit(project, author):
+    bomb = tarball({"t/fixtures/x/big.json": b"0" * 200_000})  # 200 KB, gzipped to a few
+    assert len(bomb) < 20_000
+    message = _refused(bomb, "bomb.tar.gz", project, author)
+    assert message == "bomb.tar.gz unpacks to more than 100000 bytes."
 
 
 def test_not_an_archive_and_no_task(project, author):
