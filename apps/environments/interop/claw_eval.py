@@ -40,7 +40,6 @@ SERVICE = "coworkenv"
 PORT = 9200
 RUNTIME_DIR = "mock_services/coworkenv"
 TASK_FILE = "coworkenv_task.json"
-LINEAGE_KEY = "coworkenv"  # task.yaml never carries it (extra keys are fine in YAML only)
 
 
 def task_id_for(document: dict, task_key: str) -> str:

@@ -34,8 +34,6 @@ from apps.environments.services.imports import human_size, max_unpacked_bytes, m
 from apps.environments.specs import environment_spec
 from apps.llm.client import llm_json
 
-ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
-
 
 def _zip(files: dict[str, bytes]) -> bytes:
     buffer = io.BytesIO()
