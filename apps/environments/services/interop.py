@@ -91,6 +91,16 @@ def _documents(directories: list[TaskDirectory]) -> list[dict]:
             document = document_from_directory(directory)
         except ImportProblem as exc:
             raise _failure(exc) from None
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            # a field of the wrong type where task.yaml or coworkenv_task.json needs another
+            detail = f"{type(exc).__name__}: {exc}"[:200]
+            raise _failure(
+                ImportProblem(
+                    f"{directory.name}: a field of task.yaml or {claw_eval.TASK_FILE} has an "
+                    f"unexpected type ({detail}).",
+                    directory.name,
+                )
+            ) from None
         try:
             documents.append(spec_canonical(document))
         except ApplicationError as exc:

@@ -384,6 +384,22 @@ def test_one_bad_task_saves_none(project, author):
     )
 
 
+def test_wrong_types_are_refused(project, author):
+    files = {**foreign_files(), "T900en_inbox_followup/coworkenv_task.json": b'{"tasks": [1]}'}
+    message = _refused(tarball(files), "w.tar.gz", project, author)
+    assert message.startswith(
+        "T900en_inbox_followup: a field of task.yaml or coworkenv_task.json has an unexpected "
+        "type ("
+    )
+    task = {**FOREIGN_TASK, "tools": [{"name": "x", "input_schema": [1]}]}
+    files = {"t/task.yaml": yaml.safe_dump(task).encode()}
+    message = _refused(tarball(files), "w.tar.gz", project, author)
+    assert message == (
+        "t: a field of task.yaml or coworkenv_task.json has an unexpected type "
+        "(AttributeError: 'list' object has no attribute 'get')."
+    )
+
+
 def test_bad_fixture_json_is_named(project, author):
     files = {**foreign_files(), "T900en_inbox_followup/fixtures/gmail/inbox.json": b"[{"}
     message = _refused(tarball(files), "f.tar.gz", project, author)
