@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
+from apps.environments.engine.library import service_kind
 from apps.environments.interop.claw_eval import TASK_FILE, _prompt_text
 from apps.environments.interop.package import identifier
 
@@ -374,13 +375,40 @@ def _binding(tool: dict, service: str, collections: dict[str, list], path: str) 
     return binding
 
 
+def _conforms(service: str, collections: dict[str, list]) -> bool:
+    """Whether records fit CoworkEnv's standard service kind of that name (if there is one)."""
+    kind = service_kind(service)
+    if kind is None:
+        return True
+    for name, records in collections.items():
+        wanted = kind.collections.get(name)
+        if wanted is None:
+            return False
+        if any(any(f not in r for f in wanted.required_fields if f != "id") for r in records):
+            return False
+    return True
+
+
+def _service_names(data: dict, fixtures: dict) -> dict[str, str]:
+    """Claw-Eval service name → ours: ``claw_<name>`` where the name is one of CoworkEnv's
+    standard kinds (calendar, contacts…) whose field rules Claw-Eval's records do not follow."""
+    names = {
+        identifier(str(s["name"]), "service")
+        for s in data.get("services") or []
+        if isinstance(s, dict) and "name" in s
+    } | set(fixtures)
+    return {n: n if _conforms(n, fixtures.get(n, {})) else f"claw_{n}" for n in names}
+
+
 def _from_claw_eval(data: dict, fixtures: dict, lineage: dict, source: str) -> dict:
+    renamed = _service_names(data, fixtures)
+    fixtures = {renamed[s]: cols for s, cols in fixtures.items()}
     services: dict[str, dict[str, list]] = {}
     port_service: dict[int, str] = {}
     for svc in data.get("services") or []:
         if not isinstance(svc, dict) or "name" not in svc:
             continue
-        name = identifier(str(svc["name"]), "service")
+        name = renamed[identifier(str(svc["name"]), "service")]
         port_service[int(svc.get("port") or 0)] = name
         services.setdefault(name, {})
     for service, collections in fixtures.items():

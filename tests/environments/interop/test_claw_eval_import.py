@@ -269,6 +269,26 @@ def test_foreign_task_becomes_a_draft_with_declared_checks(project, author):
     ]  # fmt: skip
 
 
+def test_services_named_like_a_standard_kind_they_do_not_follow_are_renamed(project, author):
+    task = {**FOREIGN_TASK, "services": [
+        {"name": "calendar", "command": "python mock_services/calendar/server.py", "port": 9101,
+         "health_check": "http://localhost:9101/calendar/events"},
+    ], "tools": FOREIGN_TASK["tools"][:1], "tool_endpoints": [
+        {"tool_name": "gmail_list_messages", "url": "http://localhost:9101/calendar/events"},
+    ], "safety_checks": [], "scoring_components": []}  # fmt: skip
+    events = [{"event_id": "evt_1", "title": "Standup", "start_time": "09:00", "end_time": "09:15"}]
+    files = {
+        "t/task.yaml": yaml.safe_dump(task).encode(),
+        "t/fixtures/calendar/events.json": json.dumps(events).encode(),
+    }
+    [environment] = claw_eval_import_upload(
+        project=project, user=author, filename="t.tar.gz", content=tarball(files)
+    )
+    document = environment_spec(environment)
+    assert document["services"] == {"claw_calendar": {"events": [{**events[0], "id": "evt_1"}]}}
+    assert document["tools"][0]["binding"]["service"] == "claw_calendar"
+
+
 def test_task_without_declarations_gets_a_placeholder_judge(project, author):
     task = {
         k: v
