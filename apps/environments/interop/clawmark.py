@@ -24,6 +24,8 @@ from apps.environments.engine.spec import parse_spec
 from apps.environments.interop.package import (
     engine_files,
     identifier,
+    in_comment,
+    in_docstring,
     python_literal,
     shipped,
 )
@@ -110,9 +112,10 @@ def task_source(document: dict, task: dict, number: int) -> str:
     ]
     clock = document["clock"]["start"]
     lines = [
-        f'"""{task["title"] or task["key"]}: exported by CoworkEnv.',
+        f'"""{in_docstring(in_comment(task["title"] or task["key"]))}: exported by CoworkEnv.',
         "",
-        f'Environment "{document["name"]}", task "{task["key"]}": {len(turns)} stage(s), one per',
+        f'Environment "{in_docstring(in_comment(document["name"]))}", task "{task["key"]}": '
+        f"{len(turns)} stage(s), one per",
         "turn. Records are JSON files under /workspace/coworkenv; the checkers evaluate",
         "CoworkEnv's declarative checks over each stage's workspace snapshot.",
         '"""',
@@ -166,7 +169,7 @@ def task_source(document: dict, task: dict, number: int) -> str:
         stage = "final" if g["at_turn"] is None else f"stage{g['at_turn']}"
         name = _checker_name(stage, g["id"], used)
         turn = last if g["at_turn"] is None else g["at_turn"]
-        doc = (g["description"] or g["id"]).replace('"""', "'''").replace("\\", "\\\\")
+        doc = in_docstring(in_comment(g["description"] or g["id"]))
         lines += [
             "",
             f"async def {name}(ctx) -> bool:",

@@ -37,3 +37,14 @@ def python_literal(value) -> str:
     import pprint
 
     return pprint.pformat(value, indent=1, width=96, sort_dicts=False)
+
+
+def in_docstring(text: str) -> str:
+    """Text safe inside a generated triple-quoted docstring."""
+    text = text.replace("\\", "\\\\").replace('"""', "'''")
+    return text[:-1] + '\\"' if text.endswith('"') else text
+
+
+def in_comment(text: str) -> str:
+    """Text safe on one generated comment line."""
+    return " ".join(text.split())

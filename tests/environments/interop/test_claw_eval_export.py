@@ -339,3 +339,22 @@ def test_claw_eval_harness_judge_scores_a_judge_check(tmp_path):
     completion = re.search(r"completion:\s+([0-9.]+)", done.stdout)
     assert completion is not None
     assert float(completion.group(1)) == round(5 / 9, 2)
+
+
+def test_generated_python_survives_awkward_text():
+    """Titles and descriptions with quotes, backslashes and newlines still give valid Python
+    (grader.py here, task.py in the ClawMark export)."""
+    from apps.environments.interop import clawmark
+
+    document = _document("support-desk")
+    document["name"] = 'Odd """name"""\\ with\nlines"'
+    task = document["tasks"][0]
+    task["title"] = 'Title ending in a quote "'
+    task["graders"][0]["description"] = 'Multi\nline """ description \\ ending "'
+    sources = {p: c for p, c in export_files(document).items() if p.endswith("grader.py")}
+    sources.update(
+        {p: c for p, c in clawmark.export_files(document).items() if p.endswith("task.py")}
+    )
+    assert len(sources) == 2 * len(document["tasks"])
+    for path, content in sources.items():
+        compile(content, path, "exec")
