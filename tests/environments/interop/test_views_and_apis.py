@@ -86,6 +86,16 @@ def test_import_page_takes_a_claw_eval_tarball(client_for, author, project):
         '<span data-testid="claw-eval-lineage">imported from Claw-Eval task '
         '<span class="mono">T900en_inbox_followup</span></span>'
     ) in page
+    tasks = client_for(author).get(reverse("environments:tab", args=[environment.pk, "tasks"]))
+    tasks = tasks.content.decode()
+    assert (
+        '<dd data-testid="task-claw-eval"><span class="mono">T900en_inbox_followup</span> '
+        '<span class="muted small">v1.2</span></dd>'
+    ) in tasks
+    assert (
+        '<dd class="prewrap small" data-testid="task-claw-eval-plan">1. gmail_list_messages\n'
+        "2. gmail_get_message(msg_1)\n3. reply</dd>"
+    ) in tasks
 
 
 def test_import_page_htmx_redirects_the_client(client_for, author, project):
