@@ -20,8 +20,11 @@ class EnvironmentImportForm(forms.Form):
     file = forms.FileField(
         required=False,
         label="Spec file",
-        help_text="A .json spec, or a .zip of .json specs (at most 200).",
-        widget=forms.ClearableFileInput(attrs={"accept": ".json,.zip,application/json"}),
+        help_text="A .json spec, a .zip of .json specs (at most 200), or Claw-Eval task "
+        "directories (a .zip or .tar.gz holding task.yaml files; one environment per task).",
+        widget=forms.ClearableFileInput(
+            attrs={"accept": ".json,.zip,.tar,.tgz,.gz,application/json"}
+        ),
     )
     text = forms.CharField(
         required=False,
@@ -52,8 +55,12 @@ class EnvironmentImportForm(forms.Form):
                     "file",
                     f"This file is {human_size(upload.size)}; the limit is {human_size(limit)}.",
                 )
-            elif not upload.name.lower().endswith((".json", ".zip")):
-                self.add_error("file", "Upload a .json spec or a .zip of .json specs.")
+            elif not upload.name.lower().endswith((".json", ".zip", ".tar", ".tar.gz", ".tgz")):
+                self.add_error(
+                    "file",
+                    "Upload a .json spec, a .zip of .json specs, or Claw-Eval tasks "
+                    "(.zip, .tar or .tar.gz).",
+                )
         return data
 
 

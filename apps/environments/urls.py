@@ -15,6 +15,21 @@ urlpatterns = [
         name="export_matching",
     ),
     path("environments/<int:pk>/spec.json", browse.environment_export_view, name="export"),
+    path(
+        "environments/<int:pk>/claw-eval.zip",
+        browse.environment_export_claw_eval_view,
+        name="export_claw_eval",
+    ),
+    path(
+        "environments/<int:pk>/clawmark.zip",
+        browse.environment_export_clawmark_view,
+        name="export_clawmark",
+    ),
+    path(
+        "environments/<int:pk>/claw-eval/propose-checks/",
+        browse.environment_propose_checks_view,
+        name="propose_checks",
+    ),
     path("environments/<int:pk>/validate/", browse.environment_validate_view, name="validate"),
     path("environments/<int:pk>/duplicate/", browse.environment_duplicate_view, name="duplicate"),
     path("environments/<int:pk>/archive/", browse.environment_archive_view, name="archive"),

@@ -464,7 +464,9 @@ def test_import_needs_exactly_one_input(client_for, author, project, example_spe
     both = client.post(import_url(project), {"text": "{}", "file": upload("a.json", b"{}")})
     assert both.context["form"].non_field_errors() == ["Upload a file or paste JSON, not both."]
     wrong = client.post(import_url(project), {"file": upload("a.yaml", b"a: 1")})
-    assert wrong.context["form"].errors["file"] == ["Upload a .json spec or a .zip of .json specs."]
+    assert wrong.context["form"].errors["file"] == [
+        "Upload a .json spec, a .zip of .json specs, or Claw-Eval tasks (.zip, .tar or .tar.gz)."
+    ]
 
 
 def test_import_viewer_forbidden(client_for, viewer, project, example_spec):

@@ -10,7 +10,7 @@ from django.urls import path
 from django.urls.resolvers import URLPattern
 
 from apps.environments.apis import environments as env
-from apps.environments.apis import parts
+from apps.environments.apis import interop, parts
 
 
 def _action(route: str, view, name: str) -> list[URLPattern]:
@@ -21,6 +21,11 @@ def _action(route: str, view, name: str) -> list[URLPattern]:
 urlpatterns = [
     path("environments/", env.EnvironmentListApi.as_view(), name="environment_list"),
     *_action("environments/import", env.EnvironmentImportApi.as_view(), "environment_import"),
+    path(
+        "environments/import/claw-eval/",
+        interop.ClawEvalImportApi.as_view(),
+        name="environment_import_claw_eval",
+    ),
     path("environments/<int:pk>/", env.EnvironmentDetailApi.as_view(), name="environment_detail"),
     *_action("environments/<int:pk>/spec", env.EnvironmentSpecApi.as_view(), "environment_spec"),
     *_action(
@@ -41,6 +46,16 @@ urlpatterns = [
         "environments/<int:pk>/duplicate",
         env.EnvironmentDuplicateApi.as_view(),
         "environment_duplicate",
+    ),
+    path(
+        "environments/<int:pk>/export/claw-eval/",
+        interop.ClawEvalExportApi.as_view(),
+        name="environment_export_claw_eval",
+    ),
+    path(
+        "environments/<int:pk>/export/clawmark/",
+        interop.ClawMarkExportApi.as_view(),
+        name="environment_export_clawmark",
     ),
     path("environments/<int:pk>/tasks/", parts.TaskListApi.as_view(), name="task_list"),
     path("tasks/<int:pk>/", parts.TaskDetailApi.as_view(), name="task_detail"),

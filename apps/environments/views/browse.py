@@ -16,6 +16,7 @@ from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
+from apps.core.text import count_of
 from apps.environments.access import environment_get_for_user
 from apps.environments.forms import EnvironmentImportForm
 from apps.environments.models import (
@@ -48,6 +49,16 @@ from apps.environments.services import (
     environments_export_zip,
 )
 from apps.environments.services.imports import human_size, max_upload_bytes
+from apps.environments.services.interop import (
+    claw_eval_checks_propose,
+    claw_eval_export_filename,
+    claw_eval_import_upload,
+    clawmark_export_filename,
+    environment_claw_eval_zip,
+    environment_clawmark_zip,
+    is_claw_eval_upload,
+)
+from apps.llm.judge import project_judge_endpoint
 
 PAGE_SIZE = 25
 MAX_PROBLEMS_SHOWN = 200
@@ -260,8 +271,13 @@ def environment_import_view(request, slug):
 def _import(project, user, data) -> list:
     upload = data.get("file")
     if upload:
+        content = upload.read()
+        if is_claw_eval_upload(upload.name, content):
+            return claw_eval_import_upload(
+                project=project, user=user, filename=upload.name, content=content
+            )
         return environment_import_upload(
-            project=project, user=user, filename=upload.name, content=upload.read()
+            project=project, user=user, filename=upload.name, content=content
         )
     return [environment_import_text(project=project, user=user, text=data["text"])]
 
@@ -295,6 +311,53 @@ def environment_export_view(request, pk):
         environment_spec_json(environment),
         filename=environment_spec_filename(environment),
         content_type="application/json; charset=utf-8",
+    )
+
+
+@login_required
+@require_GET
+def environment_export_claw_eval_view(request, pk):
+    environment = environment_get_for_user(request.user, pk)
+    return _attachment(
+        environment_claw_eval_zip(environment),
+        filename=claw_eval_export_filename(environment),
+        content_type="application/zip",
+    )
+
+
+@login_required
+@require_GET
+def environment_export_clawmark_view(request, pk):
+    environment = environment_get_for_user(request.user, pk)
+    return _attachment(
+        environment_clawmark_zip(environment),
+        filename=clawmark_export_filename(environment),
+        content_type="application/zip",
+    )
+
+
+@login_required
+@require_POST
+def environment_propose_checks_view(request, pk):
+    """Checks for an imported Claw-Eval task, proposed by the project's judge model."""
+    environment = environment_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    endpoint = project_judge_endpoint(project=environment.project)
+    if endpoint is None:
+        messages.error(
+            request,
+            "Choose the project's LLM judge first (project settings): it proposes the checks.",
+        )
+        return redirect_after_post(request, _detail_url(environment))
+    try:
+        environment = claw_eval_checks_propose(environment=environment, endpoint=endpoint)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect_after_post(request, _detail_url(environment))
+    count = environment.tasks.get().graders.count()
+    return redirect_after_post(
+        request,
+        reverse("environments:tab", args=[environment.pk, "tasks"]),
+        f"{endpoint.name} proposed {count_of(count, 'check')}; review them, then validate.",
     )
 
 

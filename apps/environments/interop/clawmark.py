@@ -1,0 +1,216 @@
+"""ClawMark export: each task as ``tasks/<domain>/task<N>/task.py`` (METADATA, PROMPT,
+contiguous async ``stageK(ctx)`` functions, async checkers, RUBRIC).
+
+Stage K is our turn K: stage 0 seeds the initial records, each stage applies its turn's
+exogenous updates (loud ones announced in the notification, silent ones not) and returns
+the turn's message with its time. Records live as JSON files in the agent's workspace
+(``/workspace/coworkenv/<service>/<collection>.json``); ``email`` inbox messages,
+``calendar`` events and ``files`` documents are also seeded into ClawMark's local services
+and workspace. Checkers are our ``state`` checks (and all/any/not of them), evaluated over
+the stage's workspace snapshot — per stage for ``at_turn`` graders, ``final`` otherwise.
+ClawMark's agent works through a shell, so there is no tool-call log and no reply log to
+grade: ``tool_call``, ``response``, ``judge`` and ``side_effects`` checks are listed in the
+file as not exported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from apps.environments.engine.checks import leaf_kinds
+from apps.environments.engine.simulator import Episode
+from apps.environments.engine.spec import parse_spec
+from apps.environments.interop.package import (
+    engine_files,
+    identifier,
+    in_comment,
+    in_docstring,
+    python_literal,
+    shipped,
+)
+
+HELPER_DIR = "_coworkenv"
+EXPORTED_KINDS = {"state"}
+
+
+def domain_of(document: dict) -> str:
+    return identifier((document["domain"] or document["name"]).lower(), "coworkenv")[:40]
+
+
+def exportable(check: dict) -> bool:
+    return set(leaf_kinds(check)) <= EXPORTED_KINDS
+
+
+def _users(state: dict) -> dict:
+    addresses = set()
+    for collection in state.get("email", {}).values():
+        for record in collection:
+            for key in ("from", "to", "cc"):
+                value = record.get(key)
+                for a in value if isinstance(value, list) else [value]:
+                    if isinstance(a, str) and "@" in a:
+                        addresses.add(a.strip())
+    users = {}
+    for address in sorted(addresses):
+        key = identifier(address.split("@")[0].lower(), "user")
+        while key in users:
+            key += "_"
+        users[key] = {"email": address, "password": f"{key}_pwd"}
+    return users
+
+
+def _environments(state: dict) -> list[str]:
+    found = ["filesystem"]
+    if state.get("email"):
+        found.append("email")
+    if state.get("calendar", {}).get("events"):
+        found.append("calendar")
+    return found
+
+
+def _prompt(task: dict) -> str:
+    parts = [task["system"]] if task["system"] else []
+    parts += [f"Constraint: {c}" for c in task["constraints"]]
+    parts.append(
+        "Your records are JSON files under /workspace/coworkenv/<service>/<collection>.json "
+        "(one array of records each); read them, and make every change by editing them."
+    )
+    return " ".join(p.replace("\n", " ") for p in parts)
+
+
+def _checker_name(stage: str, grader_id: str, used: set[str]) -> str:
+    base = f"_{'f' if stage == 'final' else 's' + stage[5:]}_{identifier(grader_id).lower()}"
+    name, n = base, 1
+    while name in used:
+        n += 1
+        name = f"{base}_{n}"
+    used.add(name)
+    return name
+
+
+def task_source(document: dict, task: dict, number: int) -> str:
+    episode = Episode(parse_spec(document), task["key"], faults=False)
+    state = episode.state_snapshot()
+    services = {s: list(cols) for s, cols in state.items()}
+    domain = domain_of(document)
+    users = _users(state)
+    metadata = {
+        "id": f"{domain}_task{number}",
+        "name": task["title"] or task["key"],
+        "category": domain,
+        "environments": _environments(state),
+        "timeout_seconds": 600,
+        "difficulty": "medium",
+        "mm_level": "L2",
+        "role": (task["system"].split(".")[0] if task["system"] else "assistant")[:200],
+        "tags": ["coworkenv", *task["capabilities"]],
+        "env_config": {"email": {"users": users}} if users else {},
+    }
+    turns = [
+        {"message": t["message"], "time": t["time"], "updates": t["updates"]} for t in task["turns"]
+    ]
+    clock = document["clock"]["start"]
+    lines = [
+        f'"""{in_docstring(in_comment(task["title"] or task["key"]))}: exported by CoworkEnv.',
+        "",
+        f'Environment "{in_docstring(in_comment(document["name"]))}", task "{task["key"]}": '
+        f"{len(turns)} stage(s), one per",
+        "turn. Records are JSON files under /workspace/coworkenv; the checkers evaluate",
+        "CoworkEnv's declarative checks over each stage's workspace snapshot.",
+        '"""',
+        "",
+        "import sys",
+        "from pathlib import Path",
+        "",
+        f'sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "{HELPER_DIR}"))',
+        "",
+        "from coworkenv_clawmark import apply_updates, notification, passes, seed  # noqa: E402",
+        "",
+        f"METADATA = {python_literal(metadata)}",
+        "",
+        f"PROMPT = {python_literal(_prompt(task))}",
+        "",
+        f"SERVICES = {python_literal(services)}",
+        "",
+        f"INITIAL_STATE = {python_literal(state)}",
+        "",
+        f"TURNS = {python_literal(turns)}",
+        "",
+    ]
+    for k, turn in enumerate(turns):
+        seed_line = (
+            '    await seed(ctx, INITIAL_STATE, METADATA["env_config"].get("email", {})'
+            '.get("users", {}))\n'
+            if k == 0
+            else ""
+        )
+        kinds = ", ".join(
+            ("silent " if u["silent"] else "loud ") + u["op"] for u in turn["updates"]
+        )
+        lines += [
+            "",
+            f"async def stage{k}(ctx):",
+            f'    """Turn {k}{": " + kinds + " update(s)" if kinds else ""}."""',
+            *([seed_line.rstrip("\n")] if seed_line else []),
+            f'    notices = await apply_updates(ctx, TURNS[{k}]["updates"])',
+            f'    message = notification(TURNS[{k}]["message"], notices)',
+            f'    return {{"notification": message, "time": TURNS[{k}]["time"] or {clock!r}}}',
+            "",
+        ]
+    rubric: dict[str, list[str]] = {}
+    skipped = []
+    used: set[str] = set()
+    last = len(turns) - 1
+    for g in task["graders"]:
+        if not exportable(g["check"]):
+            skipped.append(f"#   {g['id']} ({', '.join(sorted(set(leaf_kinds(g['check']))))})")
+            continue
+        stage = "final" if g["at_turn"] is None else f"stage{g['at_turn']}"
+        name = _checker_name(stage, g["id"], used)
+        turn = last if g["at_turn"] is None else g["at_turn"]
+        doc = in_docstring(in_comment(g["description"] or g["id"]))
+        lines += [
+            "",
+            f"async def {name}(ctx) -> bool:",
+            f'    """{doc}"""',
+            f"    return passes(ctx, {python_literal(g['check'])}, SERVICES, {turn})",
+            "",
+        ]
+        weight = max(1.0, min(2.0, float(g["weight"])))
+        rubric.setdefault(stage, []).append(
+            f'        {{"id": {json.dumps(g["id"])}, "checker": {name}, "weight": {weight}}},'
+        )
+    if skipped:
+        lines += ["", "# Not exported (ClawMark has no tool-call or reply log to grade):", *skipped]
+    lines += ["", "RUBRIC = {"]
+    for stage in [f"stage{k}" for k in range(len(turns))] + ["final"]:
+        lines.append(f'    "{stage}": [')
+        lines += rubric.get(stage, [])
+        lines.append("    ],")
+    lines.append("}")
+    text = "\n".join(lines) + "\n"
+    return re.sub(r"\n{3,}", "\n\n\n", text)
+
+
+def export_files(document: dict) -> dict[str, bytes]:
+    domain = domain_of(document)
+    files: dict[str, bytes] = {}
+    base = f"tasks/{domain}"
+    files[f"{base}/{HELPER_DIR}/coworkenv_clawmark.py"] = shipped("coworkenv_clawmark.py")
+    files[f"{base}/{HELPER_DIR}/requirements.txt"] = b"jmespath>=1.0\njsonschema>=4.18\n"
+    files.update(engine_files(f"{base}/{HELPER_DIR}"))
+    for number, task in enumerate(document["tasks"], start=1):
+        files[f"{base}/task{number}/task.py"] = task_source(document, task, number).encode()
+        files[f"{base}/task{number}/assets/AGENTS.md"] = _agents(task).encode()
+    return files
+
+
+def _agents(task: dict) -> str:
+    return (
+        f"# {task['title'] or task['key']}\n\n"
+        "Your records are JSON files under `/workspace/coworkenv/<service>/<collection>.json`, "
+        "one array of records each, every record with an `id`. Read them to answer; make "
+        "every change (create, update, delete) by rewriting those files. Other people may "
+        "change them between your working sessions.\n"
+    )

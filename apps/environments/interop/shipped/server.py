@@ -1,0 +1,165 @@
+"""The generic CoworkEnv mock service for Claw-Eval (standard library HTTP server).
+
+    python mock_services/coworkenv/server.py tasks/<task_id>
+
+Serves every tool of the task as ``POST /<service>/<tool>`` (the JSON body is the tool's
+arguments, the JSON response its result; errors answer with status >= 400 and
+``{"error": {"code", "message"}}``), executed by CoworkEnv's engine over the records in
+``tasks/<task_id>/fixtures``. Claw-Eval conventions: the port comes from ``PORT`` (default
+9200), ``GET /coworkenv/audit`` returns ``calls`` (endpoint, request_body, response_body,
+timestamp) plus the engine's ``audit_log``, the current ``state`` and ``turn_states`` (the
+server-side evidence the grader reads), ``POST /coworkenv/reset`` reloads the fixtures,
+``/coworkenv/health`` answers health probes. ``POST /coworkenv/advance`` starts the task's
+next scripted turn (applying its exogenous updates) for harnesses that script turns.
+
+Environment variables: ``PORT``; ``COWORKENV_FAULTS=0`` turns off the environment's
+injected faults (on by default, as the environment declares them); ``COWORKENV_SEED``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from coworkenv_engine.simulator import Episode
+from coworkenv_runtime import http_status, load_task
+
+MAX_BODY = 1_000_000
+PREFIX = "/coworkenv/"
+
+
+class Service:
+    """One episode of the task, recreated on reset; every request holds the lock."""
+
+    def __init__(self, task_dir: Path):
+        self.task_dir = task_dir
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        spec, key = load_task(self.task_dir)
+        faults = os.environ.get("COWORKENV_FAULTS", "1") != "0"
+        seed = int(os.environ.get("COWORKENV_SEED", "0"))
+        self.episode = Episode(spec, key, seed, faults=faults)
+        self.routes = {f"/{t.binding.service}/{t.name}": t.name for t in spec.tools}
+        self.calls: list[dict] = []
+        self.turn_states: dict[int, dict] = {}
+        self.episode.advance_turn()
+
+    def advance(self) -> dict:
+        current = self.episode.turn_index
+        self.turn_states[current] = self.episode.state_snapshot()
+        turn = self.episode.advance_turn()
+        if turn is None:
+            return {"status": "done", "turn": current}
+        return {"status": "advanced", "turn": turn.index, "message": turn.text}
+
+    def audit(self) -> dict:
+        state = self.episode.state_snapshot()
+        turn_states = {str(k): v for k, v in self.turn_states.items()}
+        turn_states[str(self.episode.turn_index)] = state
+        return {
+            "calls": self.calls,
+            "audit_log": [e.to_dict() for e in self.episode.audit_log],
+            "exogenous_log": json.loads(json.dumps(self.episode.exogenous_log, default=str)),
+            "state": state,
+            "turn": self.episode.turn_index,
+            "turn_states": turn_states,
+        }
+
+    def call(self, path: str, arguments) -> tuple[int, object]:
+        result = self.episode.call(self.routes[path], arguments)
+        if result.ok:
+            status, body = 200, result.content
+        else:
+            status = http_status(result.error_code)
+            body = {"error": {"code": result.error_code, "message": result.error_message}}
+        self.calls.append(
+            {
+                "endpoint": path,
+                "request_body": arguments,
+                "response_body": body,
+                "status": status,
+                "timestamp": datetime.now(UTC).isoformat(),
+            }
+        )
+        return status, body
+
+
+def make_handler(service: Service):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # keep the harness's output clean
+            pass
+
+        def _send(self, status: int, body) -> None:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _body(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY:
+                raise ValueError(f"the request body is over {MAX_BODY} bytes")
+            raw = self.rfile.read(length) if length else b""
+            return json.loads(raw.decode("utf-8")) if raw.strip() else {}
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            with service.lock:
+                if path == PREFIX + "health":
+                    return self._send(200, {"status": "ok"})
+                if path == PREFIX + "audit":
+                    return self._send(200, service.audit())
+            self._send(404, {"error": {"code": "not_found", "message": f"no route {path}"}})
+
+        def do_POST(self) -> None:
+            path = self.path.split("?", 1)[0]
+            try:
+                body = self._body()
+            except (ValueError, UnicodeDecodeError) as exc:
+                return self._send(400, {"error": {"code": "bad_request", "message": str(exc)}})
+            with service.lock:
+                if path == PREFIX + "health":
+                    return self._send(200, {"status": "ok"})
+                if path == PREFIX + "reset":
+                    service.reset()
+                    return self._send(200, {"status": "reset"})
+                if path == PREFIX + "advance":
+                    return self._send(200, service.advance())
+                if path == PREFIX + "audit":
+                    return self._send(200, service.audit())
+                if path in service.routes:
+                    return self._send(*service.call(path, body))
+            self._send(404, {"error": {"code": "unknown_tool", "message": f"no tool at {path}"}})
+
+    return Handler
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: server.py tasks/<task_id>", file=sys.stderr)
+        return 2
+    service = Service(Path(argv[1]))
+    port = int(os.environ.get("PORT", "9200"))
+    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(service))
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
