@@ -161,6 +161,15 @@ class TrainingJob(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def rl_label(self) -> str:
+        """A GRPO job's configuration in a few characters, for chart legends:
+        ``#12 passed/dr_grpo G4 T1``."""
+        hp = self.hyperparameters or {}
+        return (
+            f"#{self.pk} {hp.get('reward', '?')}/{hp.get('advantage', '?')} "
+            f"G{hp.get('group_size', '?')} T{hp.get('temperature', 0):g}"
+        )
+
 
 class TrainingMetric(models.Model):
     """One optimizer step's figures (train and eval values of the same step share a row);
