@@ -77,3 +77,8 @@ def rl_series(*, training_jobs: list[TrainingJob]) -> dict[int, list[dict]]:
 def rl_job_list(*, project) -> QuerySet[TrainingJob]:
     """The project's GRPO jobs, newest first (what the RL comparison offers)."""
     return training_job_list(project=project).filter(method="grpo")
+
+
+def project_environments(*, project, ids) -> QuerySet[Environment]:
+    """The project's environments among ``ids`` (other projects' ids are simply absent)."""
+    return Environment.objects.filter(project=project, pk__in=list(ids)).order_by("pk")
