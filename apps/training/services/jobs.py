@@ -99,7 +99,7 @@ def training_job_create(
     *,
     project,
     user=None,
-    dataset_version,
+    dataset_version=None,
     backend: str,
     base_model: str = "",
     preset: str = "",
