@@ -133,7 +133,7 @@ def training_job_create(
             task_split=task_split,
         )
         name = (name or "").strip() or (
-            f"{checked['base_model'].split('/')[-1]} GRPO on "
+            f"{checked['base_model'].split('/')[-1].removeprefix('preset:')} GRPO on "
             + ", ".join(e.name for e in checked["environments"])
         )
         return _training_job_save(
