@@ -88,7 +88,9 @@ class LaunchForm(forms.Form):
     # Advanced (folded): blank means the preset's value.
     epochs = forms.FloatField(required=False)
     max_steps = forms.IntegerField(
-        required=False, **integer_bounds("max_steps"), help_text="> 0 overrides epochs."
+        required=False,
+        **integer_bounds("max_steps"),
+        help_text="SFT: > 0 overrides epochs. GRPO: optimizer steps.",
     )
     learning_rate = forms.FloatField(required=False)
     batch_size = forms.IntegerField(
