@@ -10,6 +10,7 @@ engine and this package. ``job.json``::
      "base_model": "Qwen/Qwen2.5-1.5B-Instruct" | "/models/local" | "preset:tiny-qwen2",
      "environments": [{"name": "Acme ops", "spec_file": "envs/1.json"}, …],
      "split": "train" | "eval" | "",                       # "" = every task
+     "env_server": null | {"url": "http://host:8000", "token": "…"},   # optional, see below
      "output_dir": "…",
      "hyperparameters": {…apps.training.hyperparameters.GRPO_DEFAULTS…},
      "report": {"events_file": "…"} | {"callback_url": "…", "callback_secret": "…"},
@@ -28,6 +29,11 @@ scalar per rollout and puts its advantage on every model token of the episode, s
 trajectory-level; per-turn credit (reward-to-go over turn rewards) is computed offline by the
 engine (``rewards.turn_advantages``), not reachable through this trainer.
 
+With ``env_server`` the episodes run on a CoworkEnv environment server (OpenEnv's WebSocket
+session protocol, ``python -m apps.environments.engine serve specs… --token …``) instead of in
+this process: each rollout holds one session; the spec files still give the tools' schemas
+(the server must serve the same specs, by name).
+
 Metrics per logged step, reported like the SFT loss: ``reward`` (mean of the chosen reward),
 ``reward_std`` (TRL's, over the whole batch), ``group_reward_std`` (mean std within groups of
 G: 0 means no learning signal), ``pass_rate`` and ``strict_rate`` (share of rollouts whose
@@ -38,6 +44,7 @@ grading passed / was strict), ``score`` (mean engine score, whatever the reward)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -47,7 +54,7 @@ from typing import Any
 
 from apps.environments.engine.rewards import episode_reward, sample_std
 from apps.environments.engine.spec import load_spec
-from apps.environments.engine.trl_env import coworkenv_reward, environment_class
+from apps.environments.engine.trl_env import OVER, coworkenv_reward, environment_class
 from apps.training.hyperparameters import (
     ADVANTAGES,
     TINY_PRESET_MODEL,
@@ -130,6 +137,102 @@ def tokenizer_rows(specs: dict[str, Any]) -> list[dict[str, Any]]:
                     messages.append({"role": "assistant", "content": step.reply})
             rows.append({"messages": messages, "tools": tools})
     return rows
+
+
+# --- episodes on an environment server -------------------------------------------------------
+
+
+class EnvServerError(RuntimeError):
+    """The environment server answered with an error frame."""
+
+
+def ws_url(url: str, token: str | None) -> str:
+    """``http(s)://host:port[/prefix]`` -> the session socket, the token as the path prefix
+    OpenEnv clients use (``…/t/<token>/ws``)."""
+    base = url.rstrip("/")
+    if base.startswith("https://"):
+        base = "wss://" + base[len("https://") :]
+    elif base.startswith("http://"):
+        base = "ws://" + base[len("http://") :]
+    elif not base.startswith(("ws://", "wss://")):
+        raise ValueError(f"The environment server URL must be http(s):// or ws(s)://: {url!r}")
+    return f"{base}/t/{token}/ws" if token else f"{base}/ws"
+
+
+def remote_environment_class(spec, *, url: str, token: str | None = None, faults: bool = True):
+    """``environment_class(spec)`` whose episodes run on an environment server: the same tool
+    methods (from the spec's schemas) and the same reward hook, but every reset and step is a
+    message on this instance's WebSocket session (opened at the first reset, kept for the
+    instance's life: TRL pools instances and resets them)."""
+    from websockets.sync.client import connect
+
+    local = environment_class(spec, faults=faults)
+    address = ws_url(url, token)
+
+    class Remote(local):
+        def __init__(self) -> None:
+            super().__init__()
+            self._stack = contextlib.ExitStack()
+            self._socket = None
+            self._done = False
+            self._score: float | None = None
+
+        def _send(self, message: dict[str, Any]) -> dict[str, Any]:
+            if self._socket is None:
+                self._socket = self._stack.enter_context(
+                    connect(address, max_size=16 * 2**20, open_timeout=30)
+                )
+            self._socket.send(json.dumps(message))
+            frame = json.loads(self._socket.recv(timeout=120))
+            if frame.get("type") != "observation":
+                data = frame.get("data") or {}
+                raise EnvServerError(f"{data.get('code', 'ERROR')}: {data.get('message', frame)}")
+            wire = frame["data"]
+            obs = dict(wire["observation"])
+            obs["done"], obs["reward"] = wire["done"], wire["reward"]
+            return obs
+
+        def reset(self, task_key: str | None = None, seed: int | None = 0, **row: Any) -> str:
+            """Start an episode of ``task_key`` on the server; returns the prompt text."""
+            key = task_key or self.spec.tasks[0].key
+            data = {"environment": self.spec.name, "task_key": key, "seed": int(seed or 0)}
+            obs = self._send({"type": "reset", "data": {**data, "faults": self.faults}})
+            self.grading, self.turn_rewards = None, []
+            self._done, self._score = False, None
+            return f"{obs['system_prompt']}\n\n{obs['user_message']}"
+
+        def _step(self, reply: str | None, calls) -> dict[str, Any]:
+            action = {
+                "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in calls],
+                "reply": reply,
+            }
+            obs = self._send({"type": "step", "data": action})
+            if obs["done"]:
+                self._done, self._score = True, obs["reward"]
+                self.grading, self.turn_rewards = obs["grading"], obs["turn_rewards"]
+            return obs
+
+        def _act(self, reply: str | None, calls) -> str:
+            if self._done:
+                return OVER
+            obs = self._step(reply, calls)
+            if calls:
+                return "\n".join(r["content"] for r in obs["tool_results"])
+            return OVER if obs["done"] else obs["user_message"]
+
+        def _finish(self, final_reply: str) -> float | None:
+            if not self._done:
+                self._step(final_reply, [])
+                while not self._done:  # turns the rollout never reached: empty replies
+                    self._step("", [])
+            return self._score
+
+        def _close(self) -> None:
+            self._stack.close()
+            self._socket = None
+
+    Remote.__name__ = Remote.__qualname__ = local.__name__ + "_remote"
+    return Remote
 
 
 # --- the reward -----------------------------------------------------------------------------
@@ -223,7 +326,18 @@ def run(config: dict[str, Any]) -> int:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
 
-    factories = {name: environment_class(spec, faults=hp["faults"]) for name, spec in specs.items()}
+    server = config.get("env_server") or {}
+    if server.get("url"):
+        factories = {
+            name: remote_environment_class(
+                spec, url=server["url"], token=server.get("token"), faults=hp["faults"]
+            )
+            for name, spec in specs.items()
+        }
+    else:
+        factories = {
+            name: environment_class(spec, faults=hp["faults"]) for name, spec in specs.items()
+        }
     use_cuda = torch.cuda.is_available()
     checkpoints = output_dir / "checkpoints"
     resume_path, resumed_from = _last_checkpoint(checkpoints)

@@ -14,7 +14,7 @@ pytest.importorskip("trl")  # the `train` extra
 from apps.core.models import JobStatus
 from apps.environments.engine.rewards import sample_std
 from apps.environments.engine.spec import load_spec
-from apps.environments.engine.trl_env import environment_class
+from apps.environments.engine.trl_env import OVER, environment_class
 from apps.training.grpo import make_reward, task_dataset_rows
 from apps.training.models import ModelKind, TrainedModel
 from apps.training.services import training_job_create, training_job_execute
@@ -160,3 +160,40 @@ def test_dataset_rows_name_environment_and_task():
         task_dataset_rows({"Acme": load_spec({**load_json(SAMPLES[0]), "tasks": [
             t for t in load_json(SAMPLES[0])["tasks"] if t.get("split", "train") == "train"
         ]})}, "eval")  # fmt: skip
+
+
+def test_rollouts_through_the_environment_server_get_the_same_rewards():
+    """The ``env_server`` mode: the same tool calls through a real server (OpenEnv's session
+    socket, token in the path) give the same rewards and gradings as in process."""
+    pytest.importorskip("uvicorn")
+    from apps.environments.engine.server import create_app
+    from apps.training.grpo import EnvServerError, remote_environment_class, ws_url
+    from tests.environments.engine.serving import running
+
+    assert ws_url("https://h:1/base/", "tok") == "wss://h:1/base/t/tok/ws"
+    assert ws_url("http://h:1", None) == "ws://h:1/ws"
+    with running(create_app([ACME], token="tok")) as base:
+        remote = remote_environment_class(ACME, url=base, token="tok", faults=False)
+        good, idle = remote(), remote()
+        for env in (good, idle):
+            env.reset(task_key=EVAL_TASK, seed=0)
+        local_good, good_c = _oracle_rollout(EVAL_TASK)
+        task = ACME.task(EVAL_TASK)
+        for i, step in enumerate(task.reference_solution):
+            for call in step.calls:
+                getattr(good, call.tool)(**call.arguments)
+            if i < len(task.turns) - 1:
+                good.reply_to_user(step.reply or "Done.")
+        local_idle, idle_c = _idle_rollout(EVAL_TASK)
+        rewards = make_reward("score", group_size=2)([good_c, idle_c], [good, idle])
+        expected = make_reward("score", group_size=2)([good_c, idle_c], [local_good, local_idle])
+        assert rewards == expected == pytest.approx([1.0, 0.2])
+        assert good.grading == local_good.grading and idle.turn_rewards == local_idle.turn_rewards
+        assert good.reply_to_user("more?") == OVER
+        good.reset(task_key=EVAL_TASK, seed=0)  # the pooled instance starts afresh
+        assert good.grading is None
+        wrong = remote_environment_class(ACME, url=base, token="tok", faults=False)()
+        with pytest.raises(EnvServerError, match="EXECUTION_ERROR: no task 'no-such-task'"):
+            wrong.reset(task_key="no-such-task")
+        for env in (good, idle, wrong):
+            env._close()
