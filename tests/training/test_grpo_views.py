@@ -12,8 +12,13 @@ from django.test import Client
 
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.services import environment_import
-from apps.training.models import TrainingJob
-from apps.training.services import training_events_apply, training_job_create
+from apps.training.models import ModelKind, TrainingJob
+from apps.training.services import (
+    trained_model_register,
+    training_events_apply,
+    training_job_create,
+)
+from apps.training.services.evaluation import trained_model_evaluate
 from tests.conftest import HTMX_HEADERS
 from tests.environments.engine.helpers import SAMPLES
 
@@ -282,3 +287,28 @@ def test_grpo_job_page_shows_the_reward_panel(client_for, viewer, project, autho
     assert '<td class="num">0.0020</td>' in row and '<td class="num">31</td>' in row
     listing = client_for(viewer).get("/p/acme/training/").content.decode()
     assert "<td>grpo</td>" in listing and "0.000" in listing
+
+
+def test_a_grpo_model_is_evaluated_on_its_environments_eval_tasks(
+    project, author, sample_environments
+):
+    acme, finance, _ = sample_environments
+    training_job = training_job_create(
+        project=project,
+        user=author,
+        method="grpo",
+        backend="local",
+        environments=[finance, acme],
+        preset="tiny-cpu",
+    )
+    model = trained_model_register(
+        training_job=training_job, kind=ModelKind.FULL, path="/models/grpo/final"
+    )
+    trained_model_evaluate(
+        trained_model=model, user=author, base_url="http://127.0.0.1:8001/v1", trials=1
+    )
+    model.refresh_from_db()
+    batch = model.eval_batch
+    assert batch.selection["environments"] == sorted([acme.pk, finance.pk])
+    assert batch.selection["split"] == "eval"
+    assert model.endpoint.model == f"coworkenv-{training_job.pk}"
