@@ -24,7 +24,9 @@ an ``environment`` column. One dataset row per task (x ``group_size`` rollouts a
 grading into the chosen scalar (``reward``: score | raw | passed | strict, see
 ``engine.rewards.episode_reward``). The ``advantage`` choice maps onto TRL's options
 (``hyperparameters.ADVANTAGES``): grpo → ``scale_rewards="group"``, ``loss_type="grpo"``;
-dr_grpo → ``"none"``, ``"dr_grpo"``; batch → ``"batch"``, ``"dapo"``. TRL 1.16 gives one
+dr_grpo → ``"none"``, ``"dr_grpo"``; batch → ``"batch"``, ``"dapo"``; rloo → ``"none"``,
+``"grpo"`` with the rewards handed to TRL multiplied by G/(G-1), which turns TRL's
+r - group mean into RLOO's leave-one-out advantage exactly. TRL 1.16 gives one
 scalar per rollout and puts its advantage on every model token of the episode, so credit is
 trajectory-level; per-turn credit (reward-to-go over turn rewards) is computed offline by the
 engine (``rewards.turn_advantages``), not reachable through this trainer.
@@ -34,11 +36,12 @@ session protocol, ``python -m apps.environments.engine serve specs… --token �
 this process: each rollout holds one session; the spec files still give the tools' schemas
 (the server must serve the same specs, by name).
 
-Metrics per logged step, reported like the SFT loss: ``reward`` (mean of the chosen reward),
-``reward_std`` (TRL's, over the whole batch), ``group_reward_std`` (mean std within groups of
-G: 0 means no learning signal), ``pass_rate`` and ``strict_rate`` (share of rollouts whose
-grading passed / was strict), ``score`` (mean engine score, whatever the reward), ``kl``
-(when ``beta`` > 0), ``completion_length`` (mean tokens per episode), ``loss``.
+Metrics per logged step, reported like the SFT loss: ``reward`` (mean of the chosen reward,
+before any RLOO scaling), ``reward_std`` (TRL's, over the whole batch, of the rewards it saw:
+x G/(G-1) for rloo), ``group_reward_std`` (mean std within groups of G: 0 means no learning
+signal), ``pass_rate`` and ``strict_rate`` (share of rollouts whose grading passed / was
+strict), ``score`` (mean engine score, whatever the reward), ``kl`` (when ``beta`` > 0),
+``completion_length`` (mean tokens per episode), ``loss``.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ logger = logging.getLogger("apps.training.grpo")
 
 # TRL's log key -> the event's (and TrainingMetric's) field.
 RL_METRICS = {
-    "reward": "reward",
+    "reward_mean": "reward",  # the chosen reward, before any RLOO scaling
     "reward_std": "reward_std",
     "group_reward_std": "group_reward_std",
     "pass_rate": "pass_rate",
@@ -238,10 +241,14 @@ def remote_environment_class(spec, *, url: str, token: str | None = None, faults
 # --- the reward -----------------------------------------------------------------------------
 
 
-def make_reward(variant: str, group_size: int):
+def make_reward(variant: str, group_size: int, *, scale: float = 1.0):
     """TRL reward function: finishes each rollout's episode with its last message (the engine
-    grades it) and returns ``episode_reward(grading, variant)``; logs the pass and strict
-    rates, the mean score and the reward's standard deviation within each group of G."""
+    grades it) and returns ``episode_reward(grading, variant)`` x ``scale``; logs the mean
+    reward (unscaled), the pass and strict rates, the mean score and the reward's standard
+    deviation within each group of G.
+
+    ``scale`` = G/(G-1) with TRL's ``scale_rewards="none"`` makes TRL's advantage
+    r' - mean(r') = G/(G-1)·(r - μ) = r - mean of the other G-1 rollouts: RLOO exactly."""
 
     def reward(completions, environments, log_metric=None, **kwargs) -> list[float | None]:
         scores = coworkenv_reward(completions, environments)
@@ -251,6 +258,9 @@ def make_reward(variant: str, group_size: int):
             scored = score is not None and grading is not None
             out.append(episode_reward(grading, variant) if scored else None)
         if log_metric is not None:
+            chosen = [r for r in out if r is not None]
+            if chosen:
+                log_metric("reward_mean", math.fsum(chosen) / len(chosen))
             graded = [env.grading for env in environments if getattr(env, "grading", None)]
             if graded:
                 log_metric("pass_rate", sum(1.0 for g in graded if g["passed"]) / len(graded))
@@ -261,10 +271,16 @@ def make_reward(variant: str, group_size: int):
                     group = [r for r in out[start : start + group_size] if r is not None]
                     if len(group) > 1:
                         log_metric("group_reward_std", sample_std(group))
-        return out
+        return [r * scale if r is not None and scale != 1.0 else r for r in out]
 
     reward.__name__ = f"coworkenv_{variant}"
     return reward
+
+
+def reward_scale(hp: dict[str, Any]) -> float:
+    """G/(G-1) for RLOO (see ``make_reward``), else 1."""
+    g = hp["group_size"]
+    return g / (g - 1) if hp["advantage"] == "rloo" else 1.0
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -359,7 +375,7 @@ def run(config: dict[str, Any]) -> int:
     callback = make_callback(reporter, config.get("supervisor_pid"), RL_METRICS)
     trainer = trl.GRPOTrainer(
         model=model,
-        reward_funcs=[make_reward(hp["reward"], hp["group_size"])],
+        reward_funcs=[make_reward(hp["reward"], hp["group_size"], scale=reward_scale(hp))],
         args=grpo_config(hp, checkpoints, use_cuda=use_cuda),
         train_dataset=datasets.Dataset.from_list(rows),
         processing_class=tokenizer,

@@ -233,6 +233,9 @@ ADVANTAGES = {
     "grpo": ("GRPO: (r - group mean) / group std, per-sequence loss", "group", "grpo"),
     "dr_grpo": ("Dr. GRPO: r - group mean, no std, constant-length loss", "none", "dr_grpo"),
     "batch": ("Batch-std: (r - group mean) / batch std, token-level loss", "batch", "dapo"),
+    # TRL's RLOOTrainer takes no environment_factory: the reward function scales the rewards
+    # by G/(G-1) so that TRL's r - group mean is the leave-one-out advantage (grpo.make_reward).
+    "rloo": ("RLOO: r - mean of the other G-1 rollouts, per-sequence loss", "none", "grpo"),
 }
 
 GRPO_DEFAULTS: dict[str, Any] = {

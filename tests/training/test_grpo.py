@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("trl")  # the `train` extra
 
 from apps.core.models import JobStatus
-from apps.environments.engine.rewards import sample_std
+from apps.environments.engine.rewards import group_advantages, sample_std
 from apps.environments.engine.spec import load_spec
 from apps.environments.engine.trl_env import OVER, environment_class
-from apps.training.grpo import make_reward, task_dataset_rows
+from apps.training.grpo import make_reward, reward_scale, task_dataset_rows
 from apps.training.models import ModelKind, TrainedModel
 from apps.training.services import training_job_create, training_job_execute
 from tests.environments.engine.helpers import SAMPLES, load_json
@@ -125,6 +125,7 @@ def test_reward_variants_on_a_group_of_known_outcomes(variant, expected):
             "strict_rate": 0.5,
             "score": 0.6,
             "group_reward_std": sample_std(expected),
+            "reward_mean": sum(expected) / 2,
         }
     )
 
@@ -197,3 +198,22 @@ def test_rollouts_through_the_environment_server_get_the_same_rewards():
             wrong.reset(task_key="no-such-task")
         for env in (good, idle, wrong):
             env._close()
+
+
+def test_rloo_through_trl_is_the_leave_one_out_advantage():
+    """advantage=rloo: TRL is told scale_rewards="none" (advantage r' - mean r') and sees the
+    rewards x G/(G-1); that is r - mean of the other rollouts. Group [oracle, idle, idle]:
+    rewards [1, 0.2, 0.2] -> TRL sees [1.5, 0.3, 0.3], mean 0.7 -> [0.8, -0.4, -0.4] =
+    [1 - 0.2, 0.2 - 0.6, 0.2 - 0.6]."""
+    hp = {"group_size": 3, "advantage": "rloo"}
+    assert reward_scale(hp) == 1.5 and reward_scale({**hp, "advantage": "grpo"}) == 1.0
+    rollouts = [_oracle_rollout(EVAL_TASK), _idle_rollout(EVAL_TASK), _idle_rollout(EVAL_TASK)]
+    logged: list[tuple[str, float]] = []
+    seen = make_reward("score", 3, scale=reward_scale(hp))(
+        [c for _, c in rollouts], [e for e, _ in rollouts], log_metric=lambda *a: logged.append(a)
+    )
+    assert seen == pytest.approx([1.5, 0.3, 0.3])
+    trl_advantages = [r - sum(seen) / 3 for r in seen]
+    assert trl_advantages == pytest.approx([0.8, -0.4, -0.4])
+    assert trl_advantages == pytest.approx(group_advantages([1.0, 0.2, 0.2], "rloo"))
+    assert dict(logged)["reward_mean"] == pytest.approx(1.4 / 3)  # reported unscaled

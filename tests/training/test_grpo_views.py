@@ -147,7 +147,7 @@ def test_grpo_through_the_api(api_client_for, author, viewer, outsider, project,
     )
     assert bad.status_code == 400
     assert bad.json()["details"]["fields"] == {
-        "advantage": ["Choose one of grpo, dr_grpo, batch."],
+        "advantage": ["Choose one of grpo, dr_grpo, batch, rloo."],
         "temperature": ["Must be between 0.01 and 2."],
     }
     assert not TrainingJob.objects.exists()
