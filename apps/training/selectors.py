@@ -74,6 +74,20 @@ def rl_series(*, training_jobs: list[TrainingJob]) -> dict[int, list[dict]]:
     return series
 
 
+def rl_summary(points: list[dict]) -> dict:
+    """One GRPO job's curve in figures: steps reported, the last mean reward, the best pass
+    rate and the mean within-group reward std (None where nothing was reported)."""
+    passes = [p["pass_rate"] for p in points if p["pass_rate"] is not None]
+    stds = [p["group_reward_std"] for p in points if p["group_reward_std"] is not None]
+    rewards = [p["reward"] for p in points if p["reward"] is not None]
+    return {
+        "steps": len(points),
+        "last_reward": rewards[-1] if rewards else None,
+        "best_pass_rate": max(passes) if passes else None,
+        "mean_group_std": sum(stds) / len(stds) if stds else None,
+    }
+
+
 def rl_job_list(*, project) -> QuerySet[TrainingJob]:
     """The project's GRPO jobs, newest first (what the RL comparison offers)."""
     return training_job_list(project=project).filter(method="grpo")

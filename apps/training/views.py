@@ -28,6 +28,7 @@ from apps.training.selectors import (
     loss_series,
     rl_job_list,
     rl_series,
+    rl_summary,
     runnable_environments,
     training_job_list,
     training_metrics,
@@ -138,10 +139,8 @@ def _rl_context(training_job: TrainingJob, metrics: list) -> dict:
         "rl_chart": rl_job_chart(
             [(m.step, m.reward, m.pass_rate, m.group_reward_std) for m in metrics]
         ),
-        "reward_label": REWARD_VARIANTS.get(hp.get("reward"), hp.get("reward")),
-        "advantage_label": ADVANTAGES[hp["advantage"]][0]
-        if hp.get("advantage") in ADVANTAGES
-        else "",
+        "reward_label": REWARD_VARIANTS.get(hp.get("reward"), ""),
+        "advantage_label": ADVANTAGES.get(hp.get("advantage"), ("",))[0],
     }
 
 
@@ -227,28 +226,16 @@ def job_compare_rl_view(request, slug):
     ids = ids[:MAX_COMPARED]
     jobs = list(rl_job_list(project=project).filter(pk__in=ids).order_by("pk"))
     series = rl_series(training_jobs=jobs)
-    rows = []
-    for job in jobs:
-        points = series[job.pk]
-        hp = job.hyperparameters or {}
-        passes = [p["pass_rate"] for p in points if p["pass_rate"] is not None]
-        stds = [p["group_reward_std"] for p in points if p["group_reward_std"] is not None]
-        rows.append(
-            {
-                "job": job,
-                "label": job.rl_label(),
-                "reward": REWARD_VARIANTS.get(hp.get("reward"), hp.get("reward")),
-                "advantage": ADVANTAGES[hp["advantage"]][0]
-                if hp.get("advantage") in ADVANTAGES
-                else "",
-                "steps": len(points),
-                "last_reward": next(
-                    (p["reward"] for p in reversed(points) if p["reward"] is not None), None
-                ),
-                "best_pass_rate": max(passes) if passes else None,
-                "mean_group_std": sum(stds) / len(stds) if stds else None,
-            }
-        )
+    rows = [
+        {
+            "job": job,
+            "label": job.rl_label(),
+            "reward": REWARD_VARIANTS.get(job.hyperparameters.get("reward"), ""),
+            "advantage": ADVANTAGES.get(job.hyperparameters.get("advantage"), ("",))[0],
+            **rl_summary(series[job.pk]),
+        }
+        for job in jobs
+    ]
     context = {
         "project": project,
         "membership": check_project_role(request.user, project),
