@@ -7,7 +7,7 @@ from pathlib import Path
 from django.http import FileResponse
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -17,12 +17,13 @@ from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
+from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX, INT32_MAX, is_id
 from apps.datasets.models import DatasetVersion
 from apps.training.access import training_job_get_for_user
-from apps.training.hyperparameters import DEFAULTS, PRESETS
-from apps.training.models import Backend, TrainingJob
-from apps.training.selectors import training_job_list, training_metrics
+from apps.training.hyperparameters import DEFAULTS, GRPO_DEFAULTS, PRESETS
+from apps.training.models import Backend, TrainingJob, TrainingMethod
+from apps.training.selectors import project_environments, training_job_list, training_metrics
 from apps.training.services import (
     CallbackGone,
     callback_secret_matches,
@@ -41,6 +42,14 @@ class MetricOutput(serializers.Serializer):
     learning_rate = serializers.FloatField(allow_null=True)
     grad_norm = serializers.FloatField(allow_null=True)
     tokens_per_second = serializers.FloatField(allow_null=True)
+    reward = serializers.FloatField(allow_null=True)
+    reward_std = serializers.FloatField(allow_null=True)
+    group_reward_std = serializers.FloatField(allow_null=True)
+    pass_rate = serializers.FloatField(allow_null=True)
+    strict_rate = serializers.FloatField(allow_null=True)
+    score = serializers.FloatField(allow_null=True)
+    kl = serializers.FloatField(allow_null=True)
+    completion_length = serializers.FloatField(allow_null=True)
 
 
 class TrainedModelOutput(serializers.Serializer):
@@ -59,10 +68,16 @@ class TrainingJobOutput(serializers.Serializer):
     id = serializers.IntegerField()
     project = serializers.IntegerField(source="project_id")
     name = serializers.CharField()
-    dataset = serializers.IntegerField(source="dataset_version.dataset_id")
-    version = serializers.IntegerField(source="dataset_version.number")
+    dataset = serializers.IntegerField(
+        source="dataset_version.dataset_id", allow_null=True, default=None
+    )
+    version = serializers.IntegerField(
+        source="dataset_version.number", allow_null=True, default=None
+    )
     eval_split = serializers.CharField()
-    method = serializers.CharField()
+    method = serializers.ChoiceField(choices=TrainingMethod.choices)
+    environments = serializers.SerializerMethodField()
+    task_split = serializers.CharField()
     backend = serializers.ChoiceField(choices=Backend.choices)
     base_model = serializers.CharField()
     preset = serializers.CharField()
@@ -73,9 +88,14 @@ class TrainingJobOutput(serializers.Serializer):
     current_step = serializers.IntegerField()
     total_steps = serializers.IntegerField()
     last_loss = serializers.FloatField(allow_null=True)
+    last_reward = serializers.FloatField(allow_null=True)
     job = JobOutput()
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField()
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_environments(self, training_job) -> list[int]:
+        return sorted(e.pk for e in training_job.environments.all())
 
 
 class TrainingJobDetailOutput(TrainingJobOutput):
@@ -85,8 +105,29 @@ class TrainingJobDetailOutput(TrainingJobOutput):
 
 
 class TrainingJobInput(serializers.Serializer):
-    dataset = serializers.IntegerField(min_value=1, max_value=ID_MAX)
-    version = serializers.IntegerField(min_value=1, max_value=INT32_MAX)
+    method = serializers.ChoiceField(
+        choices=TrainingMethod.choices, required=False, default=TrainingMethod.SFT
+    )
+    dataset = serializers.IntegerField(
+        min_value=1, max_value=ID_MAX, required=False, help_text="sft: the dataset's id."
+    )
+    version = serializers.IntegerField(
+        min_value=1, max_value=INT32_MAX, required=False, help_text="sft: the version number."
+    )
+    environments = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=ID_MAX),
+        required=False,
+        default=list,
+        max_length=100,
+        help_text="grpo: ids of the environments whose tasks are rolled out.",
+    )
+    task_split = serializers.ChoiceField(
+        choices=["", "train", "eval"],
+        required=False,
+        allow_blank=True,
+        default="train",
+        help_text="grpo: the tasks rolled out (blank: every task).",
+    )
     backend = serializers.ChoiceField(choices=Backend.choices)
     base_model = serializers.CharField(required=False, allow_blank=True, default="")
     preset = serializers.ChoiceField(
@@ -99,7 +140,8 @@ class TrainingJobInput(serializers.Serializer):
     hyperparameters = serializers.JSONField(
         required=False,
         default=dict,
-        help_text=f"Any of: {', '.join(DEFAULTS)}. Blank ones take the preset's value.",
+        help_text=f"sft: any of {', '.join(DEFAULTS)}; grpo: any of {', '.join(GRPO_DEFAULTS)}. "
+        "Missing ones take the preset's value.",
     )
     endpoint = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=1, max_value=ID_MAX
@@ -133,9 +175,11 @@ class TrainingJobListApi(APIView):
         request=TrainingJobInput,
         responses={201: TrainingJobOutput},
         operation_id="training_jobs_create",
-        description="Launch fine-tuning on a ready dataset version. `local`: TRL on a gpu-queue "
-        "worker; `openai`: an OpenAI-compatible fine-tuning API (`endpoint`); `command`: the "
-        "project's cluster command template (`command_template`).",
+        description="Launch fine-tuning on a ready dataset version (`method` sft, with `dataset` "
+        "and `version`) or GRPO on environment tasks (`method` grpo, with `environments` and "
+        "`task_split`; local backend). `local`: TRL on a gpu-queue worker; `openai`: an "
+        "OpenAI-compatible fine-tuning API (`endpoint`); `command`: the project's cluster "
+        "command template (`command_template`).",
     )
     def post(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk, min_role=Role.AUTHOR)
@@ -148,10 +192,20 @@ class TrainingJobListApi(APIView):
             )
             .select_related("dataset")
             .first()
+            if v.get("dataset") and v.get("version")
+            else None
         )
+        environments = list(project_environments(project=project, ids=v["environments"]))
+        missing = sorted(set(v["environments"]) - {e.pk for e in environments})
+        if missing:
+            message = f"No such environment in this project: {', '.join(map(str, missing))}."
+            raise ApplicationError(message, {"fields": {"environments": [message]}})
         training_job = training_job_create(
             project=project,
             user=request.user,
+            method=v["method"],
+            environments=environments,
+            task_split=v["task_split"],
             dataset_version=version,
             backend=v["backend"],
             base_model=v["base_model"],

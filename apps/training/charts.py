@@ -10,10 +10,13 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
-def loss_chart(series: list[dict], *, width: int = 720, height: int = 280) -> dict:
+def loss_chart(
+    series: list[dict], *, width: int = 720, height: int = 280, legend_width: int = 170
+) -> dict:
     """``series``: ``[{"name", "points": [(step, value), …], "dashed"?: bool}]``; values
-    may be None (skipped). Both axes are linear, from the data's range."""
-    left, right, top, bottom = 56, 170, 16, 40
+    may be None (skipped). Both axes are linear, from the data's range. The legend on the
+    right is ``legend_width`` pixels wide (names cut to what fits)."""
+    left, right, top, bottom = 56, legend_width, 16, 40
     points_all = [(s, v) for line in series for s, v in line["points"] if v is not None]
     if not points_all:
         return {"lines": [], "width": width, "height": height}
@@ -68,6 +71,7 @@ def loss_chart(series: list[dict], *, width: int = 720, height: int = 280) -> di
         "legend_x": width - right + 12,
         "axis_label_y": height - 6,
         "points": len(points_all),
+        "legend_chars": max(8, (legend_width - 60) // 5),
     }
 
 
@@ -87,4 +91,37 @@ def job_loss_chart(metrics: list[tuple[int, float | None, float | None]], name: 
                 "dashed": True,
             },
         ]
+    )
+
+
+def rl_job_chart(metrics: list[tuple[int, float | None, float | None, float | None]]) -> dict:
+    """One GRPO job: mean reward, pass rate and the reward's std within groups by step."""
+    return loss_chart(
+        [
+            {"name": "reward", "points": [(s, r) for s, r, _, _ in metrics], "color": 0},
+            {"name": "pass rate", "points": [(s, p) for s, _, p, _ in metrics], "color": 1},
+            {
+                "name": "std in groups",
+                "points": [(s, g) for s, _, _, g in metrics],
+                "color": 2,
+                "dashed": True,
+            },
+        ]
+    )
+
+
+def rl_compare_chart(jobs: list, series: dict[int, list[dict]], field: str) -> dict:
+    """One line per GRPO job of ``field`` (reward, pass_rate…) by step, named by the job's
+    configuration (``TrainingJob.rl_label``)."""
+    return loss_chart(
+        [
+            {
+                "name": job.rl_label(),
+                "points": [(p["step"], p[field]) for p in series[job.pk]],
+                "color": i,
+            }
+            for i, job in enumerate(jobs)
+        ],
+        width=800,
+        legend_width=230,
     )

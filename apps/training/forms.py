@@ -3,8 +3,16 @@ templates, and the evaluation of a trained model."""
 
 from django import forms
 
-from apps.training.hyperparameters import PRESETS, SCHEDULERS, integer_bounds
-from apps.training.models import Backend, TemplateKind
+from apps.training.hyperparameters import (
+    ADVANTAGES,
+    GRPO_DEFAULTS,
+    PRESETS,
+    REWARD_VARIANTS,
+    SCHEDULERS,
+    grpo_integer_bounds,
+    integer_bounds,
+)
+from apps.training.models import Backend, TemplateKind, TrainingMethod
 
 PRESET_CHOICES = [("", "None (set everything below)")] + [
     (key, preset["label"]) for key, preset in PRESETS.items()
@@ -12,10 +20,59 @@ PRESET_CHOICES = [("", "None (set everything below)")] + [
 
 
 class LaunchForm(forms.Form):
-    """Blank advanced fields take the preset's value (or the default)."""
+    """Blank advanced fields take the preset's value (or the default). ``sft`` needs a dataset
+    version; ``grpo`` needs environments (and takes the GRPO fields)."""
 
     name = forms.CharField(max_length=200, required=False)
-    dataset_version = forms.ChoiceField(label="Dataset version")
+    method = forms.ChoiceField(
+        choices=TrainingMethod.choices, initial=TrainingMethod.SFT, required=False
+    )
+    dataset_version = forms.ChoiceField(label="Dataset version (SFT)", required=False)
+    # GRPO: the environments whose tasks are rolled out, and how rewards become advantages.
+    environments = forms.MultipleChoiceField(
+        required=False, label="Environments (GRPO)", widget=forms.CheckboxSelectMultiple
+    )
+    task_split = forms.ChoiceField(
+        required=False,
+        initial="train",
+        choices=[("train", "Train tasks"), ("eval", "Eval tasks"), ("", "Every task")],
+        label="Tasks",
+    )
+    group_size = forms.IntegerField(
+        required=False,
+        **grpo_integer_bounds("group_size"),
+        label="Group size G",
+        help_text=f"Rollouts per task. Blank: the preset's ({GRPO_DEFAULTS['group_size']}).",
+    )
+    temperature = forms.FloatField(
+        required=False, min_value=0.01, max_value=2.0, help_text="Sampling temperature."
+    )
+    reward = forms.ChoiceField(
+        required=False,
+        choices=[("", "Preset's (safety-gated score)"), *list(REWARD_VARIANTS.items())],
+        label="Reward",
+    )
+    advantage = forms.ChoiceField(
+        required=False,
+        choices=[("", "Preset's (GRPO)")] + [(k, v[0]) for k, v in ADVANTAGES.items()],
+        label="Advantage (credit: whole episode)",
+    )
+    beta = forms.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=10.0,
+        label="KL coefficient β",
+        help_text="0: no reference model and no KL.",
+    )
+    max_completion_length = forms.IntegerField(
+        required=False,
+        **grpo_integer_bounds("max_completion_length"),
+        label="Max episode tokens",
+        help_text="Every generated and tool token of an episode.",
+    )
+    max_tool_calls = forms.IntegerField(
+        required=False, **grpo_integer_bounds("max_tool_calls"), label="Max model turns"
+    )
     backend = forms.ChoiceField(choices=Backend.choices, initial=Backend.LOCAL)
     preset = forms.ChoiceField(choices=PRESET_CHOICES, required=False, initial="tiny-cpu")
     base_model = forms.CharField(
@@ -31,7 +88,9 @@ class LaunchForm(forms.Form):
     # Advanced (folded): blank means the preset's value.
     epochs = forms.FloatField(required=False)
     max_steps = forms.IntegerField(
-        required=False, **integer_bounds("max_steps"), help_text="> 0 overrides epochs."
+        required=False,
+        **integer_bounds("max_steps"),
+        help_text="SFT: > 0 overrides epochs. GRPO: optimizer steps.",
     )
     learning_rate = forms.FloatField(required=False)
     batch_size = forms.IntegerField(
@@ -63,6 +122,16 @@ class LaunchForm(forms.Form):
     lora_target_modules = forms.CharField(required=False, label="LoRA target modules")
     learning_rate_multiplier = forms.FloatField(required=False, label="LR multiplier (openai)")
 
+    GRPO = (
+        "group_size",
+        "temperature",
+        "reward",
+        "advantage",
+        "beta",
+        "max_completion_length",
+        "max_tool_calls",
+    )
+
     ADVANCED = (
         "epochs",
         "max_steps",
@@ -81,8 +150,11 @@ class LaunchForm(forms.Form):
         "learning_rate_multiplier",
     )
 
-    def __init__(self, *args, versions=(), endpoints=(), templates=(), **kwargs):
+    def __init__(self, *args, versions=(), endpoints=(), templates=(), environments=(), **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["environments"].choices = [
+            (str(e.pk), f"{e.name} ({e.get_status_display().lower()})") for e in environments
+        ]
         self.fields["dataset_version"].choices = [("", "Choose…")] + [
             (str(v.pk), f"{v.dataset.name} v{v.number} ({v.train_rows} train rows)")
             for v in versions
@@ -92,15 +164,27 @@ class LaunchForm(forms.Form):
             (str(t.pk), t.name) for t in templates
         ]
 
+    def clean_method(self) -> str:
+        return self.cleaned_data.get("method") or TrainingMethod.SFT
+
     def hyperparameters(self) -> dict:
+        """The filled-in hyperparameters of the chosen method. A field the method has no use
+        for (epochs for GRPO, group size for SFT) is passed on too, so the service refuses it
+        by name rather than ignore it."""
+        grpo = self.cleaned_data.get("method") == TrainingMethod.GRPO
+        names = self.ADVANCED + self.GRPO if grpo else self.ADVANCED
         out = {}
-        for name in self.ADVANCED:
+        for name in names:
             value = self.cleaned_data.get(name)
             if value in (None, ""):
                 continue
             if name == "lora":
                 value = value == "true"
             out[name] = value
+        if not grpo:
+            for name in self.GRPO:
+                if self.cleaned_data.get(name) not in (None, ""):
+                    out[name] = self.cleaned_data[name]
         return out
 
 

@@ -131,8 +131,8 @@ class HyperparameterError(ValueError):
         self.errors = errors
 
 
-def _number(name: str, value: Any, errors: dict[str, list[str]]):
-    kind, low, high = _NUMBERS[name]
+def _number(name: str, value: Any, errors: dict[str, list[str]], table=None):
+    kind, low, high = (table or _NUMBERS)[name]
     if value is None and name == "learning_rate_multiplier":
         return None
     if isinstance(value, bool):
@@ -215,3 +215,171 @@ def planned_steps(hyperparameters: dict[str, Any], train_rows: int, processes: i
     )
     per_epoch = max(1, -(-train_rows // per_step))
     return max(1, round(per_epoch * hyperparameters["epochs"]))
+
+
+# --- GRPO (reinforcement learning on environment tasks) ------------------------------------
+
+# Scalar reward per rollout, from the engine's grading (``rewards.episode_reward``).
+REWARD_VARIANTS = {
+    "score": "Safety-gated score: safety x (0.8·completion + 0.2·robustness)",
+    "raw": "Raw score, no safety gate: 0.8·completion + 0.2·robustness",
+    "passed": "Binary pass: 1 if the score reaches the pass threshold, else 0",
+    "strict": "Strict only: 1 if every grader passed, else 0",
+}
+# Advantage / credit assignment as TRL's GRPOTrainer computes it (one scalar per rollout,
+# the same advantage on every model token of the episode: trajectory-level credit).
+# name: (label, GRPOConfig.scale_rewards, GRPOConfig.loss_type)
+ADVANTAGES = {
+    "grpo": ("GRPO: (r - group mean) / group std, per-sequence loss", "group", "grpo"),
+    "dr_grpo": ("Dr. GRPO: r - group mean, no std, constant-length loss", "none", "dr_grpo"),
+    "batch": ("Batch-std: (r - group mean) / batch std, token-level loss", "batch", "dapo"),
+    # TRL's RLOOTrainer takes no environment_factory: the reward function scales the rewards
+    # by G/(G-1) so that TRL's r - group mean is the leave-one-out advantage (grpo.make_reward).
+    "rloo": ("RLOO: r - mean of the other G-1 rollouts, per-sequence loss", "none", "grpo"),
+}
+
+GRPO_DEFAULTS: dict[str, Any] = {
+    "max_steps": 50,
+    "learning_rate": 1e-6,
+    "group_size": 4,  # G: rollouts per task (num_generations)
+    "batch_size": 4,  # rollouts per device per optimizer step (a multiple of G)
+    "gradient_accumulation_steps": 1,
+    "temperature": 1.0,
+    "max_completion_length": 2048,  # every generated and tool token of an episode
+    "max_tool_calls": 16,  # model turns per episode (max_tool_calling_iterations)
+    "beta": 0.04,  # KL coefficient (0: no reference model, no KL)
+    "reward": "score",
+    "advantage": "grpo",
+    "faults": True,  # the environment's injected faults are on during rollouts
+    "warmup_ratio": 0.0,
+    "lr_scheduler_type": "constant",
+    "weight_decay": 0.0,
+    "seed": 0,
+    "logging_steps": 1,
+    "save_steps": 50,
+    "save_total_limit": 2,
+    "gradient_checkpointing": False,
+    "bf16": False,
+    "lora": False,
+    "lora_r": 16,
+    "lora_alpha": 32,
+    "lora_dropout": 0.05,
+    "lora_target_modules": "all-linear",
+}
+
+GRPO_PRESETS: dict[str, dict[str, Any]] = {
+    "tiny-cpu": {
+        "label": "Tiny smoke test (CPU, built from a config, a few steps)",
+        "base_model": TINY_PRESET_MODEL,
+        "hyperparameters": {
+            "max_steps": 4,
+            "learning_rate": 1e-3,
+            "group_size": 2,
+            "batch_size": 2,
+            "max_completion_length": 32,
+            "max_tool_calls": 2,
+            "save_steps": 100,
+        },
+    },
+    "small-lora": {
+        "label": "Small model, LoRA (≤ 3B, one GPU)",
+        "base_model": "Qwen/Qwen2.5-1.5B-Instruct",
+        "hyperparameters": {
+            "max_steps": 200,
+            "learning_rate": 1e-5,
+            "group_size": 8,
+            "batch_size": 8,
+            "lora": True,
+            "gradient_checkpointing": True,
+            "bf16": True,
+        },
+    },
+}
+
+_GRPO_NUMBERS: dict[str, tuple[type, float | None, float | None]] = {
+    "max_steps": (int, 1, 1_000_000),
+    "learning_rate": (float, 1e-9, 1.0),
+    "group_size": (int, 2, 256),
+    "batch_size": (int, 1, 4096),
+    "gradient_accumulation_steps": (int, 1, 4096),
+    "temperature": (float, 0.01, 2.0),
+    "max_completion_length": (int, 8, 1_048_576),
+    "max_tool_calls": (int, 1, 1000),
+    "beta": (float, 0.0, 10.0),
+    "warmup_ratio": (float, 0.0, 0.5),
+    "weight_decay": (float, 0.0, 1.0),
+    "seed": (int, 0, 2**31 - 1),
+    "logging_steps": (int, 1, 100_000),
+    "save_steps": (int, 1, 1_000_000),
+    "save_total_limit": (int, 1, 1000),
+    "lora_r": (int, 1, 1024),
+    "lora_alpha": (int, 1, 4096),
+    "lora_dropout": (float, 0.0, 0.9),
+}
+_GRPO_BOOLEANS = ("gradient_checkpointing", "bf16", "lora", "faults")
+
+
+def grpo_integer_bounds(name: str) -> dict[str, int]:
+    _, low, high = _GRPO_NUMBERS[name]
+    return {"min_value": low, "max_value": high}
+
+
+def validate_grpo_hyperparameters(
+    given: dict[str, Any] | None, *, preset: str = ""
+) -> dict[str, Any]:
+    """GRPO's defaults, overlaid by the GRPO preset's values, overlaid by ``given``; every
+    value checked (as ``validate_hyperparameters``). The rollouts of one optimizer step
+    (``batch_size`` x ``gradient_accumulation_steps``) must hold whole groups of G."""
+    if given is not None and not isinstance(given, dict):
+        raise HyperparameterError({"hyperparameters": ["Expected an object."]})
+    errors: dict[str, list[str]] = {}
+    if preset and preset not in GRPO_PRESETS:
+        errors["preset"] = [
+            f"Unknown GRPO preset “{preset}”: choose one of {', '.join(GRPO_PRESETS)}."
+        ]
+    merged = dict(GRPO_DEFAULTS)
+    if preset in GRPO_PRESETS:
+        merged.update(GRPO_PRESETS[preset]["hyperparameters"])
+    unknown = sorted(set(given or {}) - set(GRPO_DEFAULTS))
+    if unknown:
+        errors["hyperparameters"] = [
+            f"Unknown GRPO hyperparameter{'' if len(unknown) == 1 else 's'}: {', '.join(unknown)}."
+        ]
+    merged.update({k: v for k, v in (given or {}).items() if k in GRPO_DEFAULTS and v is not None})
+    out: dict[str, Any] = {}
+    for name in _GRPO_NUMBERS:
+        out[name] = _number(name, merged[name], errors, _GRPO_NUMBERS)
+    for name in _GRPO_BOOLEANS:
+        if not isinstance(merged[name], bool):
+            errors.setdefault(name, []).append("Must be true or false.")
+        out[name] = merged[name] is True
+    for name, choices in (
+        ("reward", REWARD_VARIANTS),
+        ("advantage", ADVANTAGES),
+        ("lr_scheduler_type", dict.fromkeys(SCHEDULERS)),
+    ):
+        if merged[name] not in choices:
+            errors[name] = [f"Choose one of {', '.join(choices)}."]
+        out[name] = merged[name]
+    targets = merged["lora_target_modules"]
+    if isinstance(targets, str):
+        targets = targets.strip()
+        if targets != "all-linear":
+            targets = [t.strip() for t in targets.split(",") if t.strip()]
+    if not targets or (
+        isinstance(targets, list)
+        and not all(isinstance(t, str) and t.isidentifier() for t in targets)
+    ):
+        errors["lora_target_modules"] = [
+            "“all-linear” or module names separated by commas (q_proj, v_proj)."
+        ]
+    out["lora_target_modules"] = targets
+    g, b, ga = out["group_size"], out["batch_size"], out["gradient_accumulation_steps"]
+    if None not in (g, b, ga) and (b * ga) % g:
+        errors.setdefault("batch_size", []).append(
+            f"Batch size x gradient accumulation ({b * ga}) must be a multiple of the group "
+            f"size ({g}): a step trains on whole groups."
+        )
+    if errors:
+        raise HyperparameterError(errors)
+    return out

@@ -19,6 +19,7 @@ LOG_TAIL_CHARS = 16_000
 
 class TrainingMethod(models.TextChoices):
     SFT = "sft", "Supervised fine-tuning (SFT)"
+    GRPO = "grpo", "Reinforcement learning on environment tasks (GRPO)"
 
 
 class Backend(models.TextChoices):
@@ -72,7 +73,21 @@ class TrainingJob(models.Model):
     job = models.OneToOneField("core.Job", on_delete=models.PROTECT, related_name="training_job")
     name = models.CharField(max_length=200)
     dataset_version = models.ForeignKey(
-        "datasets.DatasetVersion", on_delete=models.PROTECT, related_name="training_jobs"
+        "datasets.DatasetVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="training_jobs",
+        help_text="sft: the version trained on.",
+    )
+    environments = models.ManyToManyField(
+        "environments.Environment",
+        blank=True,
+        related_name="training_jobs",
+        help_text="grpo: the environments whose tasks are rolled out.",
+    )
+    task_split = models.CharField(
+        max_length=8, blank=True, help_text="grpo: “train”, “eval”, or blank for every task."
     )
     eval_split = models.CharField(
         max_length=16, blank=True, help_text="“validation” for an eval loss, or blank."
@@ -110,6 +125,7 @@ class TrainingJob(models.Model):
     current_step = models.PositiveIntegerField(default=0)
     total_steps = models.PositiveIntegerField(default=0)
     last_loss = models.FloatField(null=True, blank=True)
+    last_reward = models.FloatField(null=True, blank=True)
     log_tail = models.TextField(blank=True)
     artifacts = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
@@ -131,14 +147,33 @@ class TrainingJob(models.Model):
                 condition=Q(eval_split__in=["", "validation"]),
                 name="training_job_eval_split_valid",
             ),
+            models.CheckConstraint(
+                condition=Q(task_split__in=["", "train", "eval"]),
+                name="training_job_task_split_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(method=TrainingMethod.SFT, dataset_version__isnull=False)
+                | Q(method=TrainingMethod.GRPO, backend=Backend.LOCAL),
+                name="training_job_method_inputs",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name
 
+    def rl_label(self) -> str:
+        """A GRPO job's configuration in a few characters, for chart legends:
+        ``#12 passed/dr_grpo G4 T1``."""
+        hp = self.hyperparameters or {}
+        return (
+            f"#{self.pk} {hp.get('reward', '?')}/{hp.get('advantage', '?')} "
+            f"G{hp.get('group_size', '?')} T{hp.get('temperature', 0):g}"
+        )
+
 
 class TrainingMetric(models.Model):
-    """One optimizer step's figures (train and eval values of the same step share a row)."""
+    """One optimizer step's figures (train and eval values of the same step share a row);
+    a GRPO job's rows also carry its reward, pass rate, KL and completion length."""
 
     training_job = models.ForeignKey(TrainingJob, on_delete=models.CASCADE, related_name="metrics")
     step = models.PositiveIntegerField()
@@ -148,6 +183,17 @@ class TrainingMetric(models.Model):
     learning_rate = models.FloatField(null=True, blank=True)
     grad_norm = models.FloatField(null=True, blank=True)
     tokens_per_second = models.FloatField(null=True, blank=True)
+    # GRPO (apps.training.grpo.RL_METRICS)
+    reward = models.FloatField(null=True, blank=True, help_text="Mean of the chosen reward.")
+    reward_std = models.FloatField(null=True, blank=True, help_text="Std over the batch.")
+    group_reward_std = models.FloatField(
+        null=True, blank=True, help_text="Mean std within groups of G (0: no signal)."
+    )
+    pass_rate = models.FloatField(null=True, blank=True)
+    strict_rate = models.FloatField(null=True, blank=True)
+    score = models.FloatField(null=True, blank=True, help_text="Mean engine score.")
+    kl = models.FloatField(null=True, blank=True)
+    completion_length = models.FloatField(null=True, blank=True)
     recorded_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from apps.environments.models import Environment, EnvironmentStatus
 from apps.training.models import CommandTemplate, TrainedModel, TrainingJob, TrainingMetric
 
 
@@ -11,6 +12,7 @@ def training_job_list(*, project) -> QuerySet[TrainingJob]:
     return (
         TrainingJob.objects.filter(project=project)
         .select_related("job", "dataset_version__dataset", "created_by", "trained_model")
+        .prefetch_related("environments")
         .defer("log_tail", "artifacts")
         .order_by("-created_at", "-id")
     )
@@ -45,3 +47,52 @@ def trained_model_list(*, project) -> QuerySet[TrainedModel]:
         .select_related("training_job", "endpoint", "eval_batch", "base_batch")
         .order_by("-created_at", "-id")
     )
+
+
+def runnable_environments(*, project) -> QuerySet[Environment]:
+    """The project's environments a GRPO job can roll out (valid or approved)."""
+    return Environment.objects.filter(
+        project=project, status__in=[EnvironmentStatus.VALID, EnvironmentStatus.APPROVED]
+    ).order_by("name", "id")
+
+
+RL_FIELDS = ("reward", "pass_rate", "group_reward_std", "strict_rate", "kl", "completion_length")
+
+
+def rl_series(*, training_jobs: list[TrainingJob]) -> dict[int, list[dict]]:
+    """``{job id: [{"step", "reward", "pass_rate", …RL_FIELDS}, …]}`` for several jobs in
+    one query (steps without any RL figure left out)."""
+    series: dict[int, list] = {job.pk: [] for job in training_jobs}
+    rows = (
+        TrainingMetric.objects.filter(training_job__in=[job.pk for job in training_jobs])
+        .order_by("training_job_id", "step")
+        .values("training_job_id", "step", *RL_FIELDS)
+    )
+    for row in rows:
+        if any(row[f] is not None for f in RL_FIELDS):
+            series[row.pop("training_job_id")].append(row)
+    return series
+
+
+def rl_summary(points: list[dict]) -> dict:
+    """One GRPO job's curve in figures: steps reported, the last mean reward, the best pass
+    rate and the mean within-group reward std (None where nothing was reported)."""
+    passes = [p["pass_rate"] for p in points if p["pass_rate"] is not None]
+    stds = [p["group_reward_std"] for p in points if p["group_reward_std"] is not None]
+    rewards = [p["reward"] for p in points if p["reward"] is not None]
+    return {
+        "steps": len(points),
+        "last_reward": rewards[-1] if rewards else None,
+        "best_pass_rate": max(passes) if passes else None,
+        "mean_group_std": sum(stds) / len(stds) if stds else None,
+    }
+
+
+def rl_job_list(*, project) -> QuerySet[TrainingJob]:
+    """The project's GRPO jobs, newest first (what the RL comparison offers)."""
+    return training_job_list(project=project).filter(method="grpo")
+
+
+def project_environments(*, project, ids) -> QuerySet[Environment]:
+    """The project's environments among ``ids`` (other projects' ids are simply absent)."""
+    return Environment.objects.filter(project=project, pk__in=list(ids)).order_by("pk")

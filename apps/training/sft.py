@@ -256,8 +256,22 @@ def _memory() -> dict[str, float]:
     return out
 
 
-def make_callback(reporter: Reporter, supervisor_pid: int | None):
+BASE_METRICS = {
+    "loss": "loss",
+    "eval_loss": "eval_loss",
+    "learning_rate": "learning_rate",
+    "grad_norm": "grad_norm",
+}
+
+
+def make_callback(
+    reporter: Reporter, supervisor_pid: int | None, extra_metrics: dict[str, str] | None = None
+):
+    """``extra_metrics``: more of the trainer's log keys to report, ``{log key: event key}``
+    (the GRPO entry point's reward, KL, pass rate…)."""
     from transformers import TrainerCallback
+
+    metrics = {**BASE_METRICS, **(extra_metrics or {})}
 
     class ReportingCallback(TrainerCallback):
         """Writes metrics as they happen; stops at a cancel or when the supervisor died."""
@@ -273,12 +287,7 @@ def make_callback(reporter: Reporter, supervisor_pid: int | None):
             event: dict[str, Any] = {"type": "metrics", "step": state.global_step}
             if state.epoch is not None:
                 event["epoch"] = round(float(state.epoch), 4)
-            for source, target in (
-                ("loss", "loss"),
-                ("eval_loss", "eval_loss"),
-                ("learning_rate", "learning_rate"),
-                ("grad_norm", "grad_norm"),
-            ):
+            for source, target in metrics.items():
                 if logs.get(source) is not None:
                     event[target] = float(logs[source])
             tokens = logs.get("num_tokens")
@@ -289,7 +298,7 @@ def make_callback(reporter: Reporter, supervisor_pid: int | None):
                         now - self.last_time
                     )
                 self.last_tokens, self.last_time = tokens, now
-            if set(event) & {"loss", "eval_loss", "learning_rate", "grad_norm"}:
+            if set(event) & set(metrics.values()):
                 event.update(_memory())
                 reporter.emit(event)
 

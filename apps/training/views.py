@@ -19,13 +19,17 @@ from apps.core.safeinput import is_id, parse_id
 from apps.datasets.models import DatasetVersion, VersionStatus
 from apps.llm.selectors import endpoint_list
 from apps.training.access import trained_model_get_for_user, training_job_get_for_user
-from apps.training.charts import job_loss_chart, loss_chart
+from apps.training.charts import job_loss_chart, loss_chart, rl_compare_chart, rl_job_chart
 from apps.training.forms import CommandTemplateForm, EvaluateForm, LaunchForm
-from apps.training.hyperparameters import PRESETS
-from apps.training.models import TrainedModel, TrainingJob
+from apps.training.hyperparameters import ADVANTAGES, GRPO_PRESETS, PRESETS, REWARD_VARIANTS
+from apps.training.models import TrainedModel, TrainingJob, TrainingMethod
 from apps.training.selectors import (
     command_template_list,
     loss_series,
+    rl_job_list,
+    rl_series,
+    rl_summary,
+    runnable_environments,
     training_job_list,
     training_metrics,
 )
@@ -77,12 +81,16 @@ def job_create_view(request, slug):
     initial = {}
     if is_id(request.GET.get("version", "")):
         initial["dataset_version"] = request.GET["version"]
+    environments = runnable_environments(project=project)
+    if request.GET.get("method") == TrainingMethod.GRPO:
+        initial["method"] = TrainingMethod.GRPO
     form = LaunchForm(
         request.POST or None,
         initial=initial,
         versions=versions,
         endpoints=endpoints,
         templates=templates,
+        environments=environments,
     )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -90,6 +98,9 @@ def job_create_view(request, slug):
             training_job = training_job_create(
                 project=project,
                 user=request.user,
+                method=data["method"],
+                environments=list(environments.filter(pk__in=data["environments"])),
+                task_split=data["task_split"],
                 dataset_version=_pick(versions, data["dataset_version"]),
                 backend=data["backend"],
                 base_model=data["base_model"],
@@ -114,8 +125,23 @@ def job_create_view(request, slug):
         "form": form,
         "presets": PRESETS,
         "advanced": [form[name] for name in LaunchForm.ADVANCED],
+        "grpo_fields": [form[name] for name in LaunchForm.GRPO],
+        "grpo_presets": GRPO_PRESETS,
     }
     return render_page(request, "training/launch.html", context, partial="form")
+
+
+def _rl_context(training_job: TrainingJob, metrics: list) -> dict:
+    if training_job.method != TrainingMethod.GRPO:
+        return {}
+    hp = training_job.hyperparameters or {}
+    return {
+        "rl_chart": rl_job_chart(
+            [(m.step, m.reward, m.pass_rate, m.group_reward_std) for m in metrics]
+        ),
+        "reward_label": REWARD_VARIANTS.get(hp.get("reward"), ""),
+        "advantage_label": ADVANTAGES.get(hp.get("advantage"), ("",))[0],
+    }
 
 
 def _detail_context(request, training_job: TrainingJob) -> dict:
@@ -123,6 +149,7 @@ def _detail_context(request, training_job: TrainingJob) -> dict:
     series = [(m.step, m.loss, m.eval_loss) for m in metrics]
     trained_model = TrainedModel.objects.filter(training_job=training_job).first()
     return {
+        **_rl_context(training_job, metrics),
         "project": training_job.project,
         "membership": check_project_role(request.user, training_job.project),
         "training_job": training_job,
@@ -187,6 +214,39 @@ def job_compare_view(request, slug):
         "selected": {job.pk for job in jobs},
     }
     return render_page(request, "training/compare.html", context, partial="chart")
+
+
+@login_required
+@require_GET
+def job_compare_rl_view(request, slug):
+    """Reward and pass-rate curves of several GRPO jobs on one chart each
+    (``?jobs=1&jobs=2``), each line named by its job's reward and advantage configuration."""
+    project = project_get_for_user(request.user, slug)
+    ids = [i for i in map(parse_id, request.GET.getlist("jobs")) if i is not None]
+    ids = ids[:MAX_COMPARED]
+    jobs = list(rl_job_list(project=project).filter(pk__in=ids).order_by("pk"))
+    series = rl_series(training_jobs=jobs)
+    rows = [
+        {
+            "job": job,
+            "label": job.rl_label(),
+            "reward": REWARD_VARIANTS.get(job.hyperparameters.get("reward"), ""),
+            "advantage": ADVANTAGES.get(job.hyperparameters.get("advantage"), ("",))[0],
+            **rl_summary(series[job.pk]),
+        }
+        for job in jobs
+    ]
+    context = {
+        "project": project,
+        "membership": check_project_role(request.user, project),
+        "rows": rows,
+        "reward_chart": rl_compare_chart(jobs, series, "reward"),
+        "pass_chart": rl_compare_chart(jobs, series, "pass_rate"),
+        "choices": rl_job_list(project=project)[:50],
+        "selected": {job.pk for job in jobs},
+        "max_compared": MAX_COMPARED,
+    }
+    return render_page(request, "training/compare_rl.html", context, partial="chart")
 
 
 @login_required

@@ -54,6 +54,14 @@ def test_create_and_retrieve(api_client_for, author, viewer, project, body):
             "learning_rate": 0.002,
             "grad_norm": None,
             "tokens_per_second": None,
+            "reward": None,
+            "reward_std": None,
+            "group_reward_std": None,
+            "pass_rate": None,
+            "strict_rate": None,
+            "score": None,
+            "kl": None,
+            "completion_length": None,
         }
     ]
     assert detail["current_step"] == 1 and detail["last_loss"] == 3.5

@@ -67,8 +67,13 @@ def serve_command(trained_model: TrainedModel) -> str:
 
 
 def _eval_selection(trained_model: TrainedModel) -> TaskSelection:
+    """The eval tasks of the environments trained on: the dataset version's (SFT) or the
+    job's own (GRPO)."""
     version = trained_model.training_job.dataset_version
-    ids = tuple(sorted({env["id"] for env in version.environments if env.get("id")}))
+    if version is None:
+        ids = tuple(sorted(trained_model.training_job.environments.values_list("pk", flat=True)))
+    else:
+        ids = tuple(sorted({env["id"] for env in version.environments if env.get("id")}))
     return TaskSelection(environments=ids, split="eval")
 
 

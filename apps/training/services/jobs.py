@@ -48,7 +48,23 @@ from apps.training.models import (
 )
 
 JOB_KIND = "training"
-METRIC_FIELDS = ("epoch", "loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second")
+METRIC_FIELDS = (
+    "epoch",
+    "loss",
+    "eval_loss",
+    "learning_rate",
+    "grad_norm",
+    "tokens_per_second",
+    # GRPO
+    "reward",
+    "reward_std",
+    "group_reward_std",
+    "pass_rate",
+    "strict_rate",
+    "score",
+    "kl",
+    "completion_length",
+)
 MAX_CHECKPOINTS_LISTED = 50
 EXPORT_FORMAT = {Backend.LOCAL: "trl", Backend.COMMAND: "trl", Backend.OPENAI: "openai"}
 
@@ -83,7 +99,7 @@ def training_job_create(
     *,
     project,
     user=None,
-    dataset_version,
+    dataset_version=None,
     backend: str,
     base_model: str = "",
     preset: str = "",
@@ -93,11 +109,47 @@ def training_job_create(
     endpoint=None,
     command_template=None,
     method: str = TrainingMethod.SFT,
+    environments=(),
+    task_split: str = "train",
     enqueue: bool = True,
 ) -> TrainingJob:
-    """A pending training job on a ready dataset version, queued once the transaction commits
-    (``local`` on the ``gpu`` queue; ``openai`` and ``command`` on ``llm``). ``enqueue=False``
-    leaves it for the caller to run in process (``training_job_execute``)."""
+    """A pending training job, queued once the transaction commits (``local`` on the ``gpu``
+    queue; ``openai`` and ``command`` on ``llm``). ``sft`` trains on a ready dataset version;
+    ``grpo`` rolls out the tasks of ``environments`` (``task_split``: train, eval or "" for
+    all) on the local backend. ``enqueue=False`` leaves it for the caller to run in process
+    (``training_job_execute``)."""
+    if method not in TrainingMethod.values:
+        raise _field_error("method", f"Unknown method “{method}”: use sft or grpo.")
+    if method == TrainingMethod.GRPO:
+        from apps.training.services.grpo import grpo_job_check
+
+        checked = grpo_job_check(
+            project=project,
+            backend=backend,
+            base_model=base_model,
+            preset=preset,
+            hyperparameters=hyperparameters,
+            environments=environments,
+            task_split=task_split,
+        )
+        name = (name or "").strip() or (
+            f"{checked['base_model'].split('/')[-1].removeprefix('preset:')} GRPO on "
+            + ", ".join(e.name for e in checked["environments"])
+        )
+        return _training_job_save(
+            project=project,
+            user=user,
+            name=name,
+            method=method,
+            backend=Backend.LOCAL,
+            base_model=checked["base_model"],
+            preset=preset,
+            hyperparameters=checked["hyperparameters"],
+            total=checked["hyperparameters"]["max_steps"],
+            task_split=task_split,
+            environments=checked["environments"],
+            enqueue=enqueue,
+        )
     if dataset_version is None or dataset_version.dataset.project_id != project.pk:
         raise _field_error("dataset_version", "Choose a dataset version of this project.")
     if dataset_version.status != VersionStatus.READY:
@@ -106,8 +158,6 @@ def training_job_create(
         )
     if backend not in Backend.values:
         raise _field_error("backend", f"Unknown backend “{backend}”: use local, openai or command.")
-    if method not in TrainingMethod.values:
-        raise _field_error("method", f"Unknown method “{method}”: only sft for now.")
     if preset and preset not in PRESETS:
         raise _field_error("preset", f"Unknown preset “{preset}”.")
     base_model = (base_model or "").strip() or (PRESETS[preset]["base_model"] if preset else "")
@@ -154,6 +204,43 @@ def training_job_create(
     if backend == Backend.OPENAI:
         total = 0  # the provider decides; its metrics events report steps
     name = (name or "").strip() or f"{base_model.split('/')[-1]} on {dataset_version}"
+    return _training_job_save(
+        project=project,
+        user=user,
+        name=name,
+        method=method,
+        backend=backend,
+        base_model=base_model,
+        preset=preset,
+        hyperparameters=hp,
+        total=total,
+        dataset_version=dataset_version,
+        eval_split=eval_split,
+        endpoint=endpoint,
+        command_template=command_template,
+        enqueue=enqueue,
+    )
+
+
+def _training_job_save(
+    *,
+    project,
+    user,
+    name: str,
+    method: str,
+    backend: str,
+    base_model: str,
+    preset: str,
+    hyperparameters: dict[str, Any],
+    total: int,
+    dataset_version=None,
+    eval_split: str = "",
+    endpoint=None,
+    command_template=None,
+    task_split: str = "",
+    environments=(),
+    enqueue: bool = True,
+) -> TrainingJob:
     job = job_create(
         project=project,
         kind=JOB_KIND,
@@ -173,9 +260,10 @@ def training_job_create(
         backend=backend,
         base_model=base_model,
         preset=preset,
-        hyperparameters=hp,
+        hyperparameters=hyperparameters,
         endpoint=endpoint,
         command_template=command_template,
+        task_split=task_split,
         total_steps=total,
         created_by=user,
     )
@@ -186,6 +274,8 @@ def training_job_create(
             "The training job is not valid.", {"fields": exc.message_dict}
         ) from None
     training_job.save()
+    if environments:
+        training_job.environments.set(environments)
     training_job.output_dir = str(
         Path(settings.TRAINING_ROOT) / str(project.pk) / str(training_job.pk)
     )
@@ -254,9 +344,15 @@ def _apply_metrics(training_job: TrainingJob, event: dict[str, Any]) -> str:
     training_job.current_step = step
     if values.get("loss") is not None:
         training_job.last_loss = fields["last_loss"] = values["loss"]
+    if values.get("reward") is not None:
+        training_job.last_reward = fields["last_reward"] = values["reward"]
     TrainingJob.objects.filter(pk=training_job.pk).update(**fields)
     parts = [f"step {step}"]
-    parts += [f"{k} {values[k]:.4g}" for k in ("loss", "eval_loss", "learning_rate") if k in values]
+    parts += [
+        f"{k} {values[k]:.4g}"
+        for k in ("loss", "eval_loss", "learning_rate", "reward", "pass_rate", "kl")
+        if k in values
+    ]
     return " · ".join(parts)
 
 
@@ -330,6 +426,8 @@ def training_events_apply(
 def training_progress_message(training_job: TrainingJob) -> str:
     total = f" of {training_job.total_steps}" if training_job.total_steps else ""
     loss = f", loss {training_job.last_loss:.4f}" if training_job.last_loss is not None else ""
+    if training_job.last_reward is not None:
+        loss += f", reward {training_job.last_reward:.4f}"
     return f"Step {training_job.current_step}{total}{loss}"
 
 
@@ -389,7 +487,7 @@ def training_callback_receive(*, training_job: TrainingJob, events: list[dict[st
     if not isinstance(events, list) or not events:
         raise ApplicationError('Send {"events": [ … ]} with at least one event.')
     finished = training_events_apply(training_job=training_job, events=events)
-    training_job.refresh_from_db(fields=["current_step", "last_loss", "total_steps"])
+    training_job.refresh_from_db(fields=["current_step", "last_loss", "last_reward", "total_steps"])
     now = timezone.now()
     progress = {
         "heartbeat_at": now,

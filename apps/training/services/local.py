@@ -1,5 +1,6 @@
 """The ``local`` backend: a ``gpu``-queue worker runs the entry point as a subprocess
-(``accelerate launch -m apps.training.sft --config job.json``) and supervises it.
+(``accelerate launch -m apps.training.sft --config job.json``, or ``apps.training.grpo`` for
+a GRPO job, whose files are the environments' specs) and supervises it.
 
 The worker writes the data files (the version's ``trl`` export of each split, re-rendered
 from its rows so the job never depends on the export cache) and ``job.json`` under the
@@ -29,7 +30,7 @@ from django.conf import settings
 from apps.core.exceptions import ApplicationError
 from apps.core.services import JobCancelled, JobContext
 from apps.datasets.services import export_lines
-from apps.training.models import ModelKind, TrainingJob
+from apps.training.models import ModelKind, TrainingJob, TrainingMethod
 from apps.training.services.jobs import (
     trained_model_register,
     training_events_apply,
@@ -95,10 +96,13 @@ def _device() -> str:
     return "gpu" if Path("/dev/nvidia0").exists() else "cpu"
 
 
-def launch_command(config_path: Path) -> list[str]:
+ENTRY_POINTS = {TrainingMethod.SFT: "apps.training.sft", TrainingMethod.GRPO: "apps.training.grpo"}
+
+
+def launch_command(config_path: Path, method: str = TrainingMethod.SFT) -> list[str]:
     """``accelerate launch`` (one process per GPU, or as TRAINING_ACCELERATE_CONFIG says);
-    ``python -m`` only when TRAINING_LAUNCHER=python."""
-    entry = ["-m", "apps.training.sft", "--config", str(config_path)]
+    ``python -m`` only when TRAINING_LAUNCHER=python. The method's entry point runs."""
+    entry = ["-m", ENTRY_POINTS[method], "--config", str(config_path)]
     if settings.TRAINING_LAUNCHER == "python":
         return [sys.executable, *entry]
     command = [sys.executable, "-m", "accelerate.commands.launch"]
@@ -191,18 +195,37 @@ class _Tail:
         return data[: end + 1].decode("utf-8", errors="replace")
 
 
+def grpo_job_config(training_job: TrainingJob, report: dict, **extra) -> tuple[dict, dict]:
+    """``job.json`` of a GRPO job (``apps.training.grpo``) and the specs' sha256."""
+    from apps.training.services.grpo import grpo_environment_files
+
+    files = grpo_environment_files(training_job)
+    config = {
+        "job": training_job.pk,
+        "method": training_job.method,
+        "base_model": training_job.base_model,
+        "environments": files["environments"],
+        "split": training_job.task_split,
+        "output_dir": training_job.output_dir,
+        "hyperparameters": training_job.hyperparameters,
+        "report": report,
+        **extra,
+    }
+    return config, files["spec_sha256"]
+
+
 def local_training_run(context: JobContext, training_job: TrainingJob) -> str:
     out = Path(training_job.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    prepared = prepare_files(training_job, fmt="trl")
     events_path = out / "events.jsonl"
     log_path = out / "train.log"
-    config = job_config(
-        training_job,
-        prepared["files"],
-        {"events_file": str(events_path)},
-        supervisor_pid=os.getpid(),
-    )
+    report = {"events_file": str(events_path)}
+    if training_job.method == TrainingMethod.GRPO:
+        config, data_sha256 = grpo_job_config(training_job, report, supervisor_pid=os.getpid())
+    else:
+        prepared = prepare_files(training_job, fmt="trl")
+        config = job_config(training_job, prepared["files"], report, supervisor_pid=os.getpid())
+        data_sha256 = prepared["data_sha256"]
     config_path = out / "job.json"
     config_path.write_text(json.dumps(config, indent=2))
     artifacts = dict(training_job.artifacts or {})
@@ -210,7 +233,7 @@ def local_training_run(context: JobContext, training_job: TrainingJob) -> str:
         output_dir=str(out),
         config_path=str(config_path),
         config=config,
-        data_sha256=prepared["data_sha256"],
+        data_sha256=data_sha256,
         log_path=str(log_path),
     )
     training_job.artifacts = artifacts
@@ -218,7 +241,7 @@ def local_training_run(context: JobContext, training_job: TrainingJob) -> str:
 
     pid_file = out / "trainer.pid"
     _stop_previous_trainer(pid_file)
-    command = launch_command(config_path)
+    command = launch_command(config_path, training_job.method)
     TrainingJob.objects.filter(pk=training_job.pk).update(command=" ".join(command))
     env = {
         **os.environ,
@@ -259,7 +282,9 @@ def local_training_run(context: JobContext, training_job: TrainingJob) -> str:
         while True:
             code = process.poll()
             drain()
-            training_job.refresh_from_db(fields=["current_step", "last_loss", "total_steps"])
+            training_job.refresh_from_db(
+                fields=["current_step", "last_loss", "last_reward", "total_steps"]
+            )
             context.progress(
                 min(training_job.current_step, training_job.total_steps),
                 training_job.total_steps,

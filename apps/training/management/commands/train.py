@@ -1,5 +1,9 @@
 """python manage.py train --project SLUG --dataset ID --version N --backend local
---base-model MODEL [--max-steps N] [--sync]"""
+--base-model MODEL [--max-steps N] [--sync]
+
+python manage.py train --project SLUG --method grpo --environment ID [--environment ID …]
+[--split train] [--group-size G] [--temperature T] [--reward passed] [--advantage dr_grpo]
+--preset tiny-cpu [--max-steps N] [--sync]"""
 
 import json
 import time
@@ -10,14 +14,16 @@ from apps.accounts.models import Project
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job, JobStatus
 from apps.datasets.models import DatasetVersion
-from apps.training.hyperparameters import PRESETS
-from apps.training.models import Backend, CommandTemplate, TrainingJob
+from apps.training.hyperparameters import ADVANTAGES, GRPO_PRESETS, PRESETS, REWARD_VARIANTS
+from apps.training.models import Backend, CommandTemplate, TrainingJob, TrainingMethod
+from apps.training.selectors import project_environments
 from apps.training.services import training_job_create, training_job_execute
 
 
 class Command(BaseCommand):
     help = (
-        "Launch fine-tuning on a dataset version and follow its loss. Without --sync the job "
+        "Launch fine-tuning on a dataset version (or GRPO on environment tasks) and follow "
+        "its loss (and reward). Without --sync the job "
         "goes to the workers (local: gpu queue; openai and command: llm queue) and this "
         "command waits for it; with --sync it runs here."
     )
@@ -29,13 +35,30 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--project", required=True, help="Project slug.")
-        parser.add_argument("--dataset", type=int, required=True, help="Dataset id.")
-        parser.add_argument("--version", type=int, required=True, help="Version number.")
+        parser.add_argument("--method", choices=TrainingMethod.values, default=TrainingMethod.SFT)
+        parser.add_argument("--dataset", type=int, help="sft: the dataset id.")
+        parser.add_argument("--version", type=int, help="sft: the version number.")
+        parser.add_argument(
+            "--environment",
+            type=int,
+            action="append",
+            default=[],
+            help="grpo: an environment id whose tasks are rolled out (repeat for several).",
+        )
+        parser.add_argument(
+            "--split", choices=["train", "eval", "all"], default="train", help="grpo: tasks."
+        )
+        parser.add_argument("--group-size", type=int, help="grpo: rollouts per task (G).")
+        parser.add_argument("--temperature", type=float, help="grpo: sampling temperature.")
+        parser.add_argument("--reward", choices=list(REWARD_VARIANTS), help="grpo: reward.")
+        parser.add_argument("--advantage", choices=list(ADVANTAGES), help="grpo: advantage.")
         parser.add_argument("--backend", choices=Backend.values, default=Backend.LOCAL)
         parser.add_argument(
             "--base-model", default="", help="Hub id, local path or preset:tiny-qwen2."
         )
-        parser.add_argument("--preset", choices=list(PRESETS), default="")
+        parser.add_argument(
+            "--preset", choices=sorted(set(PRESETS) | set(GRPO_PRESETS)), default=""
+        )
         parser.add_argument("--max-steps", type=int, help="Overrides epochs.")
         parser.add_argument("--epochs", type=float)
         parser.add_argument("--learning-rate", type=float)
@@ -56,17 +79,30 @@ class Command(BaseCommand):
         project = Project.objects.filter(slug=opts["project"]).first()
         if project is None:
             raise CommandError(f"No project “{opts['project']}”.")
-        version = (
-            DatasetVersion.objects.filter(
-                dataset_id=opts["dataset"], dataset__project=project, number=opts["version"]
+        grpo = opts["method"] == TrainingMethod.GRPO
+        version = None
+        environments = []
+        if grpo:
+            environments = list(project_environments(project=project, ids=opts["environment"]))
+            missing = sorted(set(opts["environment"]) - {e.pk for e in environments})
+            if missing:
+                raise CommandError(
+                    f"No environment {', '.join(map(str, missing))} in {project.slug}."
+                )
+        else:
+            if opts["dataset"] is None or opts["version"] is None:
+                raise CommandError("sft needs --dataset and --version.")
+            version = (
+                DatasetVersion.objects.filter(
+                    dataset_id=opts["dataset"], dataset__project=project, number=opts["version"]
+                )
+                .select_related("dataset")
+                .first()
             )
-            .select_related("dataset")
-            .first()
-        )
-        if version is None:
-            raise CommandError(
-                f"No version {opts['version']} of dataset {opts['dataset']} in {project.slug}."
-            )
+            if version is None:
+                raise CommandError(
+                    f"No version {opts['version']} of dataset {opts['dataset']} in {project.slug}."
+                )
         try:
             hyperparameters = json.loads(opts["hyperparameters"])
         except ValueError as exc:
@@ -77,6 +113,10 @@ class Command(BaseCommand):
             ("max_steps", "max_steps"),
             ("epochs", "epochs"),
             ("learning_rate", "learning_rate"),
+            ("group_size", "group_size"),
+            ("temperature", "temperature"),
+            ("reward", "reward"),
+            ("advantage", "advantage"),
         ):
             if opts[option] is not None:
                 hyperparameters[name] = opts[option]
@@ -96,6 +136,9 @@ class Command(BaseCommand):
         try:
             training_job = training_job_create(
                 project=project,
+                method=opts["method"],
+                environments=environments,
+                task_split="" if opts["split"] == "all" else opts["split"],
                 dataset_version=version,
                 backend=opts["backend"],
                 base_model=opts["base_model"],
@@ -136,6 +179,12 @@ class Command(BaseCommand):
                 parts.append(f"loss {metric.loss:.4f}")
             if metric.eval_loss is not None:
                 parts.append(f"eval {metric.eval_loss:.4f}")
+            if metric.reward is not None:
+                parts.append(f"reward {metric.reward:.4f}")
+            if metric.pass_rate is not None:
+                parts.append(f"pass {metric.pass_rate:.2f}")
+            if metric.kl is not None:
+                parts.append(f"kl {metric.kl:.4g}")
             self.stdout.write("  " + "  ".join(parts))
 
     def _wait(self, training_job: TrainingJob, timeout: float) -> None:
