@@ -367,7 +367,10 @@ def test_evaluation_and_leaderboard(client_for, viewer, finished_batch):
     )
     page = evaluation.content.decode()
     assert page.count('data-testid="model-row"') == 1 and "oracle" in page
-    assert page.count('data-testid="bar-chart"') == 1  # capability scores: one chart
+    # capability scores, score by turns, score by days: one chart each
+    assert page.count('data-testid="bar-chart"') == 3
+    assert 'data-testid="horizon-charts"' in page
+    assert page.count('data-testid="by-turns"') == 1 and page.count('data-testid="by-days"') == 1
     assert page.count('data-testid="line-chart"') == 2  # pass@k and pass^k per model
     assert 'data-testid="capability-matrix"' not in page  # no second table of the same
     board = client.get(reverse("runs:leaderboard", args=["acme"])).content.decode()
