@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from datetime import date, datetime
 
 from apps.environments.engine.scoring import pass_at_k, pass_hat_k
+from apps.environments.horizon import DAY_BUCKETS, TURN_BUCKETS, UNKNOWN, bucket, task_horizon
+
+__all__ = ["DAY_BUCKETS", "TURN_BUCKETS", "task_horizon"]  # the evaluation groups runs by them
 
 GRADED = "succeeded"
 CATEGORIES = ("completion", "communication", "safety", "robustness")
@@ -128,39 +130,6 @@ def failing_graders(runs: Iterable[dict], *, limit: int = 20) -> list[dict]:
         row["rate"] = row["failed"] / row["total"]
     rows.sort(key=lambda r: (-r["failed"], -r["rate"], r["task_key"], r["grader_id"] or ""))
     return rows[:limit]
-
-
-# Horizon buckets: (label, lowest value in it). Long-horizon projects are 5-12 turns over
-# several days (apps.synthesis.generators.long_horizon); the buckets split there.
-TURN_BUCKETS = (("1 turn", 1), ("2 turns", 2), ("3-4 turns", 3), ("5-8 turns", 5), ("9+ turns", 9))
-DAY_BUCKETS = (("1 day", 1), ("2 days", 2), ("3-5 days", 3), ("6-10 days", 6), ("11+ days", 11))
-UNKNOWN = "(unknown)"
-
-
-def _day(text: object) -> date | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00")).date()
-    except ValueError:
-        return None
-
-
-def task_horizon(turns: list | None, clock: dict | None) -> dict:
-    """A task's horizon from its spec: ``turns`` (how many user turns) and ``days`` (calendar
-    days from the clock's start to the last turn's time, both counted; 1 without times)."""
-    turns = turns if isinstance(turns, list) else []
-    start = _day((clock or {}).get("start")) if isinstance(clock, dict) else None
-    days = [d for d in (_day(t.get("time")) for t in turns if isinstance(t, dict)) if d]
-    first = start or (min(days) if days else None)
-    span = (max(days) - first).days + 1 if days and first else 1
-    return {"turns": len(turns), "days": max(1, span)}
-
-
-def bucket(value: int | None, buckets: tuple[tuple[str, int], ...]) -> str:
-    if value is None or value < 1:
-        return UNKNOWN
-    return [label for label, low in buckets if value >= low][-1]
 
 
 def horizon_stats(runs: list[dict], field: str, *, k_max: int | None = None) -> list[dict]:
