@@ -48,6 +48,7 @@ class Shape:
     calls: tuple[int, int]  # reference calls of the whole task
     share: float  # share of an environment's tasks that are projects
     kickoff: tuple[int, int]  # items handled on the first project day
+    batch: tuple[int, int] = (1, 3)  # items handled on a later working day
 
 
 SHAPES: dict[str, Shape] = {
@@ -59,6 +60,7 @@ SHAPES: dict[str, Shape] = {
 _PRIORITY = ("kickoff", "drift", "reminder", "wrap-up", "handoff", "interrupt")
 _ORDER = ("kickoff", "handoff", "reminder", "batch", "drift", "interrupt", "handoff-finish")
 MAX_ITEM_CALLS = 6  # the most calls one item's read + write takes (source, prep, write)
+MAX_ALL = 32  # the schema's bound on the checks of one "all"
 
 
 def is_project(horizon: str, index: int, n_tasks: int) -> bool:
@@ -165,8 +167,26 @@ class Project:
         first = items[0]
         summary = "; ".join(f"I {item.done(v[0])}" for item, v in zip(items, values, strict=True))
         self.t.step(turn, calls, f"Done: {summary}.")
-        for item, v in zip(items, values, strict=True):
-            grade_writes(self.t, item, v[0], weight=1, at_turn=turn)
+        # One stage grader per day (at most MAX_ALL checks each): every item written as asked,
+        # as it stood right after this turn. Dropping any one write fails it.
+        checks = [
+            (description, check)
+            for item, v in zip(items, values, strict=True)
+            for description, check in item.write_checks(v[0])
+        ]
+        for start in range(0, len(checks), MAX_ALL):
+            chunk = checks[start : start + MAX_ALL]
+            self.t.grade(
+                "day-written",
+                chunk[0][0]
+                if len(chunk) == 1
+                else f"All {len(chunk)} items of the day: "
+                + " ".join(description for description, _ in chunk)[:1900],
+                "completion",
+                chunk[0][1] if len(chunk) == 1 else all_of(*(check for _, check in chunk)),
+                weight=len(chunk),
+                at_turn=turn,
+            )
         self.t.grade(
             "reply-states",
             f"The day-{self.day_index - self.first_day + 1} reply states the "
@@ -190,7 +210,7 @@ class Project:
         )
 
     def batch(self, stages_left: int) -> None:
-        n = self.room_for_items(stages_left, self.w.rng.randint(1, 3))
+        n = self.room_for_items(stages_left, self.w.rng.randint(*self.shape.batch))
         when = self.next_day(self.w.rng.choice((1, 1, 2)))
         self.work(n, when, f"Next batch for the project ({day_text(when)}):")
 
@@ -376,13 +396,16 @@ class Project:
         body = "\n".join(f"- I {d.item.done(d.value)}." for d in self.done)
         mail = send(self.t, manager, "Project summary", f"Project summary:\n{body}")
         self.t.step(turn, [mail], f"Sent {manager.first} the summary of {len(self.done)} items.")
-        self.t.grade(
-            "summary",
-            f"{manager.name}'s summary has the final value of every item.",
-            "completion",
-            all_of(*(emailed(manager, d.item.regex(d.value)) for d in self.done)),
-            weight=2,
-        )
+        patterns = list(dict.fromkeys(d.item.regex(d.value) for d in self.done))
+        for start in range(0, len(patterns), MAX_ALL):
+            chunk = patterns[start : start + MAX_ALL]
+            self.t.grade(
+                "summary",
+                f"{manager.name}'s summary has the final value of every item.",
+                "completion",
+                all_of(*(emailed(manager, pattern) for pattern in chunk)),
+                weight=2,
+            )
         said(
             self.t,
             r"(?i)summary|sent|emailed",
@@ -392,12 +415,11 @@ class Project:
         )
 
 
-def extend_project(t: TaskBuilder, new_item: Any, horizon: str, n_turns: int) -> dict[str, Any]:
+def extend_project(t: TaskBuilder, new_item: Any, shape: Shape, n_turns: int) -> dict[str, Any]:
     """Continue ``t`` (its pattern already built) as a project of ``n_turns`` turns in all.
 
-    ``new_item(t)`` makes one of the family's items. Returns the project's shape for the
-    task's metadata (stages, days spanned, turns, reference calls)."""
-    shape = SHAPES[horizon]
+    ``new_item(t)`` makes one of the family's items. Returns the project's stages and first
+    day for the task's metadata."""
     stages = plan(max(1, n_turns - len(t.turns)))
     project = Project(t, shape, new_item)
     runners = {
@@ -423,7 +445,8 @@ def extend_project(t: TaskBuilder, new_item: Any, horizon: str, n_turns: int) ->
     while project.calls() < shape.calls[0] - wrap and len(t.turns) < shape.turns[1] - wrap:
         when = project.next_day()
         short = shape.calls[0] - wrap - project.calls()
-        project.work(min(3, max(1, short // 3)), when, f"More for the project ({day_text(when)}):")
+        n = min(shape.batch[1], max(1, short // 3))
+        project.work(n, when, f"More for the project ({day_text(when)}):")
         body.append("batch")
     if wrap:
         project.wrap_up(0)

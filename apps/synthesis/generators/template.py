@@ -25,7 +25,7 @@ from apps.environments.engine.spec import SCHEMA_ID, parse_spec
 from apps.environments.engine.validation.dynamic import FAULT_SEEDS
 
 from .families import FAMILIES, Family, families_for, fill
-from .long_horizon import HORIZONS, SHAPES, extend_project, is_project
+from .long_horizon import HORIZONS, SHAPES, Shape, extend_project, is_project
 from .patterns import addon, pattern_for
 from .world import DIFFICULTY, TaskBuilder, World, iso
 
@@ -82,6 +82,7 @@ def generate_environment(
     family: str | None = None,
     eval_fraction: float = 1 / 3,
     horizon: str = "short",
+    shape: Shape | None = None,
 ) -> dict[str, Any]:
     """A complete, valid environment document for ``capabilities``.
 
@@ -91,7 +92,8 @@ def generate_environment(
     ``floor(tasks * eval_fraction)`` tasks (chosen by the seed) go to the eval split.
     ``horizon`` chooses the mix (``long_horizon.SHAPES``): ``short`` gives today's tasks;
     under ``medium`` every second task, under ``long`` every task, is a multi-day project
-    whose length comes from the horizon (``turns`` then bounds only the short tasks).
+    whose length comes from the horizon (``turns`` then bounds only the short tasks);
+    ``shape`` overrides that length (``bench/horizon.py`` makes 200-call projects with it).
     Raises ValueError on arguments outside what the synthesis form allows.
     """
     turns = (int(turns[0]), int(turns[1]))
@@ -132,12 +134,12 @@ def generate_environment(
         )
         item = fam.new_item(t)
         if project:
-            shape = SHAPES[horizon]
+            shape = shape or SHAPES[horizon]
             n_turns = rng.randint(max(shape.turns[0], pattern.turns + 1), shape.turns[1])
             t.project = True
             t.system += " This is a project over several days; keep track of what you did."
             pattern.build(t, item, pattern.turns)
-            projects[t.key] = extend_project(t, fam.new_item, horizon, n_turns)
+            projects[t.key] = extend_project(t, fam.new_item, shape, n_turns)
         else:
             pattern.build(t, item, n_turns)
             for k in range(len(t.turns), n_turns):
