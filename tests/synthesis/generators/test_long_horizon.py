@@ -220,7 +220,7 @@ def test_now_advances_with_the_turn_times():
 def test_a_grader_at_turn_k_sees_that_turns_state_not_the_final_one():
     """The drifted kickoff item is booked with v1 at the kickoff turn and fixed to v2 later:
     its at_turn grader passes on the kickoff state, the same check on the final state fails."""
-    doc = _long(2, "finance-close", "write-back-to-systems")
+    doc = _long(2, "finance-close", "clarify-before-acting")  # turns 0-1: the clarification
     task = doc["tasks"][0]
     stages = task["metadata"]["project"]["stages"]
     assert "drift" in stages
@@ -239,6 +239,7 @@ def test_a_grader_at_turn_k_sees_that_turns_state_not_the_final_one():
     ]
     assert len(staged) == 1
     grader = staged[0]
+    assert grader["at_turn"] == 2  # the project's first day, after the two-turn pattern
     final = copy.deepcopy(doc)
     final_task = final["tasks"][0]
     final_grader = next(g for g in final_task["graders"] if g["id"] == grader["id"])
