@@ -310,6 +310,10 @@ def test_batch_detail_shows_metrics_and_filters_runs(client_for, viewer, finishe
         page.count('data-testid="bar-chart"') == 1 and page.count('data-testid="line-chart"') == 1
     )
     assert "No grader failed." in page
+    # By horizon: the sample tasks are 1-2 turns; tables for turns and for days.
+    turns = page.split('data-testid="by-turns"')[1].split("</table>")[0]
+    assert "<td>1 turn</td>" in turns and "<td>2 turns</td>" in turns
+    assert 'data-testid="by-days"' in page
     rows = client.get(url + "?status=errored", **HTMX_HEADERS).content.decode()
     assert rows.lstrip().startswith('<div id="run-rows">')
     assert "No runs match." in rows
