@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .items import Item
-from .patterns import cap, emailed, grade_writes, outcome, said, send, uniq
+from .patterns import emailed, grade_writes, outcome, said, send, uniq
 from .world import TaskBuilder, all_of, call, called, day_text, iso, reply
 
 HORIZONS = ("short", "medium", "long")
@@ -455,4 +455,4 @@ def extend_project(t: TaskBuilder, new_item: Any, shape: Shape, n_turns: int) ->
     return {"stages": stages, "first_day": iso(t.world.workday(project.first_day))}
 
 
-__all__ = ["HORIZONS", "SHAPES", "cap", "extend_project", "is_project", "plan"]
+__all__ = ["HORIZONS", "SHAPES", "Shape", "extend_project", "is_project", "plan"]
