@@ -154,7 +154,7 @@ def _lines(version: DatasetVersion, fmt: str, split: str) -> list[dict]:
 
 @pytest.mark.django_db
 def test_a_version_splits_its_long_trajectories_in_every_format(
-    dataset, author, approved_demonstrations, sample_environments
+    dataset, author, approved_demonstrations, sample_environments, client_for
 ):
     """One hand-made four-turn trajectory whose last turn is huge, over a limit every other
     row fits under: it becomes its first two turn rows (hand-checked); the third is still
@@ -208,6 +208,12 @@ def test_a_version_splits_its_long_trajectories_in_every_format(
     card = export_absolute_path(version.exports.get(format="card")).read_text()
     assert "## Long trajectories" in card and f"Maximum length {limit:,} tokens" in card
     assert f"| train | {plain.train_rows + 1} | 1 | 2 | 1 | 0 | {plain.train_rows + 2} |" in card
+    page = client_for(author).get(f"/datasets/{dataset.pk}/versions/{version.number}/")
+    html = page.content.decode()
+    assert f'data-testid="max-tokens">{limit:,} tokens<' in html
+    assert 'data-testid="long-policy">split by turn<' in html
+    table = html.split('data-testid="long-counts"')[1].split("</table>")[0]
+    assert '<td class="num">2</td><td class="num">1</td><td class="num">0</td>' in table
     # A rebuild keeps the limit and the policy.
     rebuilt = dataset_version_rebuild(version=version, user=author)
     assert (rebuilt.max_tokens, rebuilt.long_trajectories) == (limit, "split")
