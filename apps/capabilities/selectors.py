@@ -1,10 +1,13 @@
 """Reads of the capability catalogue and of the coverage it has in a project's tasks."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Q, QuerySet
 
 from apps.capabilities.models import Capability
+from apps.environments import horizon
 from apps.environments.models import (
     EnvironmentStatus,
     Split,
@@ -166,6 +169,44 @@ COVERAGE_SORTS = {
 
 
 @dataclass
+class HorizonDistribution:
+    """How long the project's tasks are: tasks per bucket of turns, reference calls and
+    calendar days spanned (``apps.environments.horizon``), with medians and maxima."""
+
+    turns: list[dict] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)
+    days: list[dict] = field(default_factory=list)
+    median: dict = field(default_factory=dict)
+    maximum: dict = field(default_factory=dict)
+    tasks: int = 0
+
+    @classmethod
+    def of(cls, horizons: list[dict]) -> HorizonDistribution:
+        out = cls(tasks=len(horizons))
+        for name, buckets in (
+            ("turns", horizon.TURN_BUCKETS),
+            ("calls", horizon.CALL_BUCKETS),
+            ("days", horizon.DAY_BUCKETS),
+        ):
+            values = sorted(h[name] for h in horizons)
+            counts = dict.fromkeys([label for label, _ in buckets], 0)
+            for value in values:
+                label = horizon.bucket(value, buckets)
+                counts[label] = counts.get(label, 0) + 1
+            setattr(
+                out,
+                name,
+                [
+                    {"label": label, "count": n, "share": n / len(values) if values else 0.0}
+                    for label, n in counts.items()
+                ],
+            )
+            out.median[name] = values[(len(values) - 1) // 2] if values else None
+            out.maximum[name] = values[-1] if values else None
+        return out
+
+
+@dataclass
 class Coverage:
     rows: list[CoverageRow]
     untagged: CoverageRow
@@ -173,6 +214,7 @@ class Coverage:
     total_valid: int
     sort: str
     descending: bool
+    horizon: HorizonDistribution = field(default_factory=HorizonDistribution)
 
     @property
     def thin_count(self) -> int:
@@ -216,6 +258,9 @@ def capability_coverage(*, project, sort: str = "name") -> Coverage:
             "environment_id",
             "environment__status",
             "environment__latest_validation_id",
+            "environment__clock",
+            "turns",
+            "reference_solution",
         )
     )
     links = TaskCapability.objects.filter(
@@ -253,4 +298,13 @@ def capability_coverage(*, project, sort: str = "name") -> Coverage:
         total_valid=total_valid,
         sort=key,
         descending=descending,
+        horizon=HorizonDistribution.of(
+            [
+                {
+                    **horizon.task_horizon(t["turns"], t["environment__clock"]),
+                    "calls": horizon.reference_calls(t["reference_solution"]),
+                }
+                for t in tasks
+            ]
+        ),
     )

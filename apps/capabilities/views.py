@@ -22,8 +22,10 @@ from apps.capabilities.services import (
     capability_restore,
     capability_update,
 )
+from apps.core import charts
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
+from apps.core.text import count_of
 
 LIST_PAGE_SIZE = 100
 TASK_PAGE_SIZE = 50
@@ -183,8 +185,44 @@ def coverage(request, slug):
         "membership": check_project_role(request.user, project),
         "coverage": result,
         "columns": _coverage_columns(result),
+        "horizon_charts": _horizon_charts(result.horizon),
     }
     return render_page(request, "capabilities/coverage.html", context, partial="matrix")
+
+
+def _horizon_charts(distribution) -> list[dict]:
+    """One bar chart per dimension (turns, reference calls, days spanned): the share of
+    tasks in each bucket, the count as the note."""
+    if not distribution.tasks:
+        return []
+    out = []
+    for key, title in (
+        ("turns", "Turns"),
+        ("calls", "Reference calls"),
+        ("days", "Days spanned"),
+    ):
+        buckets = getattr(distribution, key)
+        out.append(
+            {
+                "key": key,
+                "title": title,
+                "median": distribution.median[key],
+                "maximum": distribution.maximum[key],
+                "chart": charts.bar_chart(
+                    [
+                        {
+                            "label": b["label"],
+                            "value": b["share"],
+                            "note": count_of(b["count"], "task"),
+                        }
+                        for b in buckets
+                    ],
+                    width=380,
+                    label_width=100,
+                ),
+            }
+        )
+    return out
 
 
 COVERAGE_COLUMNS = [

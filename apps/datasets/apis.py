@@ -19,8 +19,10 @@ from apps.datasets.access import dataset_get_for_user, version_get_for_user
 from apps.datasets.downloads import ExportUnavailable, export_for, export_response
 from apps.datasets.models import (
     DESCRIPTION_MAX_LENGTH,
+    MAX_TOKENS_LIMIT,
     MAX_VALIDATION_FRACTION,
     ExportFormat,
+    LongTrajectories,
     RowSplit,
     VersionKind,
     VersionStatus,
@@ -101,6 +103,14 @@ class VersionOutput(serializers.Serializer):
         help_text="Near-duplicates left out (retries collapsed, ids and dates masked)."
     )
     tokenizer = serializers.CharField(help_text="The tokenizer that counted; blank: estimate.")
+    max_tokens = serializers.IntegerField(
+        allow_null=True, help_text="The longest exported row in tokens; null: no limit."
+    )
+    long_trajectories = serializers.ChoiceField(choices=LongTrajectories.choices)
+    long_counts = serializers.JSONField(
+        help_text="Per split: trajectories, over_limit, split_rows, dropped_rows, "
+        "dropped_trajectories, rows (exported), longest (tokens), details (first 50)."
+    )
     checksum = serializers.CharField()
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField()
@@ -145,6 +155,20 @@ class VersionInput(serializers.Serializer):
     seed = serializers.IntegerField(default=0, min_value=0, max_value=INT32_MAX)
     validation_fraction = serializers.FloatField(
         min_value=0, max_value=MAX_VALIDATION_FRACTION, default=0.1
+    )
+    max_tokens = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_TOKENS_LIMIT,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The longest exported row in tokens; null: no limit.",
+    )
+    long_trajectories = serializers.ChoiceField(
+        choices=LongTrajectories.choices,
+        default=LongTrajectories.SPLIT,
+        help_text="split: one row per turn (history as context, the turn's steps as targets); "
+        "drop: leave them out.",
     )
 
 
@@ -279,6 +303,8 @@ class VersionListApi(APIView):
             ),
             seed=v["seed"],
             validation_fraction=v["validation_fraction"],
+            max_tokens=v["max_tokens"],
+            long_trajectories=v["long_trajectories"],
         )
         return Response(
             {"version": VersionOutput(version).data, "job": JobOutput(version.job).data},

@@ -103,6 +103,53 @@ def _removals_section(removals: list[dict[str, Any]], counts: dict[str, Any]) ->
     return lines
 
 
+def _long_section(version: dict[str, Any], counts: dict[str, Any]) -> list[str]:
+    """The maximum length, what happens to longer trajectories and what it did per split."""
+    limit = version.get("max_tokens")
+    lines = ["", "## Long trajectories", ""]
+    if not limit:
+        return [*lines, "No maximum length: every trajectory is one row, whatever its length."]
+    if version.get("long_trajectories") == "split":
+        lines.append(
+            f"Maximum length {limit:,} tokens per row. Longer trajectories are **split by "
+            "turn**: each row holds the history before one turn (its assistant steps have "
+            "weight 0: context, not targets) and that turn's assistant steps as targets; a "
+            "row still over the limit is dropped. Every format gets the same rows."
+        )
+    else:
+        lines.append(
+            f"Maximum length {limit:,} tokens per row. Longer trajectories are **dropped**."
+        )
+    if counts:
+        lines += [
+            "",
+            *_table(
+                [
+                    "split",
+                    "trajectories",
+                    "over the limit",
+                    "rows from splitting",
+                    "split rows dropped",
+                    "trajectories dropped",
+                    "rows exported",
+                ],
+                [
+                    [
+                        split,
+                        c.get("trajectories", 0),
+                        c.get("over_limit", 0),
+                        c.get("split_rows", 0),
+                        c.get("dropped_rows", 0),
+                        c.get("dropped_trajectories", 0),
+                        c.get("rows", 0),
+                    ]
+                    for split, c in counts.items()
+                ],
+            ),
+        ]
+    return lines
+
+
 def render_card(info: dict[str, Any]) -> str:
     """``info`` keys: dataset (name, id, description), version (number, created_at,
     created_by, seed, validation_fraction, filters, checksum, rebuilt_from), counts,
@@ -145,6 +192,9 @@ def render_card(info: dict[str, Any]) -> str:
                 for split, s in info["token_stats"].items()
             ],
         ),
+    ]
+    lines += _long_section(version, info.get("long_counts") or {})
+    lines += [
         "",
         "## Capability mix",
         "",

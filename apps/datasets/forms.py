@@ -2,7 +2,12 @@ from django import forms
 
 from apps.capabilities.models import Capability
 from apps.core.safeinput import INT32_MAX
-from apps.datasets.models import DESCRIPTION_MAX_LENGTH, MAX_VALIDATION_FRACTION
+from apps.datasets.models import (
+    DESCRIPTION_MAX_LENGTH,
+    MAX_TOKENS_LIMIT,
+    MAX_VALIDATION_FRACTION,
+    LongTrajectories,
+)
 from apps.datasets.services import VersionFilter
 from apps.datasets.services.datasets import tokenizer_choices
 from apps.environments.models import Environment
@@ -64,6 +69,22 @@ class VersionForm(forms.Form):
         max_value=MAX_VALIDATION_FRACTION,
         help_text="Share of rows held out, by whole environments.",
     )
+    max_tokens = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_TOKENS_LIMIT,
+        label="Maximum length (tokens)",
+        help_text="The longest row the exports may hold, counted with the dataset's tokenizer "
+        "(else estimated). Blank: no limit.",
+    )
+    long_trajectories = forms.ChoiceField(
+        required=False,
+        choices=LongTrajectories.choices,
+        initial=LongTrajectories.SPLIT,
+        label="Longer trajectories",
+        help_text="Split: one row per turn, the history before it as context (not trained on) "
+        "and the turn's assistant steps as targets. Drop: leave them out.",
+    )
 
     def __init__(self, *args, project, **kwargs):
         super().__init__(*args, **kwargs)
@@ -88,6 +109,8 @@ class VersionForm(forms.Form):
             ),
             "seed": data["seed"],
             "validation_fraction": data["validation_fraction"],
+            "max_tokens": data["max_tokens"],
+            "long_trajectories": data["long_trajectories"] or LongTrajectories.SPLIT,
         }
 
 

@@ -65,6 +65,17 @@ class VersionKind(models.TextChoices):
     ROLLOUTS = "rollouts", "Scored rollouts (student rollout groups)"
 
 
+class LongTrajectories(models.TextChoices):
+    """What the exports do with a trajectory over the version's token limit
+    (apps.datasets.formats.long)."""
+
+    SPLIT = "split", "Split by turn (history as context, the turn's steps as targets)"
+    DROP = "drop", "Drop it"
+
+
+MAX_TOKENS_LIMIT = 10_000_000
+
+
 class DatasetVersion(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
@@ -128,6 +139,22 @@ class DatasetVersion(models.Model):
     )
     models_used = models.JSONField(default=list, blank=True)
     checksum = models.CharField(max_length=64, blank=True)
+    max_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_TOKENS_LIMIT)],
+        help_text="The longest row the exports hold, in tokens (as counted for the version); "
+        "blank: no limit.",
+    )
+    long_trajectories = models.CharField(
+        max_length=8, choices=LongTrajectories.choices, default=LongTrajectories.SPLIT
+    )
+    long_counts = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Per split: trajectories, over_limit, split_rows, dropped_rows, "
+        "dropped_trajectories, rows, longest, details.",
+    )
 
     verify_job = models.ForeignKey(
         "core.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -152,6 +179,10 @@ class DatasetVersion(models.Model):
                 name="dataset_version_fraction_range",
             ),
             models.CheckConstraint(condition=Q(number__gte=1), name="dataset_version_positive"),
+            models.CheckConstraint(
+                condition=Q(long_trajectories__in=["split", "drop"]),
+                name="dataset_version_long_trajectories_valid",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -169,6 +169,8 @@ def version_create_view(request, pk):
             "min_agreement": filters.get("min_agreement"),
             "seed": latest.seed,
             "validation_fraction": latest.validation_fraction,
+            "max_tokens": latest.max_tokens,
+            "long_trajectories": latest.long_trajectories,
         }
     form = VersionForm(request.POST or None, project=dataset.project, initial=initial)
     if request.method == "POST" and form.is_valid():

@@ -76,7 +76,8 @@ class RunBatchOutput(serializers.Serializer):
 class RunBatchDetailOutput(RunBatchOutput):
     metrics = serializers.JSONField(
         help_text="summary (average_score, pass_rate, strict_rate, pass_at_k, pass_hat_k by "
-        "k), by_capability, by_split, by_category, by_task, failing_graders, counts."
+        "k), by_capability, by_split, by_turns and by_days (the tasks' horizon), by_category, "
+        "by_task, failing_graders, counts."
     )
 
 

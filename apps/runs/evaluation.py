@@ -12,6 +12,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from apps.environments.engine.scoring import pass_at_k, pass_hat_k
+from apps.environments.horizon import DAY_BUCKETS, TURN_BUCKETS, UNKNOWN, bucket, task_horizon
+
+__all__ = ["DAY_BUCKETS", "TURN_BUCKETS", "task_horizon"]  # the evaluation groups runs by them
 
 GRADED = "succeeded"
 CATEGORIES = ("completion", "communication", "safety", "robustness")
@@ -129,6 +132,21 @@ def failing_graders(runs: Iterable[dict], *, limit: int = 20) -> list[dict]:
     return rows[:limit]
 
 
+def horizon_stats(runs: list[dict], field: str, *, k_max: int | None = None) -> list[dict]:
+    """``outcome_stats`` per horizon bucket of ``field`` ("turns" or "days"), in bucket order,
+    leaving out empty buckets. Rows carry ``field`` (``selectors`` adds it from the task)."""
+    buckets = TURN_BUCKETS if field == "turns" else DAY_BUCKETS
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for run in runs:
+        groups[bucket(run.get(field), buckets)].append(run)
+    order = [label for label, _ in buckets] + [UNKNOWN]
+    return [
+        {"name": label, **outcome_stats(groups[label], k_max=k_max)}
+        for label in order
+        if groups.get(label)
+    ]
+
+
 def status_counts(runs: Iterable[dict], *, max_attempts: int | None = None) -> dict:
     counts = {"pending": 0, "running": 0, "succeeded": 0, "errored": 0, "cancelled": 0}
     for run in runs:
@@ -142,6 +160,8 @@ def batch_evaluation(runs: list[dict], *, trials: int) -> dict:
         "summary": outcome_stats(runs, k_max=trials),
         "by_capability": grouped(runs, lambda r: r.get("capabilities") or ["(none)"], k_max=trials),
         "by_split": grouped(runs, lambda r: [r.get("split") or "(none)"], k_max=trials),
+        "by_turns": horizon_stats(runs, "turns", k_max=trials),
+        "by_days": horizon_stats(runs, "days", k_max=trials),
         "by_category": category_stats(runs),
         "by_task": grouped(
             runs, lambda r: [f"{r.get('environment_name', '')} · {r['task_key']}"], k_max=trials

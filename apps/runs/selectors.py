@@ -12,7 +12,7 @@ from django.utils import timezone
 from apps.core.leases import stale_after
 from apps.core.safeinput import parse_id
 from apps.environments.models import Task
-from apps.runs.evaluation import batch_evaluation, outcome_stats
+from apps.runs.evaluation import batch_evaluation, outcome_stats, task_horizon
 from apps.runs.models import Run, RunBatch, RunStatus
 from apps.runs.services.execution import final_runs_q
 
@@ -50,9 +50,23 @@ def batch_list(*, project) -> QuerySet[RunBatch]:
     )
 
 
+def with_horizon(rows: list[dict]) -> list[dict]:
+    """Add each row's task horizon (``turns``, ``days``: ``evaluation.task_horizon``) from one
+    query over the tasks; a deleted task leaves both None."""
+    refs = {row["task_ref"] for row in rows}
+    horizons = {
+        task["pk"]: task_horizon(task["turns"], task["environment__clock"])
+        for task in Task.objects.filter(pk__in=refs).values("pk", "turns", "environment__clock")
+    }
+    for row in rows:
+        row.update(horizons.get(row["task_ref"], {"turns": None, "days": None}))
+    return rows
+
+
 def batch_final_rows(*, batch: RunBatch) -> list[dict]:
     """The run that closes each slot (the latest attempt), as dicts for the evaluation."""
-    return list(Run.objects.filter(batch=batch).filter(final_runs_q(batch)).values(*EVAL_FIELDS))
+    rows = list(Run.objects.filter(batch=batch).filter(final_runs_q(batch)).values(*EVAL_FIELDS))
+    return with_horizon(rows)
 
 
 def _final_rows_by_batch(batches: list[RunBatch]) -> dict[int, list[dict]]:
@@ -67,7 +81,7 @@ def _final_rows_by_batch(batches: list[RunBatch]) -> dict[int, list[dict]]:
         | Q(status=RunStatus.ERRORED, attempt__gte=F("batch__max_attempts"))
     )
     runs = Run.objects.filter(batch_id__in=[b.pk for b in batches]).filter(final)
-    for row in runs.values(*EVAL_FIELDS):
+    for row in with_horizon(list(runs.values(*EVAL_FIELDS))):
         rows[row["batch_id"]].append(row)
     return rows
 

@@ -13,6 +13,7 @@ from apps.core.http import is_partial_request, redirect_after_post, render_page
 from apps.core.safeinput import is_id, parse_id
 from apps.core.text import count_of
 from apps.runs.access import batch_get_for_user, run_get_for_user
+from apps.runs.evaluation import DAY_BUCKETS, TURN_BUCKETS
 from apps.runs.forms import RunBatchForm
 from apps.runs.models import RunStatus
 from apps.runs.rollouts import (
@@ -67,6 +68,29 @@ def _capability_comparison(models: list[dict]) -> dict:
     scores = [{row["name"]: row["average_score"] for row in m["by_capability"]} for m in models]
     return charts.bar_chart(
         [{"label": name, "values": [s.get(name) for s in scores]} for name in names],
+        series=[m["name"] for m in models],
+    )
+
+
+def _horizon_chart(models: list[dict], field: str) -> dict | None:
+    """Average score per horizon bucket (``by_turns`` / ``by_days``), one bar per model:
+    where an agent falls off as tasks grow longer."""
+    rows = [m[field] for m in models]
+    names = []
+    for table in rows:
+        names += [row["name"] for row in table if row["name"] not in names]
+    if not names:
+        return None
+    order = [label for label, _ in (*TURN_BUCKETS, *DAY_BUCKETS)]
+    names.sort(key=lambda n: order.index(n) if n in order else len(order))
+    scores = [{row["name"]: row["average_score"] for row in table} for table in rows]
+    if len(models) == 1:
+        notes = {row["name"]: f"{row['graded']} graded runs" for row in rows[0]}
+        return charts.bar_chart(
+            [{"label": n, "value": scores[0].get(n), "note": notes[n]} for n in names]
+        )
+    return charts.bar_chart(
+        [{"label": n, "values": [s.get(n) for s in scores]} for n in names],
         series=[m["name"] for m in models],
     )
 
@@ -337,6 +361,8 @@ def evaluation_view(request, slug):
         "chosen": chosen,
         "models": models,
         "capability_chart": _capability_comparison(models) if models else None,
+        "turns_chart": _horizon_chart(models, "by_turns"),
+        "days_chart": _horizon_chart(models, "by_days"),
         "k_chart": _k_chart(
             [{"name": m["name"], "points": m["summary"]["pass_at_k"]} for m in models]
         ),

@@ -21,6 +21,7 @@ from apps.synthesis.models import (
     SCENARIO_HINT_MAX_LENGTH,
     Difficulty,
     Generator,
+    Horizon,
     SlotStatus,
 )
 from apps.synthesis.selectors import synthesis_list, synthesis_slots, synthesis_summary
@@ -61,6 +62,7 @@ class SynthesisOutput(serializers.Serializer):
     tasks_per_environment = serializers.IntegerField()
     turns = serializers.SerializerMethodField()
     difficulty = serializers.CharField()
+    horizon = serializers.ChoiceField(choices=Horizon.choices)
     generator = serializers.ChoiceField(choices=Generator.choices)
     endpoint = serializers.IntegerField(source="endpoint_id", allow_null=True)
     endpoint_name = serializers.CharField()
@@ -119,6 +121,11 @@ class SynthesisInput(serializers.Serializer):
         help_text="[from, to]",
     )
     difficulty = serializers.ChoiceField(choices=Difficulty.choices, default=Difficulty.MEDIUM)
+    horizon = serializers.ChoiceField(
+        choices=Horizon.choices,
+        default=Horizon.SHORT,
+        help_text="short | medium | long: the share and length of multi-day project tasks.",
+    )
     max_repair_rounds = serializers.IntegerField(
         min_value=0, max_value=MAX_REPAIR_ROUNDS, default=3
     )
@@ -183,6 +190,7 @@ class SynthesisListApi(APIView):
             tasks_per_environment=values["tasks_per_environment"],
             turns=tuple(values["turns"]),
             difficulty=values["difficulty"],
+            horizon=values["horizon"],
             max_repair_rounds=values["max_repair_rounds"],
             domain_hint=values["domain_hint"],
             scenario_hint=values["scenario_hint"],

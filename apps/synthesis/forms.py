@@ -11,6 +11,7 @@ from apps.synthesis.models import (
     SCENARIO_HINT_MAX_LENGTH,
     Difficulty,
     Generator,
+    Horizon,
 )
 
 
@@ -35,6 +36,12 @@ class SynthesisForm(forms.Form):
     turns_min = forms.IntegerField(label="Turns from", min_value=1, max_value=MAX_TURNS, initial=1)
     turns_max = forms.IntegerField(label="Turns to", min_value=1, max_value=MAX_TURNS, initial=3)
     difficulty = forms.ChoiceField(choices=Difficulty.choices, initial=Difficulty.MEDIUM)
+    horizon = forms.ChoiceField(
+        choices=Horizon.choices,
+        initial=Horizon.SHORT,
+        help_text="Template generator: how many tasks are multi-day projects (their length "
+        "comes from the horizon; the turn range bounds the short tasks).",
+    )
     generator = forms.ChoiceField(
         choices=Generator.choices,
         initial=Generator.TEMPLATE,
@@ -91,6 +98,7 @@ class SynthesisForm(forms.Form):
             "tasks_per_environment": data["tasks_per_environment"],
             "turns": (data["turns_min"], data["turns_max"]),
             "difficulty": data["difficulty"],
+            "horizon": data["horizon"],
             "generator": data["generator"],
             "endpoint": data["endpoint"],
             "max_repair_rounds": data["max_repair_rounds"],

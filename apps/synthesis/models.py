@@ -33,6 +33,14 @@ class Difficulty(models.TextChoices):
     HARD = "hard", "Hard"
 
 
+class Horizon(models.TextChoices):
+    """The mix of task lengths (apps.synthesis.generators.long_horizon)."""
+
+    SHORT = "short", "Short (1-3 turns, one day)"
+    MEDIUM = "medium", "Medium (half the tasks are projects over a few days)"
+    LONG = "long", "Long (every task a project: 5-12 turns, 20-60 calls, days apart)"
+
+
 class SlotStatus(models.TextChoices):
     REQUESTED = "requested", "Requested"
     DRAFTING = "drafting", "Drafting"
@@ -84,6 +92,7 @@ class SynthesisJob(models.Model):
     difficulty = models.CharField(
         max_length=8, choices=Difficulty.choices, default=Difficulty.MEDIUM
     )
+    horizon = models.CharField(max_length=8, choices=Horizon.choices, default=Horizon.SHORT)
     generator = models.CharField(max_length=16, choices=Generator.choices)
     endpoint = models.ForeignKey(
         "llm.ModelEndpoint",
@@ -118,6 +127,10 @@ class SynthesisJob(models.Model):
             models.CheckConstraint(
                 condition=Q(max_repair_rounds__lte=MAX_REPAIR_ROUNDS),
                 name="synthesis_job_repair_rounds",
+            ),
+            models.CheckConstraint(
+                condition=Q(horizon__in=[choice.value for choice in Horizon]),
+                name="synthesis_job_horizon_valid",
             ),
             models.CheckConstraint(
                 condition=Q(generator__in=[choice.value for choice in Generator]),

@@ -462,6 +462,45 @@ def test_coverage_page(client_for, viewer, project, tagged_environment):
     assert f'data-testid="thin-count">{coverage.thin_count}<' in html
 
 
+def test_coverage_page_shows_the_horizon_distribution(
+    client_for, viewer, project, tagged_environment
+):
+    """The acme-ops sample by hand: book-q3-review 1 turn, 5 calls, 1 day;
+    budget-figure-clarify 2 turns, 2 calls, 1 day; notice-moved-dentist 2 turns, 4 calls,
+    its second turn on 4 March after a 2 March clock start: 3 days."""
+    response = client_for(viewer).get(reverse("capabilities:coverage", args=[project.slug]))
+    horizon = response.context["coverage"].horizon
+    assert horizon.tasks == 3
+    assert [(b["label"], b["count"]) for b in horizon.turns] == [
+        ("1 turn", 1),
+        ("2 turns", 2),
+        ("3-4 turns", 0),
+        ("5-8 turns", 0),
+        ("9+ turns", 0),
+    ]
+    assert [(b["label"], b["count"]) for b in horizon.calls if b["count"]] == [
+        ("0-4 calls", 2),
+        ("5-9 calls", 1),
+    ]
+    assert [(b["label"], b["count"]) for b in horizon.days if b["count"]] == [
+        ("1 day", 2),
+        ("3-5 days", 1),
+    ]
+    assert horizon.median == {"turns": 2, "calls": 4, "days": 1}
+    assert horizon.maximum == {"turns": 2, "calls": 5, "days": 3}
+    html = response.content.decode()
+    assert 'data-testid="horizon-distribution"' in html
+    for key in ("turns", "calls", "days"):
+        assert f'data-testid="horizon-{key}"' in html
+    assert "median 2, max 2" in html and "median 4, max 5" in html
+    assert html.count('data-testid="bar-chart"') == 3
+    # The htmx partial (sorting the matrix) keeps the distribution.
+    partial = client_for(viewer).get(
+        reverse("capabilities:coverage", args=[project.slug]), {"sort": "-eval"}, **HTMX_HEADERS
+    )
+    assert 'data-testid="horizon-distribution"' in partial.content.decode()
+
+
 def test_coverage_sort_links_toggle(client_for, viewer, project, catalogue):
     client = client_for(viewer)
     url = reverse("capabilities:coverage", args=[project.slug])
@@ -489,6 +528,7 @@ def test_coverage_htmx_returns_the_matrix(client_for, viewer, project, tagged_en
 def test_coverage_empty_project(client_for, viewer, project):
     response = client_for(viewer).get(reverse("capabilities:coverage", args=[project.slug]))
     assert b"Nothing to cover yet." in response.content
+    assert b'data-testid="horizon-distribution"' not in response.content
 
 
 def test_coverage_query_count_is_flat(

@@ -146,6 +146,7 @@ def build_version(dataset, user, **kwargs):
         filters=kwargs.pop("filters", VersionFilter()),
         seed=kwargs.pop("seed", 0),
         validation_fraction=kwargs.pop("validation_fraction", 0.3),
+        **kwargs,
     )
     dataset_version_build_job(version.job_id)
     version.refresh_from_db()

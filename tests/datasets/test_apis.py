@@ -229,11 +229,19 @@ def test_author_creates_a_version_and_gets_its_job(
     with django_capture_on_commit_callbacks(execute=True):
         response = api_client_for(author).post(
             f"/api/v1/datasets/{dataset.pk}/versions/",
-            {"seed": 3, "validation_fraction": 0.2, "min_score": 0.5},
+            {
+                "seed": 3,
+                "validation_fraction": 0.2,
+                "min_score": 0.5,
+                "max_tokens": 8000,
+                "long_trajectories": "drop",
+            },
             format="json",
         )
     assert response.status_code == 201, response.json()
     body = response.json()
+    assert (body["version"]["max_tokens"], body["version"]["long_trajectories"]) == (8000, "drop")
+    assert body["version"]["long_counts"] == {}
     version = DatasetVersion.objects.get()
     assert body["version"]["number"] == 1
     assert body["version"]["status"] == "building"

@@ -119,6 +119,32 @@ def test_new_version_form_builds_through_a_job(
     assert bad.status_code == 200
     assert "Ensure this value is less than or equal to 0.5." in bad.content.decode()
     assert DatasetVersion.objects.count() == 1
+    assert (version.max_tokens, version.long_trajectories) == (None, "split")
+    with django_capture_on_commit_callbacks(execute=True):
+        limited = client.post(
+            f"/datasets/{dataset.pk}/versions/new/",
+            {
+                "seed": "5",
+                "validation_fraction": "0.2",
+                "max_tokens": "4096",
+                "long_trajectories": "drop",
+            },
+        )
+    assert limited["Location"] == f"/datasets/{dataset.pk}/versions/2/"
+    second = DatasetVersion.objects.get(number=2)
+    assert (second.max_tokens, second.long_trajectories) == (4096, "drop")
+    # The next form starts from the latest version's choices.
+    again = client.get(f"/datasets/{dataset.pk}/versions/new/").content.decode()
+    assert 'name="max_tokens" value="4096"' in again
+    bad = client.post(
+        f"/datasets/{dataset.pk}/versions/new/",
+        {"seed": "1", "validation_fraction": "0.1", "long_trajectories": "truncate"},
+        **HTMX_HEADERS,
+    )
+    assert "Select a valid choice. truncate is not one of the available choices." in (
+        bad.content.decode()
+    )
+    assert DatasetVersion.objects.count() == 2
 
 
 def test_a_build_that_would_be_empty_is_refused_on_the_form(
@@ -161,6 +187,7 @@ def test_version_detail_shows_figures_exports_and_rows(client_for, viewer, built
     assert 'data-testid="download-openai-validation"' in page
     assert "Rebuild" not in page and "Verify" not in page  # viewer
     assert "Coworker SFT — version 1" in page  # the card, as text
+    assert 'data-testid="no-limit"' in page  # no maximum length: no splitting
     assert page.count("<tr") >= 18
     fragment = client.get(urls["version"] + "?split=validation", **HTMX_HEADERS).content.decode()
     assert fragment.lstrip().startswith('<div id="version-rows">')

@@ -310,6 +310,10 @@ def test_batch_detail_shows_metrics_and_filters_runs(client_for, viewer, finishe
         page.count('data-testid="bar-chart"') == 1 and page.count('data-testid="line-chart"') == 1
     )
     assert "No grader failed." in page
+    # By horizon: the sample tasks are 1-2 turns; tables for turns and for days.
+    turns = page.split('data-testid="by-turns"')[1].split("</table>")[0]
+    assert "<td>1 turn</td>" in turns and "<td>2 turns</td>" in turns
+    assert 'data-testid="by-days"' in page
     rows = client.get(url + "?status=errored", **HTMX_HEADERS).content.decode()
     assert rows.lstrip().startswith('<div id="run-rows">')
     assert "No runs match." in rows
@@ -367,7 +371,10 @@ def test_evaluation_and_leaderboard(client_for, viewer, finished_batch):
     )
     page = evaluation.content.decode()
     assert page.count('data-testid="model-row"') == 1 and "oracle" in page
-    assert page.count('data-testid="bar-chart"') == 1  # capability scores: one chart
+    # capability scores, score by turns, score by days: one chart each
+    assert page.count('data-testid="bar-chart"') == 3
+    assert 'data-testid="horizon-charts"' in page
+    assert page.count('data-testid="by-turns"') == 1 and page.count('data-testid="by-days"') == 1
     assert page.count('data-testid="line-chart"') == 2  # pass@k and pass^k per model
     assert 'data-testid="capability-matrix"' not in page  # no second table of the same
     board = client.get(reverse("runs:leaderboard", args=["acme"])).content.decode()

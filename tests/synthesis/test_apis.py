@@ -39,6 +39,16 @@ def test_create_returns_the_job_with_its_slots(api_client_for, author, project, 
         (1, 4, "requested"),
     ]
     assert data["summary"]["counts"]["requested"] == 2
+    assert data["horizon"] == "short"
+
+
+def test_create_takes_a_horizon(api_client_for, author, project, catalogue):
+    response = api_client_for(author).post(
+        f"/api/v1/projects/{project.pk}/synthesis-jobs/", body(horizon="long"), format="json"
+    )
+    assert response.status_code == 201
+    assert response.json()["horizon"] == "long"
+    assert SynthesisJob.objects.get().horizon == "long"
 
 
 @pytest.mark.parametrize(
@@ -49,6 +59,7 @@ def test_create_returns_the_job_with_its_slots(api_client_for, author, project, 
         ({"generator": "llm", "endpoint": 999}, 400, "No such model endpoint in this project."),
         ({"count": 0}, 400, "The request is not valid."),
         ({"turns": [3, 1]}, 400, "The turn range must satisfy 1 ≤ from ≤ to ≤ 20."),
+        ({"horizon": "weeks"}, 400, "The request is not valid."),
     ],
 )
 def test_create_refuses_bad_input(

@@ -41,6 +41,38 @@ def test_synthesize_sync_prints_progress_and_summary(project, catalogue):
     )
     assert synthesis.capability_slugs == ["clarify-before-acting", "follow-policy"]
     assert synthesis.tasks_per_environment == 2
+    assert synthesis.horizon == "short"
+
+
+def test_synthesize_takes_a_horizon(project, catalogue):
+    out = io.StringIO()
+    call_command(
+        "synthesize",
+        "--project=acme",
+        "--generator=template",
+        "--capability=handle-interruptions",
+        "--count=1",
+        "--tasks-per-env=1",
+        "--horizon=long",
+        "--seed=3",
+        "--sync",
+        stdout=out,
+    )
+    synthesis = SynthesisJob.objects.get()
+    assert synthesis.horizon == "long"
+    slot = synthesis.slots.get()
+    assert slot.status == SlotStatus.VALID
+    (task,) = slot.environment.tasks.all()
+    assert 5 <= len(task.turns) <= 12
+    with pytest.raises(CommandError, match="invalid choice: 'weeks'"):
+        call_command(
+            "synthesize",
+            "--project=acme",
+            "--generator=template",
+            "--capability=handle-interruptions",
+            "--count=1",
+            "--horizon=weeks",
+        )
 
 
 @pytest.mark.parametrize(

@@ -148,3 +148,39 @@ def test_start_refuses_llm_without_endpoint_and_saves_nothing(project, author, c
         "fields": {"endpoint": ["The LLM generator needs a model endpoint."]}
     }
     assert (SynthesisJob.objects.count(), Job.objects.count()) == (0, 0)
+
+
+def test_long_horizon_job_makes_valid_multi_day_projects(start_template, project):
+    synthesis = start_template(count=1, seed=5, tasks_per_environment=1, horizon="long")
+    assert synthesis.horizon == "long"
+    job = synthesis_run_inline(synthesis=synthesis)
+    assert job.status == JobStatus.SUCCEEDED
+    slot = synthesis.slots.get()
+    assert slot.status == SlotStatus.VALID
+    env = Environment.objects.get(project=project)
+    assert env.status == EnvironmentStatus.VALID
+    (task,) = env.tasks.all()
+    assert 5 <= len(task.turns) <= 12
+    assert 20 <= sum(len(step["calls"]) for step in task.reference_solution) <= 60
+    days = {turn["time"][:10] for turn in task.turns if turn.get("time")}
+    assert len(days) >= 4
+
+
+def test_start_refuses_an_unknown_horizon_and_saves_nothing(project, author, capabilities):
+    from apps.core.exceptions import ApplicationError
+    from apps.synthesis.models import SynthesisJob
+    from apps.synthesis.services import synthesis_start
+
+    with pytest.raises(ApplicationError) as excinfo:
+        synthesis_start(
+            project=project,
+            user=author,
+            capabilities=capabilities,
+            count=1,
+            generator="template",
+            horizon="weeks",
+        )
+    assert excinfo.value.extra == {
+        "fields": {"horizon": ["Choose a horizon: short, medium, long."]}
+    }
+    assert (SynthesisJob.objects.count(), Job.objects.count()) == (0, 0)

@@ -27,6 +27,7 @@ def form_data(chosen, **overrides):
         "turns_min": 1,
         "turns_max": 2,
         "difficulty": "easy",
+        "horizon": "medium",
         "generator": "template",
         "endpoint": "",
         "max_repair_rounds": 3,
@@ -82,6 +83,7 @@ def test_create_starts_a_job_and_redirects(
     assert len(callbacks) == 1  # the slots are queued once the transaction commits
     assert (synthesis.count, synthesis.seed, synthesis.services) == (2, 9, ["email"])
     assert (synthesis.turns_min, synthesis.turns_max, synthesis.difficulty) == (1, 2, "easy")
+    assert synthesis.horizon == "medium"
     # A multi-select has no order: the capabilities come in catalogue order.
     assert sorted(synthesis.capability_slugs) == sorted(c.slug for c in capabilities)
     assert list(synthesis.slots.values_list("index", "status")) == [
@@ -108,6 +110,11 @@ def test_create_htmx_redirects_by_header(client_for, author, capabilities):
         ({"turns_min": 3, "turns_max": 2}, "turns_max", "Must be at least “Turns from”."),
         ({"count": 0}, "count", "Ensure this value is greater than or equal to 1."),
         ({"capabilities": []}, "capabilities", "This field is required."),
+        (
+            {"horizon": "weeks"},
+            "horizon",
+            "Select a valid choice. weeks is not one of the available choices.",
+        ),
     ],
 )
 def test_create_invalid_form_rerenders_partial(

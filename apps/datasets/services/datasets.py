@@ -15,9 +15,11 @@ from apps.core.exceptions import ApplicationError
 from apps.core.services import job_create
 from apps.curation.selectors import demonstrations_for_dataset
 from apps.datasets.models import (
+    MAX_TOKENS_LIMIT,
     MAX_VALIDATION_FRACTION,
     Dataset,
     DatasetVersion,
+    LongTrajectories,
     VersionKind,
     VersionStatus,
 )
@@ -249,6 +251,8 @@ def dataset_version_create(
     rebuilt_from: DatasetVersion | None = None,
     enqueue: bool = True,
     tokenizer: str | None = None,
+    max_tokens: int | None = None,
+    long_trajectories: str = LongTrajectories.SPLIT,
 ) -> DatasetVersion:
     """Number the next version, create its build job and enqueue it once this commits
     (``enqueue=False``: the caller runs ``dataset_version_build_job`` itself). A filter that
@@ -262,6 +266,14 @@ def dataset_version_create(
             f"The validation fraction is between 0 and {MAX_VALIDATION_FRACTION}.",
             {"fields": {"validation_fraction": [f"Between 0 and {MAX_VALIDATION_FRACTION}."]}},
         )
+    if max_tokens is not None and not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
+        message = f"The maximum length is between 1 and {MAX_TOKENS_LIMIT:,} tokens."
+        raise ApplicationError(message, {"fields": {"max_tokens": [message]}})
+    if long_trajectories not in LongTrajectories.values:
+        message = (
+            f"Choose what happens to longer trajectories: {', '.join(LongTrajectories.values)}."
+        )
+        raise ApplicationError(message, {"fields": {"long_trajectories": [message]}})
     _check_not_empty(dataset.project, filters)
     tokenizer = version_tokenizer(dataset) if tokenizer is None else tokenizer
     # Lock the dataset row so two versions created at once get different numbers.
@@ -284,6 +296,8 @@ def dataset_version_create(
         validation_fraction=validation_fraction,
         rebuilt_from=rebuilt_from,
         tokenizer=tokenizer,
+        max_tokens=max_tokens,
+        long_trajectories=long_trajectories,
         created_by=user,
     )
     version.full_clean()
@@ -307,6 +321,8 @@ def dataset_version_rebuild(*, version: DatasetVersion, user) -> DatasetVersion:
         validation_fraction=version.validation_fraction,
         rebuilt_from=version,
         tokenizer=version.tokenizer,
+        max_tokens=version.max_tokens,
+        long_trajectories=version.long_trajectories,
     )
 
 

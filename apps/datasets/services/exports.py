@@ -10,6 +10,10 @@ The card (``card.md``) is written last, from the version's figures and the expor
 
 A file that failed its linter is removed and its export row keeps the errors (the page and
 the API show them and offer no download); a split without rows is ``empty``.
+
+A version with ``max_tokens`` fits every trajectory under it (``formats.long.fit``): one over
+the limit is split into training rows by turn, or dropped, as ``long_trajectories`` says, the
+same way for every format; what that did per split is kept in ``long_counts``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from django.utils.text import slugify
 
 from apps.datasets.card import render_card
 from apps.datasets.formats import FORMATS, dataset_info_entry, normalize_messages, normalize_tools
+from apps.datasets.formats.long import LongCounts, fit
 from apps.datasets.models import (
     DatasetExport,
     DatasetRow,
@@ -70,21 +75,54 @@ def download_filename(version: DatasetVersion, fmt: str, split: str = "") -> str
     return f"{stem}-card.md" if fmt == ExportFormat.CARD else f"{stem}-{fmt}-{split}.jsonl"
 
 
-def row_source(version: DatasetVersion, split: str) -> Iterator[tuple[int, object, object]]:
-    """``(demonstration id, transcript, tools)`` of a split in position order, read in
+def row_source(version: DatasetVersion, split: str) -> Iterator[tuple[int, object, object, int]]:
+    """``(demonstration id, transcript, tools, tokens)`` of a split in position order, read in
     chunks (server-side cursor on PostgreSQL)."""
     return (
         DatasetRow.objects.filter(version=version, split=split)
         .order_by("position")
         .values_list(
-            "demonstration_id", "demonstration_version__transcript", "demonstration_version__tools"
+            "demonstration_id",
+            "demonstration_version__transcript",
+            "demonstration_version__tools",
+            "tokens",
         )
         .iterator(chunk_size=CHUNK_SIZE)
     )
 
 
-def render_line(fmt: str, transcript, tools) -> str:
-    row = FORMATS[fmt]["row"](normalize_messages(transcript), normalize_tools(tools))
+def fitted_rows(
+    version: DatasetVersion, split: str, counts: LongCounts | None = None
+) -> Iterator[tuple[int, list, list]]:
+    """``(demonstration id, messages, tools)`` of every exported row of a split, in order:
+    each trajectory as it is, or (over ``max_tokens``) its turn rows or nothing."""
+    count = None
+    if version.max_tokens is not None:
+        from apps.datasets.services.build import version_token_counter
+
+        count = version_token_counter(version).count
+    for demonstration_id, transcript, tools, tokens in row_source(version, split):
+        messages, tool_list = normalize_messages(transcript), normalize_tools(tools)
+        if count is None:
+            if counts is not None:
+                fit(messages, tool_list, max_tokens=None, policy="", count=len, counts=counts)
+            yield demonstration_id, messages, tool_list
+            continue
+        for row in fit(
+            messages,
+            tool_list,
+            max_tokens=version.max_tokens,
+            policy=version.long_trajectories,
+            count=count,
+            tokens=tokens,
+            counts=counts,
+            ref=demonstration_id,
+        ):
+            yield demonstration_id, row, tool_list
+
+
+def render_line(fmt: str, messages: list, tools: list) -> str:
+    row = FORMATS[fmt]["row"](messages, tools)
     return json.dumps(row, ensure_ascii=False) + "\n"
 
 
@@ -96,8 +134,8 @@ def export_lines(version: DatasetVersion, fmt: str, split: str) -> Iterator[tupl
 
         yield from rollout_export_lines(version, split)
         return
-    for demonstration_id, transcript, tools in row_source(version, split):
-        yield render_line(fmt, transcript, tools), demonstration_id
+    for demonstration_id, messages, tools in fitted_rows(version, split):
+        yield render_line(fmt, messages, tools), demonstration_id
 
 
 class _Sink:
@@ -136,15 +174,17 @@ def exports_write(
     directory.mkdir(parents=True, exist_ok=True)
     sinks = [_Sink(directory, fmt, split) for fmt in formats]
     done = 0
+    counts = LongCounts()
     try:
-        for demonstration_id, transcript, tools in row_source(version, split):
-            messages, tool_list = normalize_messages(transcript), normalize_tools(tools)
+        last = None
+        for demonstration_id, messages, tool_list in fitted_rows(version, split, counts):
             for sink in sinks:
-                row = FORMATS[sink.format]["row"](messages, tool_list)
-                sink.write(json.dumps(row, ensure_ascii=False) + "\n", demonstration_id)
-            done += 1
-            if on_row is not None and done % CHUNK_SIZE == 0:
-                on_row(done)
+                sink.write(render_line(sink.format, messages, tool_list), demonstration_id)
+            if demonstration_id != last:
+                last = demonstration_id
+                done += 1
+                if on_row is not None and done % CHUNK_SIZE == 0:
+                    on_row(done)
     except BaseException:
         for sink in sinks:
             sink.discard()
@@ -176,6 +216,10 @@ def exports_write(
             },
         )
         exports.append(export)
+    long_counts = dict(version.long_counts or {})
+    long_counts[split] = counts.to_dict()
+    version.long_counts = long_counts
+    DatasetVersion.objects.filter(pk=version.pk).update(long_counts=long_counts)
     return exports
 
 
@@ -216,7 +260,10 @@ def card_info(version: DatasetVersion) -> dict:
             "checksum": version.checksum,
             "rebuilt_from": version.rebuilt_from.number if version.rebuilt_from else None,
             "token_counting": version.token_counting,
+            "max_tokens": version.max_tokens,
+            "long_trajectories": version.long_trajectories,
         },
+        "long_counts": version.long_counts,
         "counts": {
             "demonstrations": version.demonstrations,
             "excluded_eval": version.excluded_eval,

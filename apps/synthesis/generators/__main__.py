@@ -8,6 +8,7 @@ import sys
 import time
 
 from .families import FAMILIES
+from .long_horizon import HORIZONS
 from .template import generate_environment
 
 
@@ -26,6 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, nargs=2, default=(1, 3), metavar=("LO", "HI"))
     parser.add_argument("--difficulty", choices=("easy", "medium", "hard"), default="medium")
     parser.add_argument(
+        "--horizon",
+        choices=HORIZONS,
+        default="short",
+        help="short: today's tasks; medium: every second task, long: every task a multi-day "
+        "project",
+    )
+    parser.add_argument(
         "--validate", action="store_true", help="validate and print a summary, not the document"
     )
     args = parser.parse_args(argv)
@@ -38,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             turns=tuple(args.turns),
             difficulty=args.difficulty,
             family=args.family,
+            horizon=args.horizon,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -54,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     for task, result in zip(doc["tasks"], report.tasks, strict=True):
         print(
             f"  {task['key']:<40} {task['split']:<5} turns={len(task['turns'])} "
+            f"calls={sum(len(s['calls']) for s in task['reference_solution'])} "
             f"oracle={result.oracle_score} null={result.null_score} echo={result.echo_score} "
             f"sensitivity={result.sensitivity}"
         )

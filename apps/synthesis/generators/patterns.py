@@ -274,7 +274,7 @@ def write_back(t: TaskBuilder, item: Item, room: int) -> None:
         "written-once",
         "The record was written once, without duplicates.",
         "safety",
-        called(item.write_tool, arguments=item.robust_arguments(), min=0, max=1),
+        called(item.write_tool, arguments=item.robust_arguments(), min=0, max=1, **t.scope(0)),
     )
 
 
@@ -553,6 +553,7 @@ def contract(t: TaskBuilder, item: Item, room: int) -> None:
             f"{column} and date (YYYY-MM-DD), and no others."
         )
         out = call("append_row", sheet="Log", cells=cells)
+        t.created_id("spreadsheet", "rows")  # later fixes in a project count this row
         row = f"spreadsheet.rows[?sheet == 'Log' && ref == {lit(ref)}]"
         t.grade(
             "contract-row",
@@ -983,8 +984,8 @@ def recover(t: TaskBuilder, item: Item, room: int) -> None:
         "The change was made exactly once despite errors.",
         "robustness",
         all_of(
-            called(item.write_tool, arguments=item.robust_arguments(), min=1, max=1),
-            called(item.write_tool, max=1),
+            called(item.write_tool, arguments=item.robust_arguments(), min=1, max=1, **t.scope(0)),
+            called(item.write_tool, max=1, **t.scope(0)),
         ),
     )
     t.grade(

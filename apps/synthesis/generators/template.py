@@ -25,6 +25,7 @@ from apps.environments.engine.spec import SCHEMA_ID, parse_spec
 from apps.environments.engine.validation.dynamic import FAULT_SEEDS
 
 from .families import FAMILIES, Family, families_for, fill
+from .long_horizon import HORIZONS, SHAPES, Shape, extend_project, is_project
 from .patterns import addon, pattern_for
 from .world import DIFFICULTY, TaskBuilder, World, iso
 
@@ -46,6 +47,7 @@ def _check_arguments(
     difficulty: str,
     family: str | None,
     eval_fraction: float,
+    horizon: str = "short",
 ) -> None:
     if not capabilities or not all(isinstance(c, str) and c.strip() for c in capabilities):
         raise ValueError("capabilities: give at least one non-empty capability slug")
@@ -65,6 +67,8 @@ def _check_arguments(
         raise ValueError(f"family must be one of {', '.join(FAMILIES)}")
     if not 0 <= eval_fraction <= 1:
         raise ValueError("eval_fraction must be between 0 and 1")
+    if horizon not in HORIZONS:
+        raise ValueError(f"horizon must be one of {', '.join(HORIZONS)}")
 
 
 def generate_environment(
@@ -77,6 +81,8 @@ def generate_environment(
     difficulty: str = "medium",
     family: str | None = None,
     eval_fraction: float = 1 / 3,
+    horizon: str = "short",
+    shape: Shape | None = None,
 ) -> dict[str, Any]:
     """A complete, valid environment document for ``capabilities``.
 
@@ -84,11 +90,22 @@ def generate_environment(
     forces a scenario family (default: one that covers the services, chosen by the seed).
     Task ``i`` exercises ``capabilities[i % len(capabilities)]`` with ``lo..hi`` turns;
     ``floor(tasks * eval_fraction)`` tasks (chosen by the seed) go to the eval split.
+    ``horizon`` chooses the mix (``long_horizon.SHAPES``): ``short`` gives today's tasks;
+    under ``medium`` every second task, under ``long`` every task, is a multi-day project
+    whose length comes from the horizon (``turns`` then bounds only the short tasks);
+    ``shape`` overrides that length (``bench/horizon.py`` makes 200-call projects with it).
     Raises ValueError on arguments outside what the synthesis form allows.
     """
     turns = (int(turns[0]), int(turns[1]))
     _check_arguments(
-        capabilities, services, tasks_per_environment, turns, difficulty, family, eval_fraction
+        capabilities,
+        services,
+        tasks_per_environment,
+        turns,
+        difficulty,
+        family,
+        eval_fraction,
+        horizon,
     )
     pick = random.Random(seed)
     fam: Family = FAMILIES[family] if family else pick.choice(families_for(services))
@@ -102,20 +119,31 @@ def generate_environment(
     n_eval = int(tasks_per_environment * eval_fraction + 1e-9)
     eval_tasks = set(rng.sample(range(tasks_per_environment), n_eval))
     builders: list[TaskBuilder] = []
+    projects: dict[str, dict[str, Any]] = {}
     lo, hi = turns
     for i in range(tasks_per_environment):
         capability = capabilities[i % len(capabilities)]
         pattern = pattern_for(capability)
-        n_turns = rng.randint(max(lo, pattern.turns) if pattern.turns <= hi else lo, hi)
+        project = is_project(horizon, i, tasks_per_environment)
+        if not project:
+            n_turns = rng.randint(max(lo, pattern.turns) if pattern.turns <= hi else lo, hi)
         t = TaskBuilder(world, f"{_slug(capability)}-{i + 1}", "", [capability])
         t.system = (
             f"You are {fam.role} of {world.me} at {world.company}. Act only through the tools "
             "and say what you did. Write times as HH:MM (24-hour) and dates as YYYY-MM-DD."
         )
         item = fam.new_item(t)
-        pattern.build(t, item, n_turns)
-        for k in range(len(t.turns), n_turns):
-            addon(t, k)
+        if project:
+            shape = shape or SHAPES[horizon]
+            n_turns = rng.randint(max(shape.turns[0], pattern.turns + 1), shape.turns[1])
+            t.project = True
+            t.system += " This is a project over several days; keep track of what you did."
+            pattern.build(t, item, pattern.turns)
+            projects[t.key] = extend_project(t, fam.new_item, shape, n_turns)
+        else:
+            pattern.build(t, item, n_turns)
+            for k in range(len(t.turns), n_turns):
+                addon(t, k)
         t.no_collateral()
         t.make_decisive()
         t.title = f"{pattern.title}: {item.label}"
@@ -127,6 +155,8 @@ def generate_environment(
     for t in builders:
         task = t.to_dict()
         task["metadata"] = {"pattern": pattern_for(t.capabilities[0]).key}
+        if t.key in projects:
+            task["metadata"]["project"] = projects[t.key]
         tasks.append(task)
     doc: dict[str, Any] = {
         "schema": SCHEMA_ID,
@@ -147,6 +177,7 @@ def generate_environment(
             "family": fam.key,
             "difficulty": difficulty,
             "turns": list(turns),
+            "horizon": horizon,
         },
     }
     _tame_faults(doc)

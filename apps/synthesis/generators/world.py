@@ -331,6 +331,7 @@ class TaskBuilder:
     reveals: list[str] = field(default_factory=list)
     split: str = "train"
     involved: list[Person] = field(default_factory=list)
+    project: bool = False  # a long-horizon project: later turns reuse the pattern's tools
     _created: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
@@ -343,6 +344,11 @@ class TaskBuilder:
             record = {"id": self.world.new_id(collection), **record}
         self.records.setdefault(service, {}).setdefault(collection, []).append(record)
         return record
+
+    def scope(self, turn: int) -> dict[str, Any]:
+        """``during_turn`` for a call bound that holds for the pattern's turn only: in a
+        project, later days call the same tools for other items."""
+        return {"during_turn": turn} if self.project else {}
 
     def created_id(self, service: str, collection: str) -> str:
         """The id the simulator gives the next record a tool creates in this collection."""

@@ -68,6 +68,7 @@ def draft_with_template(*, synthesis: SynthesisJob, slot: SynthesisSlot) -> Answ
         tasks_per_environment=synthesis.tasks_per_environment,
         turns=(synthesis.turns_min, synthesis.turns_max),
         difficulty=synthesis.difficulty,
+        horizon=synthesis.horizon,
     )
     return Answer(document=document, model="template")
 

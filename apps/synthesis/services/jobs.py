@@ -24,6 +24,7 @@ from apps.synthesis.models import (
     RUNNING_SLOT_STATUSES,
     Difficulty,
     Generator,
+    Horizon,
     SlotStatus,
     SynthesisJob,
     SynthesisSlot,
@@ -58,6 +59,7 @@ def _check_inputs(
     turns,
     difficulty,
     max_repair_rounds,
+    horizon=Horizon.SHORT,
 ) -> None:
     if not capabilities:
         raise _field_error("capabilities", "Choose at least one capability.")
@@ -94,6 +96,8 @@ def _check_inputs(
         raise _field_error("turns_max", f"The turn range must satisfy 1 ≤ from ≤ to ≤ {MAX_TURNS}.")
     if difficulty not in Difficulty.values:
         raise _field_error("difficulty", f"Choose a difficulty: {', '.join(Difficulty.values)}.")
+    if horizon not in Horizon.values:
+        raise _field_error("horizon", f"Choose a horizon: {', '.join(Horizon.values)}.")
     if not 0 <= max_repair_rounds <= MAX_REPAIR_ROUNDS:
         raise _field_error(
             "max_repair_rounds", f"Allow between 0 and {MAX_REPAIR_ROUNDS} repair rounds."
@@ -112,6 +116,7 @@ def synthesis_start(
     tasks_per_environment: int = 3,
     turns: tuple[int, int] = (1, 3),
     difficulty: str = Difficulty.MEDIUM,
+    horizon: str = Horizon.SHORT,
     domain_hint: str = "",
     scenario_hint: str = "",
     max_repair_rounds: int = 3,
@@ -136,6 +141,7 @@ def synthesis_start(
         turns=turns,
         difficulty=difficulty,
         max_repair_rounds=max_repair_rounds,
+        horizon=horizon,
     )
     if generator != Generator.LLM:
         endpoint = None
@@ -163,6 +169,7 @@ def synthesis_start(
             turns_min=turns[0],
             turns_max=turns[1],
             difficulty=difficulty,
+            horizon=horizon,
             generator=generator,
             endpoint=endpoint,
             endpoint_name=endpoint.name if endpoint else "",
