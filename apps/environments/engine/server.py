@@ -32,7 +32,9 @@ Sessions: at most ``max_sessions`` at once (HTTP and WebSocket together; a WebSo
 limit gets ``CAPACITY_REACHED`` and is closed, an HTTP reset gets 503), each dropped after
 ``idle_timeout`` seconds without a reset/step or ``max_lifetime`` seconds after it began.
 Bearer-token auth when a token is set (``Authorization: Bearer <token>`` or the ``/t/<token>``
-prefix). Engine steps run on the event loop (a step is well under a millisecond).
+prefix), or through ``authorise`` (an async callable given the presented token, empty when
+none, returning whether it may use the server: how the app checks its project API tokens).
+Engine steps run on the event loop (a step is well under a millisecond).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -78,23 +80,31 @@ def create_app(
     specs: Sequence[EnvironmentSpec | dict[str, Any]],
     *,
     token: str | None = None,
+    authorise: Callable[[str], Awaitable[bool]] | None = None,
+    listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
     max_sessions: int = 256,
     idle_timeout: float = 600.0,
     max_lifetime: float = 3600.0,
     reap_interval: float = 5.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> Starlette:
-    catalog = Catalog(specs)
+    """``listing_extra``: fields added to an environment's entry in ``GET /tasks``, by
+    environment name (the app adds its database id, revision and spec hash)."""
+    if token and authorise is not None:
+        raise ValueError("give a token or an authorise callable, not both")
+    catalog = Catalog(specs, listing_extra=listing_extra)
     store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock)
 
-    def authorised(request_or_ws: Request | WebSocket) -> bool:
-        if not token:
+    async def authorised(request_or_ws: Request | WebSocket) -> bool:
+        if not token and authorise is None:
             return True
         given = request_or_ws.path_params.get("token")
         if given is None:
             header = request_or_ws.headers.get("authorization", "")
             scheme, _, value = header.partition(" ")
             given = value.strip() if scheme.lower() == "bearer" else ""
+        if authorise is not None:
+            return bool(await authorise(given))
         return hmac.compare_digest(given.encode(), token.encode())
 
     def error(exc: ProtocolError | SessionError) -> JSONResponse:
@@ -118,7 +128,7 @@ def create_app(
 
     def guarded(handler):
         async def endpoint(request: Request) -> JSONResponse:
-            if not authorised(request):
+            if not await authorised(request):
                 return JSONResponse({"detail": "missing or wrong token"}, 401)
             try:
                 return await handler(request)
@@ -217,7 +227,7 @@ def create_app(
         await ws.send_json({"type": "error", "data": {"message": message, "code": code, **extra}})
 
     async def ws_endpoint(ws: WebSocket) -> None:
-        if not authorised(ws):
+        if not await authorised(ws):
             await ws.close(code=1008)
             return
         await ws.accept()
