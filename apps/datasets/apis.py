@@ -14,31 +14,37 @@ from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.api import StandardPagination
 from apps.core.apis import JobOutput
+from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX, INT32_MAX
 from apps.datasets.access import dataset_get_for_user, version_get_for_user
 from apps.datasets.downloads import ExportUnavailable, export_for, export_response
 from apps.datasets.models import (
     DESCRIPTION_MAX_LENGTH,
     MAX_VALIDATION_FRACTION,
+    DatasetKind,
     ExportFormat,
     RowSplit,
     VersionStatus,
 )
 from apps.datasets.selectors import dataset_list, version_list, version_rows
 from apps.datasets.services import (
+    PromptFilter,
     VersionFilter,
     dataset_create,
     dataset_info,
     dataset_version_create,
     dataset_version_rebuild,
     dataset_version_verify_start,
+    prompt_version_create,
 )
+from apps.datasets.services.prompts import MAX_SEEDS
 
 
 class DatasetOutput(serializers.Serializer):
     id = serializers.IntegerField()
     project = serializers.IntegerField(source="project_id")
     name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=DatasetKind.choices)
     description = serializers.CharField()
     tokenizer = serializers.CharField(help_text="Its tokenizer's name; blank: server default.")
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
@@ -49,6 +55,12 @@ class DatasetOutput(serializers.Serializer):
 
 class DatasetInput(serializers.Serializer):
     name = serializers.CharField(max_length=120)
+    kind = serializers.ChoiceField(
+        choices=DatasetKind.choices,
+        default=DatasetKind.SFT,
+        help_text="sft: versions of approved demonstrations; rl_prompts: versions of "
+        "environment tasks and seeds, exported for RL trainers (grpo, verl, nemo_gym, verifiers).",
+    )
     description = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=DESCRIPTION_MAX_LENGTH
     )
@@ -136,6 +148,12 @@ class VersionInput(serializers.Serializer):
     seed = serializers.IntegerField(default=0, min_value=0, max_value=INT32_MAX)
     validation_fraction = serializers.FloatField(
         min_value=0, max_value=MAX_VALIDATION_FRACTION, default=0.1
+    )
+    seeds = serializers.ListField(
+        child=serializers.IntegerField(min_value=0, max_value=INT32_MAX),
+        required=False,
+        max_length=MAX_SEEDS,
+        help_text="RL prompt datasets only: one row per train task and seed (default [0]).",
     )
 
 
@@ -247,6 +265,14 @@ class VersionListApi(APIView):
         data = VersionInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        if dataset.kind == DatasetKind.RL_PROMPTS:
+            version = _prompt_version_create(request, dataset, v)
+            return Response(
+                {"version": VersionOutput(version).data, "job": JobOutput(version.job).data},
+                status=status.HTTP_201_CREATED,
+            )
+        if "seeds" in v:
+            return _error("seeds apply to RL prompt datasets only.", 400)
         version = dataset_version_create(
             dataset=dataset,
             user=request.user,
@@ -263,6 +289,25 @@ class VersionListApi(APIView):
             {"version": VersionOutput(version).data, "job": JobOutput(version.job).data},
             status=status.HTTP_201_CREATED,
         )
+
+
+def _prompt_version_create(request, dataset, v):
+    ignored = [name for name in ("min_score", "min_agreement") if v.get(name) is not None]
+    if ignored:
+        raise ApplicationError(
+            f"{ignored[0]} applies to demonstrations; an RL prompt version draws environment "
+            "tasks (filter by environments, capabilities and seeds).",
+            {"fields": {ignored[0]: ["Not for RL prompt datasets."]}},
+        )
+    return prompt_version_create(
+        dataset=dataset,
+        user=request.user,
+        filters=PromptFilter(
+            environments=tuple(v["environments"]),
+            capabilities=tuple(v["capabilities"]),
+            seeds=tuple(v.get("seeds") or (0,)),
+        ),
+    )
 
 
 class VersionDetailApi(APIView):
@@ -344,7 +389,7 @@ class VersionExportApi(APIView):
                 str,
                 enum=RowSplit.values,
                 required=False,
-                description="Required for openai, trl and sharegpt.",
+                description="Required for every format but card and dataset_info.",
             ),
             OpenApiParameter(
                 "If-None-Match",

@@ -48,7 +48,14 @@ from apps.datasets.formats.similarity import (
     retry_signature,
 )
 from apps.datasets.formats.tokens import TokenCounter, TokenizerUnavailable, token_counter
-from apps.datasets.models import DatasetRow, DatasetVersion, ExportStatus, VersionStatus
+from apps.datasets.models import (
+    DatasetKind,
+    DatasetRow,
+    DatasetVersion,
+    ExportStatus,
+    PromptRow,
+    VersionStatus,
+)
 from apps.datasets.services.datasets import VersionFilter
 from apps.datasets.services.exports import (
     CHUNK_SIZE,
@@ -57,6 +64,7 @@ from apps.datasets.services.exports import (
     exports_remove,
     exports_write,
 )
+from apps.datasets.services.prompts import prompt_version_build, prompt_version_verify
 from apps.datasets.splitting import (
     SPLITS,
     Checksum,
@@ -220,6 +228,8 @@ def dataset_version_build(context: JobContext) -> str:
     )
     if version.status == VersionStatus.READY:
         return "Already built."
+    if version.dataset.kind == DatasetKind.RL_PROMPTS:
+        return prompt_version_build(context, version)
     # A build taken over after a crash starts again: nothing half-written survives.
     DatasetRow.objects.filter(version=version).delete()
     exports_remove(version)
@@ -418,6 +428,7 @@ def dataset_version_build_job(job_id: int) -> None:
         return
     with transaction.atomic():
         DatasetRow.objects.filter(version=version).delete()
+        PromptRow.objects.filter(version=version).delete()
         exports_remove(version)
         DatasetVersion.objects.filter(pk=version.pk).update(status=VersionStatus.FAILED)
 
@@ -428,6 +439,8 @@ def dataset_version_verify(context: JobContext) -> str:
     version = DatasetVersion.objects.select_related("dataset").get(pk=context.job.params["version"])
     if version.status != VersionStatus.READY:
         raise ApplicationError("Only a ready version can be verified.")
+    if version.dataset.kind == DatasetKind.RL_PROMPTS:
+        return _verified(version, prompt_version_verify(context, version), version.rows_total)
     checksum = Checksum()
     changed: list[int] = []
     counts = {split: 0 for split in SPLITS}
@@ -466,6 +479,12 @@ def dataset_version_verify(context: JobContext) -> str:
         problems.append(f"{len(changed)} rows changed content (demonstrations {shown})")
     if checksum.hexdigest() != version.checksum:
         problems.append(f"the checksum is now {checksum.hexdigest()}, not {version.checksum}")
+    return _verified(version, problems, done)
+
+
+def _verified(version: DatasetVersion, problems: list[str], done: int) -> str:
+    """Check the cached files against their sha256, record the verdict, and fail the job
+    when anything (``problems`` included) is wrong."""
     files_ok = files_missing = 0
     for export in version.exports.filter(status=ExportStatus.READY):
         path: Path = export_absolute_path(export)
