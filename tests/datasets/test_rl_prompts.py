@@ -391,7 +391,7 @@ def test_bad_filters_are_refused_and_leave_nothing(
     Environment.objects.filter(project=prompts_dataset.project).update(
         status=EnvironmentStatus.DRAFT
     )
-    with pytest.raises(ApplicationError, match="^Nothing to build: no train task"):
+    with pytest.raises(ApplicationError, match=r"^Nothing to build: no train task"):
         prompt_version_create(dataset=prompts_dataset, user=author, filters=PromptFilter())
     with pytest.raises(ApplicationError, match="holds RL prompts"):
         dataset_version_create(dataset=prompts_dataset, user=author, filters=VersionFilter())
@@ -402,7 +402,7 @@ def test_sft_dataset_refuses_prompt_versions(project, author, sample_environment
     sft = dataset_create(project=project, name="SFT", user=author)
     with pytest.raises(ApplicationError, match="holds demonstrations"):
         prompt_version_create(dataset=sft, user=author, filters=PromptFilter())
-    with pytest.raises(ApplicationError, match="kind is one of sft, rl_prompts."):
+    with pytest.raises(ApplicationError, match=r"^kind is one of sft, rl_prompts\.$"):
         dataset_create(project=project, name="X", user=author, kind="dpo")
 
 
