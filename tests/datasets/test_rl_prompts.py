@@ -462,3 +462,77 @@ def test_api_outsider_gets_404(api_client_for, outsider, prompts_dataset, author
     )
     assert response.status_code == 404
     assert prompts_dataset.versions.count() == 0
+
+
+# --------------------------------------------------------------------------- pages
+
+
+def test_pages_create_build_and_show_an_rl_prompt_version(
+    client_for,
+    author,
+    viewer,
+    outsider,
+    project,
+    sample_environments,
+    django_capture_on_commit_callbacks,
+    monkeypatch,
+):
+    from apps.datasets.models import Dataset
+    from tests.conftest import HTMX_HEADERS
+
+    sent = []
+    monkeypatch.setattr("apps.datasets.tasks.build_dataset_version_task.delay", sent.append)
+    client = client_for(author)
+    assert 'value="rl_prompts"' in client.get("/p/acme/datasets/new/").content.decode()
+    created = client.post("/p/acme/datasets/new/", {"name": "RL", "kind": "rl_prompts"})
+    dataset = Dataset.objects.get(name="RL")
+    assert created["Location"] == f"/datasets/{dataset.pk}/"
+    assert dataset.kind == DatasetKind.RL_PROMPTS
+    bad_kind = client.post("/p/acme/datasets/new/", {"name": "Odd", "kind": "dpo"}, **HTMX_HEADERS)
+    assert bad_kind.status_code == 200
+    assert "Select a valid choice. dpo is not one of the available choices." in (
+        bad_kind.content.decode()
+    )
+    url = f"/datasets/{dataset.pk}/versions/new/"
+    form = client.get(url).content.decode()
+    assert 'name="seeds"' in form and 'name="min_score"' not in form
+    for seeds, message in (
+        ("1, x", "Seeds are integers from 0 to 2147483647."),
+        ("2, 2", "Each seed once."),
+        ("", "This field is required."),
+    ):
+        bad = client.post(url, {"seeds": seeds}, **HTMX_HEADERS)
+        assert bad.status_code == 200
+        assert message in bad.content.decode()
+    assert dataset.versions.count() == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url, {"seeds": "0, 7"})
+    version = dataset.versions.get()
+    assert response["Location"] == f"/datasets/{dataset.pk}/versions/1/"
+    assert sent == [version.job_id]
+    assert version.filters["seeds"] == [0, 7]
+    dataset_version_build_job(version.job_id)
+    version.refresh_from_db()
+    page = client_for(viewer).get(response["Location"]).content.decode()
+    assert 'data-testid="prompt-row-table"' in page
+    assert 'data-testid="download-verl-train"' in page
+    assert f"/datasets/{dataset.pk}/versions/1/download/grpo/train/" in page
+    assert "Prompt rows (task" in page
+    assert "Approved matched" not in page
+    assert version.checksum in page
+    fragment = (
+        client_for(viewer)
+        .get(response["Location"] + "?split=train", **HTMX_HEADERS)
+        .content.decode()
+    )
+    assert fragment.lstrip().startswith('<div id="version-rows">')
+    first = PromptRow.objects.filter(version=version).order_by("position").first()
+    assert first.task_key in fragment
+    download = client_for(viewer).get(f"/datasets/{dataset.pk}/versions/1/download/verl/train/")
+    assert download["Content-Type"] == "application/vnd.apache.parquet"
+    assert client_for(outsider).get(response["Location"]).status_code == 404
+    assert client_for(outsider).post(url, {"seeds": "1"}).status_code == 404
+    assert client_for(viewer).post(url, {"seeds": "1"}).status_code == 403
+    assert dataset.versions.count() == 1
+    prefilled = client_for(author).get(url).content.decode()  # the one test client
+    assert 'value="0, 7"' in prefilled
