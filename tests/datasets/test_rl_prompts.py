@@ -536,3 +536,33 @@ def test_pages_create_build_and_show_an_rl_prompt_version(
     assert dataset.versions.count() == 1
     prefilled = client_for(author).get(url).content.decode()  # the one test client
     assert 'value="0, 7"' in prefilled
+
+
+def test_without_pyarrow_verl_is_refused_and_the_others_offered(
+    prompts_dataset, author, sample_environments, monkeypatch
+):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # a server without pyarrow
+    version = build(prompts_dataset, author)
+    exports = {e.format: e for e in version.exports.all()}
+    assert exports["verl"].status == ExportStatus.INVALID
+    assert exports["verl"].path == "" and exports["verl"].size == 0
+    assert exports["verl"].lint["errors"] == [
+        {
+            "line": None,
+            "message": "Parquet needs pyarrow, which this server does not have (pip install "
+            "pyarrow, or the train extra).",
+        }
+    ]
+    assert {f for f, e in exports.items() if e.status == ExportStatus.READY} == {
+        "grpo",
+        "nemo_gym",
+        "verifiers",
+        "card",
+    }
+    assert version.status == VersionStatus.READY
+    assert version.job.message.endswith(
+        "3 of 4 exports offered; not offered: verl (Parquet needs pyarrow, which this server "
+        "does not have (pip install pyarrow, or the train extra).)."
+    )
