@@ -3,10 +3,11 @@
 and opened with the API tokens of that project's members.
 
 ``python manage.py envserver --project SLUG --port 8000`` (see the command). The catalogue is
-read once, when the server starts: an environment validated (or edited back to draft) later
-is served (or withdrawn) after a restart. ``GET /tasks`` adds each environment's database
-``id``, ``revision`` and ``spec_hash`` to the engine's listing, so a trainer can record which
-revision it trained on.
+read when the server starts and again every ``--refresh`` seconds (60 by default): an
+environment validated since is served, one edited back to draft or archived is withdrawn
+(new resets only; a running episode keeps the spec it started with). ``GET /tasks`` adds
+each environment's database ``id``, ``revision`` and ``spec_hash`` to the engine's listing,
+so a trainer can record which revision it trained on.
 
 Tokens: a personal API token (``cwe_…``, Account → API tokens) whose user is a member of the
 project, any role; sent as ``Authorization: Bearer <token>`` or as the ``/t/<token>`` path
@@ -41,10 +42,12 @@ class ProjectCatalogue:
     skipped: list[tuple[Environment, str]] = field(default_factory=list)
 
 
-def project_catalogue(*, project: Project) -> ProjectCatalogue:
+def project_catalogue(*, project: Project, loaded: dict | None = None) -> ProjectCatalogue:
     """The project's validated (valid or approved) environments as engine specs, oldest
     first. Two environments with the same name are served as ``"<name> #<id>"`` (the
-    protocol names an environment by its name)."""
+    protocol names an environment by its name). ``loaded``: a cache of engine specs by
+    (id, revision, spec hash, served name), kept by a caller that refreshes (every edit
+    bumps the revision, so an unchanged environment is not rebuilt)."""
     environments = list(
         Environment.objects.filter(project=project, status__in=SERVED_STATUSES).order_by(
             "created_at", "pk"
@@ -52,15 +55,21 @@ def project_catalogue(*, project: Project) -> ProjectCatalogue:
     )
     names = [e.name for e in environments]
     catalogue = ProjectCatalogue()
+    cache = loaded if loaded is not None else {}
     for environment in environments:
-        try:
-            document = environment_spec(environment)
-            if names.count(environment.name) > 1:
-                document = {**document, "name": f"{environment.name} #{environment.pk}"}
-            spec = engine_spec.load_spec(document)
-        except ValueError as exc:  # SpecError: rows a validation would not pass
-            catalogue.skipped.append((environment, f"its spec does not load: {exc}"))
-            continue
+        name = environment.name
+        if names.count(name) > 1:
+            name = f"{environment.name} #{environment.pk}"
+        key = (environment.pk, environment.revision, environment.spec_hash, name)
+        spec = cache.get(key)
+        if spec is None:
+            try:
+                document = environment_spec(environment)
+                spec = engine_spec.load_spec({**document, "name": name})
+            except ValueError as exc:  # SpecError: rows a validation would not pass
+                catalogue.skipped.append((environment, f"its spec does not load: {exc}"))
+                continue
+            cache[key] = spec
         catalogue.specs.append(spec)
         catalogue.extra[spec.name] = {
             "id": environment.pk,
@@ -78,13 +87,15 @@ def project_token_allowed(*, project_id: int, raw: str) -> bool:
     return Membership.objects.filter(project_id=project_id, user_id=token.user_id).exists()
 
 
-def project_envserver_app(*, project: Project, **options: Any):
+def project_envserver_app(*, project: Project, refresh_interval: float | None = 60.0, **options):
     """The engine's starlette app over ``project_catalogue(project)``, opened by the
-    project's tokens. ``options`` go to ``engine.server.create_app`` (session limits).
-    Raises ValueError when the project has no servable environment."""
+    project's tokens, the catalogue read again every ``refresh_interval`` seconds (None:
+    never). ``options`` go to ``engine.server.create_app`` (session limits). Raises
+    ValueError when the project has no servable environment at start."""
     from apps.environments.engine.server import create_app  # the envserver extra
 
-    catalogue = project_catalogue(project=project)
+    loaded: dict = {}
+    catalogue = project_catalogue(project=project, loaded=loaded)
     if not catalogue.specs:
         raise ValueError(f"Project “{project.slug}” has no valid or approved environment to serve.")
     check = sync_to_async(project_token_allowed)
@@ -93,6 +104,20 @@ def project_envserver_app(*, project: Project, **options: Any):
     async def authorise(raw: str) -> bool:
         return await check(project_id=project_id, raw=raw)
 
-    app = create_app(catalogue.specs, authorise=authorise, listing_extra=catalogue.extra, **options)
+    def reread() -> tuple[list, dict]:
+        fresh = project_catalogue(project=project, loaded=loaded)
+        served = {id(spec) for spec in fresh.specs}
+        for key in [k for k, spec in loaded.items() if id(spec) not in served]:
+            del loaded[key]  # withdrawn or edited environments
+        return fresh.specs, fresh.extra
+
+    app = create_app(
+        catalogue.specs,
+        authorise=authorise,
+        listing_extra=catalogue.extra,
+        refresh=sync_to_async(reread) if refresh_interval else None,
+        refresh_interval=refresh_interval or 60.0,
+        **options,
+    )
     app.state.catalogue = catalogue
     return app

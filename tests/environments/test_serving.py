@@ -5,6 +5,7 @@ websockets and openenv-core's own client."""
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -61,8 +62,44 @@ def served(transactional_db, project, author, other_project, outsider):
 
 @pytest.fixture
 def base_url(served, project):
-    with running(project_envserver_app(project=project, max_sessions=20)) as url:
+    app = project_envserver_app(project=project, max_sessions=20, refresh_interval=None)
+    with running(app) as url:
         yield url
+
+
+def _listed(url: str, token: str) -> list[str]:
+    listing = httpx.get(f"{url}/tasks", headers={"Authorization": f"Bearer {token}"}).json()
+    return [e["name"] for e in listing["environments"]]
+
+
+def _wait_for(condition, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("the catalogue was not refreshed in time")
+        time.sleep(0.05)
+
+
+def test_the_catalogue_is_refreshed_from_the_database(served, project):
+    valid, draft, token = served["valid"], served["draft"], served["member"]
+    app = project_envserver_app(project=project, refresh_interval=0.2)
+    with running(app) as url:
+        assert _listed(url, token) == [valid.name]
+        with connect(url.replace("http://", "ws://") + f"/t/{token}/ws") as ws:
+            task_key = served["spec"].tasks[0].key
+            ws.send(json.dumps({"type": "reset", "data": {"task_key": task_key}}))
+            assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+            Environment.objects.filter(pk=draft.pk).update(status=EnvironmentStatus.VALID)
+            _wait_for(lambda: _listed(url, token) == [valid.name, draft.name])
+            Environment.objects.filter(pk=valid.pk).update(status=EnvironmentStatus.DRAFT)
+            _wait_for(lambda: _listed(url, token) == [draft.name])
+            # the running episode keeps its spec; a new reset of the withdrawn one is refused
+            ws.send(json.dumps({"type": "step", "data": {"reply": "Done."}}))
+            assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+            ws.send(json.dumps({"type": "reset", "data": {"environment": valid.name}}))
+            refused = json.loads(ws.recv(timeout=30))
+            assert refused["type"] == "error"
+            assert refused["data"]["message"] == f"no environment named {valid.name!r}"
 
 
 def test_catalogue_serves_only_validated_environments(served, project):
@@ -174,3 +211,5 @@ def test_command_refuses_unknown_project_and_empty_catalogue(transactional_db, o
         call_command("envserver", "--project", other_project.slug)
     with pytest.raises(CommandError, match="--max-sessions must be positive"):
         call_command("envserver", "--project", other_project.slug, "--max-sessions", "0")
+    with pytest.raises(CommandError, match="--refresh must be 0"):
+        call_command("envserver", "--project", other_project.slug, "--refresh", "-1")

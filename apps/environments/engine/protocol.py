@@ -43,9 +43,10 @@ class Catalog:
         specs: Sequence[EnvironmentSpec | dict[str, Any]],
         *,
         listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
+        allow_empty: bool = False,
     ):
         loaded = [s if isinstance(s, EnvironmentSpec) else load_spec(s) for s in specs]
-        if not loaded:
+        if not loaded and not allow_empty:
             raise ValueError("a server needs at least one environment spec")
         self.specs: dict[str, EnvironmentSpec] = {}
         for spec in loaded:

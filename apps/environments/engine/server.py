@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -71,6 +72,8 @@ from .protocol import (
 from .session import EpisodeSession, SessionError
 from .spec import EnvironmentSpec
 
+logger = logging.getLogger(__name__)
+
 # --------------------------------------------------------------------------- app
 
 HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 503}
@@ -82,6 +85,8 @@ def create_app(
     token: str | None = None,
     authorise: Callable[[str], Awaitable[bool]] | None = None,
     listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
+    refresh: Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]] | None = None,
+    refresh_interval: float = 60.0,
     max_sessions: int = 256,
     idle_timeout: float = 600.0,
     max_lifetime: float = 3600.0,
@@ -89,10 +94,13 @@ def create_app(
     clock: Callable[[], float] = time.monotonic,
 ) -> Starlette:
     """``listing_extra``: fields added to an environment's entry in ``GET /tasks``, by
-    environment name (the app adds its database id, revision and spec hash)."""
+    environment name (the app adds its database id, revision and spec hash).
+    ``refresh``: an async callable returning ``(specs, listing_extra)``, awaited every
+    ``refresh_interval`` seconds to replace the catalogue (new resets see it; running
+    sessions keep the spec they started with; a refresh that fails keeps the old one)."""
     if token and authorise is not None:
         raise ValueError("give a token or an authorise callable, not both")
-    catalog = Catalog(specs, listing_extra=listing_extra)
+    current = _Current(Catalog(specs, listing_extra=listing_extra))
     store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock)
 
     async def authorised(request_or_ws: Request | WebSocket) -> bool:
@@ -138,6 +146,7 @@ def create_app(
         return endpoint
 
     def start(slot: Slot, kwargs: dict[str, Any]) -> dict[str, Any]:
+        catalog = current.catalog
         spec, task_key, seed, faults = catalog.resolve(kwargs)
         slot.session = EpisodeSession(
             spec, task_key, seed, faults=faults, tools=catalog.tools[spec.name]
@@ -161,7 +170,7 @@ def create_app(
         return JSONResponse({"status": "healthy"})
 
     async def metadata(request: Request) -> JSONResponse:
-        names = ", ".join(catalog.specs)
+        names = ", ".join(current.catalog.specs)
         return JSONResponse(
             {
                 "name": "coworkenv",
@@ -179,11 +188,11 @@ def create_app(
         )
 
     async def tasks(request: Request) -> JSONResponse:
-        return JSONResponse(catalog.listing())
+        return JSONResponse(current.catalog.listing())
 
     async def reset(request: Request) -> JSONResponse:
         kwargs = await body(request)
-        catalog.resolve(kwargs)  # refuse bad input before taking a slot
+        current.catalog.resolve(kwargs)  # refuse bad input before taking a slot
         episode_id = kwargs.get("episode_id")
         slot = store.slots.get(episode_id) if episode_id else None
         if slot is not None and store.expired(slot):
@@ -300,15 +309,29 @@ def create_app(
                         await ws_send_error(slot.websocket, "SESSION_ERROR", "the session expired")
                         await slot.websocket.close()
 
+    async def refresher() -> None:
+        assert refresh is not None
+        while True:
+            await asyncio.sleep(refresh_interval)
+            try:
+                new_specs, extra = await refresh()
+                current.catalog = Catalog(new_specs, listing_extra=extra, allow_empty=True)
+            except Exception:  # a failed refresh keeps serving the catalogue it has
+                logger.exception("The environment catalogue could not be refreshed.")
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        task = asyncio.create_task(reaper())
+        tasks = [asyncio.create_task(reaper())]
+        if refresh is not None:
+            tasks.append(asyncio.create_task(refresher()))
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     routes = [
         Route("/metadata", guarded(metadata)),
@@ -325,8 +348,15 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.store = store
-    app.state.catalog = catalog
+    app.state.current = current
     return app
+
+
+class _Current:
+    """The catalogue being served (replaced whole by a refresh)."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
 
 
 def _ws_error(code: str, message: str, **extra: Any) -> dict[str, Any]:

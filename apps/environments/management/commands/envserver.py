@@ -10,8 +10,8 @@ class Command(BaseCommand):
     help = (
         "Serve a project's valid and approved environments over OpenEnv's protocol (HTTP "
         "reset/step/state, WebSocket sessions at /ws, GET /tasks), opened by the API tokens "
-        "of the project's members. The catalogue is read at start; restart to pick up "
-        "environments validated since."
+        "of the project's members. The catalogue is read at start and every --refresh "
+        "seconds."
     )
 
     def add_arguments(self, parser):
@@ -25,6 +25,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--max-lifetime", type=float, default=3600.0, help="Seconds a session may last."
         )
+        parser.add_argument(
+            "--refresh",
+            type=float,
+            default=60.0,
+            help="Seconds between reads of the catalogue from the database (0: never).",
+        )
 
     def handle(self, *args, **opts):
         project = Project.objects.filter(slug=opts["project"]).first()
@@ -33,6 +39,8 @@ class Command(BaseCommand):
         for name in ("max_sessions", "idle_timeout", "max_lifetime"):
             if opts[name] <= 0:
                 raise CommandError(f"--{name.replace('_', '-')} must be positive.")
+        if opts["refresh"] < 0:
+            raise CommandError("--refresh must be 0 (never) or positive.")
         try:
             import uvicorn
         except ImportError:
@@ -45,6 +53,7 @@ class Command(BaseCommand):
                 max_sessions=opts["max_sessions"],
                 idle_timeout=opts["idle_timeout"],
                 max_lifetime=opts["max_lifetime"],
+                refresh_interval=opts["refresh"] or None,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
