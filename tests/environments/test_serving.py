@@ -213,3 +213,62 @@ def test_command_refuses_unknown_project_and_empty_catalogue(transactional_db, o
         call_command("envserver", "--project", other_project.slug, "--max-sessions", "0")
     with pytest.raises(CommandError, match="--refresh must be 0"):
         call_command("envserver", "--project", other_project.slug, "--refresh", "-1")
+
+
+def test_200_concurrent_sessions_on_the_app_server_stay_isolated(served, project):
+    """200 WebSocket sessions, each opened with the member's token (checked against the
+    database), play interleaved on one process and each sees exactly what an in-process
+    session of its own task, seed and policy sees."""
+    import asyncio
+    import concurrent.futures
+
+    from websockets.asyncio.client import connect as aconnect
+
+    from apps.environments.engine.policies import ToolCall
+    from apps.environments.engine.session import EpisodeSession
+
+    spec = served["spec"]
+    jobs = [
+        (spec.tasks[i % len(spec.tasks)].key, ["oracle", "null"][i % 2], i % 4) for i in range(200)
+    ]
+    scripts = {}
+    for key, policy, seed in set(jobs):
+        session = EpisodeSession(spec, key, seed)
+        actions: list[dict] = []
+
+        def step(action, session=session, actions=actions):
+            actions.append(action)
+            calls = [ToolCall(c["name"], c["arguments"]) for c in action["tool_calls"]]
+            return session.act(action["reply"], calls)
+
+        seen = play(spec, key, policy_by_name(policy), session.start(), step)
+        scripts[key, policy, seed] = (actions, seen)
+
+    def unwire(payload: dict) -> dict:
+        obs = dict(payload["observation"])
+        obs.pop("episode_id", None)
+        return {**obs, "reward": payload["reward"], "done": payload["done"]}
+
+    app = project_envserver_app(project=project, max_sessions=250, refresh_interval=None)
+    with running(app) as url:
+        ws_url = url.replace("http://", "ws://") + f"/t/{served['member']}/ws"
+
+        async def one(key, policy, seed):
+            actions, expected = scripts[key, policy, seed]
+            async with aconnect(ws_url) as ws:
+                await ws.send(
+                    json.dumps({"type": "reset", "data": {"task_key": key, "seed": seed}})
+                )
+                got = [unwire(json.loads(await ws.recv())["data"])]
+                for action in actions:
+                    await ws.send(json.dumps({"type": "step", "data": action}))
+                    got.append(unwire(json.loads(await ws.recv())["data"]))
+                    await asyncio.sleep(0)
+                return got == expected
+
+        async def all_of_them():
+            return await asyncio.gather(*(one(*job) for job in jobs))
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # see the engine's test
+            outcomes = pool.submit(asyncio.run, all_of_them()).result()
+    assert outcomes == [True] * 200
