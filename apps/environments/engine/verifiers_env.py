@@ -18,8 +18,9 @@ replies) so every rollout is graded; then ``reward`` (the engine score), ``gradi
 call (ImportError without the package): ``CoworkEnvData`` (a ``TaskData`` naming
 ``spec_path``, ``environment``, ``task_key``, ``seed``, ``faults``), ``CoworkEnvTask``
 (key ``"<environment>/<task key>/<seed>"``), ``CoworkEnvTasksetConfig`` (``specs``: spec
-file paths, ``split``, ``seeds``, ``faults``), ``CoworkEnvTaskset`` (one task per task and
-seed) and ``CoworkEnvEnv`` whose ``run(task, agents)`` drives ``agents.player`` through a
+file paths, ``split``, ``seeds``, ``faults``, or ``rows``: the app's ``verifiers`` RL prompt
+export), ``CoworkEnvTaskset`` (one task per task and seed, or per exported row) and
+``CoworkEnvEnv`` whose ``run(task, agents)`` drives ``agents.player`` through a
 ``TextEpisode`` and records the reward ``coworkenv_reward`` (the score) and the metrics
 ``passed``, ``strict``, ``completion``, ``safety``, ``robustness``, ``turn_reward_<k>``.
 
@@ -186,6 +187,10 @@ def verifiers_classes() -> dict[str, type]:
     class CoworkEnvTasksetConfig(vf.TasksetConfig):
         specs: list[str] = []
         """Environment spec files (``coworkenv.environment/v1`` JSON)."""
+        rows: str | None = None
+        """A ``verifiers`` RL prompt export of the app (JSONL, ``info`` naming environment,
+        task_key and seed): its rows, in order, are the tasks (``split`` and ``seeds`` then
+        do not apply); ``specs`` must hold their environments."""
         split: str | None = None
         """Only the tasks of this split (``train`` / ``eval``); None: all."""
         seeds: list[int] = [0]
@@ -194,28 +199,46 @@ def verifiers_classes() -> dict[str, type]:
         """Inject the spec's tool faults."""
 
     class CoworkEnvTaskset(vf.Taskset[CoworkEnvTask, CoworkEnvTasksetConfig]):
+        def _task(self, path: str, spec: EnvironmentSpec, task_key: str, seed: int):
+            task = spec.task(task_key)
+            return CoworkEnvTask(
+                CoworkEnvData(
+                    id=f"{spec.name}/{task.key}/{seed}",
+                    name=task.title or task.key,
+                    prompt=None,  # the environment opens the conversation
+                    system_prompt=task.system_prompt(),
+                    spec_path=path,
+                    environment=spec.name,
+                    task_key=task.key,
+                    seed=seed,
+                    faults=self.config.faults,
+                ),
+                self.config.task,
+            )
+
         def load(self):
             config = self.config
-            for path in config.specs:
-                spec = _spec_at(str(Path(path).resolve()))
+            paths = [str(Path(p).resolve()) for p in config.specs]
+            if config.rows is not None:
+                by_name = {_spec_at(p).name: p for p in paths}
+                for line in Path(config.rows).read_text("utf-8").splitlines():
+                    if not line.strip():
+                        continue
+                    info = json.loads(json.loads(line)["info"])
+                    path = by_name.get(info["environment"])
+                    if path is None:
+                        raise ValueError(
+                            f"no spec in `specs` is named {info['environment']!r} (from `rows`)"
+                        )
+                    yield self._task(path, _spec_at(path), info["task_key"], info["seed"])
+                return
+            for path in paths:
+                spec = _spec_at(path)
                 for task in spec.tasks:
                     if config.split is not None and task.split != config.split:
                         continue
                     for seed in config.seeds:
-                        yield CoworkEnvTask(
-                            CoworkEnvData(
-                                id=f"{spec.name}/{task.key}/{seed}",
-                                name=task.title or task.key,
-                                prompt=None,  # the environment opens the conversation
-                                system_prompt=task.system_prompt(),
-                                spec_path=str(Path(path).resolve()),
-                                environment=spec.name,
-                                task_key=task.key,
-                                seed=seed,
-                                faults=config.faults,
-                            ),
-                            config.task,
-                        )
+                        yield self._task(path, spec, task.key, seed)
 
     class CoworkEnvEnvConfig(vf.EnvConfig):
         player: vf.AgentConfig = vf.AgentConfig()

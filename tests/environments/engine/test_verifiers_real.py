@@ -134,3 +134,33 @@ def test_env_run_do_nothing_and_a_player_that_stops():
     assert player.trace.metrics["passed"] == 0.0
     stopped = run(task, [])  # terminated before answering: graded as it stands
     assert stopped.trace.rewards[REWARD_NAME].score < 0.75
+
+
+def test_taskset_from_the_apps_verifiers_export(tmp_path):
+    """Rows shaped like the datasets app's ``verifiers`` export (``info`` names environment,
+    task and seed) become the tasks, in order."""
+    specs = [load_spec(load_json(p)) for p in SAMPLES]
+    picked = [(specs[1], specs[1].tasks[0].key, 9), (specs[0], specs[0].tasks[1].key, 2)]
+    rows = tmp_path / "verifiers-train.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "prompt": [],
+                    "answer": "",
+                    "info": json.dumps({"environment": s.name, "task_key": k, "seed": seed}),
+                    "task": "coworkenv",
+                    "example_id": i,
+                }
+            )
+            + "\n"
+            for i, (s, k, seed) in enumerate(picked)
+        )
+    )
+    tasks = list(taskset(rows=str(rows)))
+    assert [(t.data.environment, t.data.task_key, t.data.seed) for t in tasks] == [
+        (s.name, k, seed) for s, k, seed in picked
+    ]
+    missing = CLASSES["CoworkEnvTasksetConfig"](specs=[str(SAMPLES[0])], rows=str(rows))
+    with pytest.raises(ValueError, match="no spec in `specs` is named"):
+        list(CLASSES["CoworkEnvTaskset"](missing))
