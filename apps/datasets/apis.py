@@ -14,6 +14,7 @@ from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.api import StandardPagination
 from apps.core.apis import JobOutput
+from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX, INT32_MAX
 from apps.datasets.access import dataset_get_for_user, version_get_for_user
 from apps.datasets.downloads import ExportUnavailable, export_for, export_response
@@ -21,6 +22,7 @@ from apps.datasets.models import (
     DESCRIPTION_MAX_LENGTH,
     MAX_TOKENS_LIMIT,
     MAX_VALIDATION_FRACTION,
+    DatasetKind,
     ExportFormat,
     LongTrajectories,
     RowSplit,
@@ -29,14 +31,17 @@ from apps.datasets.models import (
 )
 from apps.datasets.selectors import dataset_list, version_list, version_rows
 from apps.datasets.services import (
+    PromptFilter,
     VersionFilter,
     dataset_create,
     dataset_info,
     dataset_version_create,
     dataset_version_rebuild,
     dataset_version_verify_start,
+    prompt_version_create,
     rollout_version_create,
 )
+from apps.datasets.services.prompts import MAX_SEEDS
 from apps.environments.engine.rewards import GROUP_METHODS, REWARD_VARIANTS
 from apps.runs.rollouts import CREDITS, Variant
 
@@ -45,6 +50,7 @@ class DatasetOutput(serializers.Serializer):
     id = serializers.IntegerField()
     project = serializers.IntegerField(source="project_id")
     name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=DatasetKind.choices)
     description = serializers.CharField()
     tokenizer = serializers.CharField(help_text="Its tokenizer's name; blank: server default.")
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
@@ -55,6 +61,12 @@ class DatasetOutput(serializers.Serializer):
 
 class DatasetInput(serializers.Serializer):
     name = serializers.CharField(max_length=120)
+    kind = serializers.ChoiceField(
+        choices=DatasetKind.choices,
+        default=DatasetKind.SFT,
+        help_text="sft: versions of approved demonstrations; rl_prompts: versions of "
+        "environment tasks and seeds, exported for RL trainers (grpo, verl, nemo_gym, verifiers).",
+    )
     description = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=DESCRIPTION_MAX_LENGTH
     )
@@ -169,6 +181,12 @@ class VersionInput(serializers.Serializer):
         default=LongTrajectories.SPLIT,
         help_text="split: one row per turn (history as context, the turn's steps as targets); "
         "drop: leave them out.",
+    )
+    seeds = serializers.ListField(
+        child=serializers.IntegerField(min_value=0, max_value=INT32_MAX),
+        required=False,
+        max_length=MAX_SEEDS,
+        help_text="RL prompt datasets only: one row per train task and seed (default [0]).",
     )
 
 
@@ -292,6 +310,14 @@ class VersionListApi(APIView):
         data = VersionInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        if dataset.kind == DatasetKind.RL_PROMPTS:
+            version = _prompt_version_create(request, dataset, v)
+            return Response(
+                {"version": VersionOutput(version).data, "job": JobOutput(version.job).data},
+                status=status.HTTP_201_CREATED,
+            )
+        if "seeds" in v:
+            return _error("seeds apply to RL prompt datasets only.", 400)
         version = dataset_version_create(
             dataset=dataset,
             user=request.user,
@@ -338,6 +364,25 @@ class RolloutVersionCreateApi(APIView):
             {"version": VersionOutput(version).data, "job": JobOutput(version.job).data},
             status=status.HTTP_201_CREATED,
         )
+
+
+def _prompt_version_create(request, dataset, v):
+    ignored = [name for name in ("min_score", "min_agreement") if v.get(name) is not None]
+    if ignored:
+        raise ApplicationError(
+            f"{ignored[0]} applies to demonstrations; an RL prompt version draws environment "
+            "tasks (filter by environments, capabilities and seeds).",
+            {"fields": {ignored[0]: ["Not for RL prompt datasets."]}},
+        )
+    return prompt_version_create(
+        dataset=dataset,
+        user=request.user,
+        filters=PromptFilter(
+            environments=tuple(v["environments"]),
+            capabilities=tuple(v["capabilities"]),
+            seeds=tuple(v.get("seeds") or (0,)),
+        ),
+    )
 
 
 class VersionDetailApi(APIView):
@@ -419,7 +464,7 @@ class VersionExportApi(APIView):
                 str,
                 enum=RowSplit.values,
                 required=False,
-                description="Required for openai, trl and sharegpt.",
+                description="Required for every format but card and dataset_info.",
             ),
             OpenApiParameter(
                 "If-None-Match",

@@ -13,6 +13,7 @@ from django.http import FileResponse, HttpResponse, HttpResponseNotModified, Str
 from apps.core.exceptions import ApplicationError
 from apps.datasets.models import (
     DatasetExport,
+    DatasetKind,
     DatasetVersion,
     ExportFormat,
     ExportStatus,
@@ -24,8 +25,10 @@ from apps.datasets.services import (
     export_absolute_path,
     export_regenerate_stream,
 )
+from apps.datasets.services.prompts import PROMPT_FORMATS, prompt_card_write, prompt_export_refill
 
 JSONL_TYPE = "application/jsonl; charset=utf-8"
+PARQUET_TYPE = "application/vnd.apache.parquet"
 MARKDOWN_TYPE = "text/markdown; charset=utf-8"
 
 
@@ -88,12 +91,25 @@ def export_response(request, version: DatasetVersion, export: DatasetExport) -> 
             response[name] = value
         return response
     filename = download_filename(version, export.format, export.split)
-    content_type = MARKDOWN_TYPE if export.format == ExportFormat.CARD else JSONL_TYPE
+    content_type = {ExportFormat.CARD: MARKDOWN_TYPE, ExportFormat.VERL: PARQUET_TYPE}.get(
+        export.format, JSONL_TYPE
+    )
     path = export_absolute_path(export)
     if not path.exists() and export.format == ExportFormat.CARD:
-        export = card_write(version=version)
+        if version.dataset.kind == DatasetKind.RL_PROMPTS:
+            export = prompt_card_write(version=version)
+        else:
+            export = card_write(version=version)
         headers["ETag"] = f'"{export.sha256}"'
         path = export_absolute_path(export)
+    elif not path.exists() and export.format in PROMPT_FORMATS:
+        prompt_export_refill(export)  # rendered again from the stored prompt rows
+        if not path.exists():
+            raise ExportUnavailable(
+                f"The cached {export.format} file is gone and no longer renders to its "
+                "recorded sha256 (another pyarrow version?); rebuild the version.",
+                409,
+            )
     if path.exists():
         response = FileResponse(
             path.open("rb"), as_attachment=True, filename=filename, content_type=content_type

@@ -6,10 +6,12 @@ from apps.datasets.models import (
     DESCRIPTION_MAX_LENGTH,
     MAX_TOKENS_LIMIT,
     MAX_VALIDATION_FRACTION,
+    DatasetKind,
     LongTrajectories,
 )
-from apps.datasets.services import VersionFilter
+from apps.datasets.services import PromptFilter, VersionFilter
 from apps.datasets.services.datasets import tokenizer_choices
+from apps.datasets.services.prompts import MAX_SEED, MAX_SEEDS, SERVED_STATUSES
 from apps.environments.models import Environment
 from apps.runs.models import RunBatch, RunRole
 from apps.runs.rollouts import ADVANTAGE_LABELS, CREDIT_LABELS, REWARD_LABELS
@@ -29,9 +31,22 @@ class DatasetForm(forms.Form):
         "configured on this server (DATASET_TOKENIZERS); without one, tokens are estimated.",
     )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, creating: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["tokenizer"].choices = tokenizer_choices()
+        if creating:  # a dataset keeps its kind
+            self.fields["kind"] = forms.ChoiceField(
+                choices=DatasetKind.choices,
+                initial=DatasetKind.SFT,
+                required=False,
+                widget=forms.RadioSelect,
+                help_text="SFT versions hold approved demonstrations; RL prompt versions hold "
+                "environment tasks and seeds, exported for trainers that roll out themselves "
+                "(TRL GRPO, verl, NeMo Gym, verifiers).",
+            )
+
+    def clean_kind(self) -> str:
+        return self.cleaned_data.get("kind") or DatasetKind.SFT
 
 
 class VersionForm(forms.Form):
@@ -146,4 +161,61 @@ class RolloutVersionForm(forms.Form):
         return {
             "batches": [batch.pk for batch in data["batches"]],
             "variant": Variant.parse(data["reward"], data["advantage"], data["credit"]),
+        }
+
+
+class PromptVersionForm(forms.Form):
+    """A version of an RL prompt dataset: which train tasks, with which seeds."""
+
+    capabilities = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.SelectMultiple(attrs={"size": 6}),
+        help_text="Tasks that exercise any of these (none: all).",
+    )
+    environments = forms.ModelMultipleChoiceField(
+        queryset=Environment.objects.none(),
+        required=False,
+        widget=forms.SelectMultiple(attrs={"size": 6}),
+        help_text="Only these valid or approved environments (none: all of them).",
+    )
+    seeds = forms.CharField(
+        initial="0",
+        max_length=800,
+        help_text=f"One row per train task and seed: up to {MAX_SEEDS} integers, comma "
+        "separated. A trainer resets the task with the row's seed.",
+    )
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["capabilities"].choices = [
+            (c.slug, f"{c.name} ({c.slug})")
+            for c in Capability.objects.filter(project=project, archived_at__isnull=True).order_by(
+                "name"
+            )
+        ]
+        self.fields["environments"].queryset = Environment.objects.filter(
+            project=project, status__in=SERVED_STATUSES
+        ).order_by("name")
+
+    def clean_seeds(self) -> tuple[int, ...]:
+        parts = [p.strip() for p in self.cleaned_data["seeds"].split(",") if p.strip()]
+        if not parts:
+            raise forms.ValidationError("Give at least one seed.")
+        if not all(p.isdigit() and int(p) <= MAX_SEED for p in parts):
+            raise forms.ValidationError(f"Seeds are integers from 0 to {MAX_SEED}.")
+        seeds = tuple(int(p) for p in parts)
+        if len(seeds) > MAX_SEEDS:
+            raise forms.ValidationError(f"At most {MAX_SEEDS} seeds.")
+        if len(set(seeds)) != len(seeds):
+            raise forms.ValidationError("Each seed once.")
+        return seeds
+
+    def service_arguments(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "filters": PromptFilter(
+                capabilities=tuple(data["capabilities"]),
+                environments=tuple(env.pk for env in data["environments"]),
+                seeds=data["seeds"],
+            )
         }

@@ -21,11 +21,23 @@ MAX_VALIDATION_FRACTION = 0.5
 DESCRIPTION_MAX_LENGTH = 2000
 
 
+class DatasetKind(models.TextChoices):
+    SFT = "sft", "SFT (approved demonstrations)"
+    RL_PROMPTS = "rl_prompts", "RL prompts (environment tasks)"
+
+
 class Dataset(models.Model):
     project = models.ForeignKey(
         "accounts.Project", on_delete=models.CASCADE, related_name="datasets"
     )
     name = models.CharField(max_length=120)
+    kind = models.CharField(
+        max_length=16,
+        choices=DatasetKind.choices,
+        default=DatasetKind.SFT,
+        help_text="sft: versions of approved demonstrations; rl_prompts: versions of "
+        "environment tasks (prompts that name the task) for trainers that roll out themselves.",
+    )
     description = models.TextField(
         blank=True,
         max_length=DESCRIPTION_MAX_LENGTH,
@@ -48,6 +60,10 @@ class Dataset(models.Model):
         ordering = ["name", "id"]
         constraints = [
             models.UniqueConstraint(fields=["project", "name"], name="dataset_unique_name"),
+            models.CheckConstraint(
+                condition=Q(kind__in=[choice.value for choice in DatasetKind]),
+                name="dataset_kind_valid",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -270,12 +286,52 @@ class RolloutRow(models.Model):
         return f"{self.version} rollout #{self.position}"
 
 
+class PromptRow(models.Model):
+    """One (task, seed) of an RL prompt version, at a fixed position, with its prompt entry
+    as built (``formats.rl_prompts.prompt_entry``: the reset observation's system prompt,
+    first user message and tools, and the environment's revision and spec hash), so the
+    version's files can be rendered again after the environment changes. SET_NULL: deleting
+    the environment keeps the version (its name and spec hash stay in the entry)."""
+
+    version = models.ForeignKey(
+        DatasetVersion, on_delete=models.CASCADE, related_name="prompt_rows"
+    )
+    split = models.CharField(max_length=16, choices=RowSplit.choices)
+    position = models.PositiveIntegerField()
+    environment = models.ForeignKey(
+        "environments.Environment",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    task_key = models.CharField(max_length=100)
+    seed = models.PositiveIntegerField(default=0)
+    entry = models.JSONField()
+    content_sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["version_id", "split", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version", "split", "position"], name="prompt_row_unique_position"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version} {self.split} #{self.position} {self.task_key}"
+
+
 class ExportFormat(models.TextChoices):
     OPENAI = "openai", "OpenAI chat fine-tuning JSONL"
     TRL = "trl", "TRL messages + tools JSONL"
     SHAREGPT = "sharegpt", "LLaMA-Factory ShareGPT JSONL"
     ROLLOUTS = "rollouts", "Scored rollouts JSONL (offline RL)"
     CARD = "card", "Dataset card (Markdown)"
+    GRPO = "grpo", "TRL GRPO prompts JSONL"
+    VERL = "verl", "verl RL parquet"
+    NEMO_GYM = "nemo_gym", "NeMo Gym rows JSONL"
+    VERIFIERS = "verifiers", "verifiers rows JSONL"
 
 
 class ExportStatus(models.TextChoices):

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 
-from apps.datasets.models import Dataset, DatasetExport, DatasetRow, DatasetVersion, ExportFormat
+from apps.datasets.models import (
+    Dataset,
+    DatasetExport,
+    DatasetRow,
+    DatasetVersion,
+    ExportFormat,
+    PromptRow,
+)
 
 
 def dataset_list(*, project) -> QuerySet[Dataset]:
@@ -50,6 +57,26 @@ def version_rows(*, version, split: str | None = None) -> QuerySet[DatasetRow]:
         "demonstration__model_name",
         "demonstration_version__id",
         "demonstration_version__number",
+    )
+
+
+def version_prompt_rows(*, version, split: str | None = None) -> QuerySet[PromptRow]:
+    rows = PromptRow.objects.filter(version=version)
+    if split:
+        rows = rows.filter(split=split)
+    return (
+        rows.select_related("environment")
+        .order_by("split", "position")
+        .only(
+            "id",
+            "split",
+            "position",
+            "task_key",
+            "seed",
+            "content_sha256",
+            "environment__id",
+            "environment__name",
+        )
     )
 
 

@@ -17,13 +17,15 @@ from apps.core.http import (
 from apps.datasets.access import dataset_get_for_user, version_get_for_user
 from apps.datasets.downloads import ExportUnavailable, export_for, export_response
 from apps.datasets.formats import FORMATS
-from apps.datasets.forms import DatasetForm, RolloutVersionForm, VersionForm
-from apps.datasets.models import ExportFormat, RowSplit
+from apps.datasets.formats.rl_prompts import RL_PROMPT_FORMATS
+from apps.datasets.forms import DatasetForm, PromptVersionForm, RolloutVersionForm, VersionForm
+from apps.datasets.models import DatasetKind, ExportFormat, RowSplit
 from apps.datasets.selectors import (
     dataset_list,
     version_card,
     version_exports,
     version_list,
+    version_prompt_rows,
     version_rows,
     version_sample_query,
 )
@@ -37,8 +39,10 @@ from apps.datasets.services import (
     dataset_version_rebuild,
     dataset_version_verify_start,
     export_absolute_path,
+    prompt_version_create,
     rollout_version_create,
 )
+from apps.datasets.services.prompts import prompt_card_markdown
 
 DATASETS_PER_PAGE = 25
 VERSIONS_PER_PAGE = 25
@@ -64,7 +68,7 @@ def dataset_list_view(request, slug):
 @require_http_methods(["GET", "POST"])
 def dataset_create_view(request, slug):
     project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
-    form = DatasetForm(request.POST or None)
+    form = DatasetForm(request.POST or None, creating=True)
     if request.method == "POST" and form.is_valid():
         try:
             dataset = dataset_create(project=project, user=request.user, **form.cleaned_data)
@@ -158,26 +162,32 @@ def dataset_detail_view(request, pk):
 @require_http_methods(["GET", "POST"])
 def version_create_view(request, pk):
     dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
-    initial = {}
     latest = dataset.versions.order_by("-number").first()
+    prompts = dataset.kind == DatasetKind.RL_PROMPTS
+    initial = {}
     if latest is not None:
         filters = latest.filters
         initial = {
             "capabilities": filters.get("capabilities") or [],
             "environments": filters.get("environments") or [],
-            "min_score": filters.get("min_score"),
-            "min_agreement": filters.get("min_agreement"),
-            "seed": latest.seed,
-            "validation_fraction": latest.validation_fraction,
-            "max_tokens": latest.max_tokens,
-            "long_trajectories": latest.long_trajectories,
         }
-    form = VersionForm(request.POST or None, project=dataset.project, initial=initial)
+        if prompts:
+            initial["seeds"] = ", ".join(str(s) for s in filters.get("seeds") or [0])
+        else:
+            initial.update(
+                min_score=filters.get("min_score"),
+                min_agreement=filters.get("min_agreement"),
+                seed=latest.seed,
+                validation_fraction=latest.validation_fraction,
+                max_tokens=latest.max_tokens,
+                long_trajectories=latest.long_trajectories,
+            )
+    form_class = PromptVersionForm if prompts else VersionForm
+    create = prompt_version_create if prompts else dataset_version_create
+    form = form_class(request.POST or None, project=dataset.project, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
-            version = dataset_version_create(
-                dataset=dataset, user=request.user, **form.service_arguments()
-            )
+            version = create(dataset=dataset, user=request.user, **form.service_arguments())
         except ApplicationError as exc:
             form.add_error(None, exc.message)
         else:
@@ -224,14 +234,25 @@ def rollout_version_create_view(request, pk):
     return render_page(request, "datasets/rollout_version_form.html", context, partial="form")
 
 
+def _splits(version) -> list[tuple[str, str]]:
+    """RL prompt versions have one split (train); SFT versions train and validation."""
+    if version.dataset.kind == DatasetKind.RL_PROMPTS:
+        return [(RowSplit.TRAIN.value, RowSplit.TRAIN.label)]
+    return RowSplit.choices
+
+
 def _export_table(version) -> list[dict]:
     exports = version_exports(version=version)
     table = []
-    for fmt, spec in FORMATS.items():
-        if spec.get("kind", "sft") != version.kind:
+    formats = RL_PROMPT_FORMATS if version.dataset.kind == DatasetKind.RL_PROMPTS else FORMATS
+    for fmt, spec in formats.items():
+        if (
+            spec.get("kind", "sft") != version.kind
+            and version.dataset.kind != DatasetKind.RL_PROMPTS
+        ):
             continue  # a format of the other kind of version
         cells = []
-        for split in RowSplit.values:
+        for split, _label in _splits(version):
             export = exports.get(fmt, {}).get(split)
             cells.append({"split": split, "export": export})
         table.append({"format": fmt, "label": spec["label"], "cells": cells})
@@ -244,14 +265,17 @@ def version_detail_view(request, pk, number):
     version = version_get_for_user(request.user, pk, number)
     split = request.GET.get("split", "")
     split = split if split in RowSplit.values else ""
-    rows = Paginator(version_rows(version=version, split=split or None), ROWS_PER_PAGE).get_page(
+    prompts = version.dataset.kind == DatasetKind.RL_PROMPTS
+    select = version_prompt_rows if prompts else version_rows
+    rows = Paginator(select(version=version, split=split or None), ROWS_PER_PAGE).get_page(
         request.GET.get("page")
     )
     card = version_card(version=version)
     card_text = ""
     if card is not None:
         path = export_absolute_path(card)
-        card_text = path.read_text() if path.exists() else card_markdown(version)
+        render_card = prompt_card_markdown if prompts else card_markdown
+        card_text = path.read_text() if path.exists() else render_card(version)
     context = {
         "project": version.dataset.project,
         "membership": check_project_role(request.user, version.dataset.project),
@@ -260,7 +284,7 @@ def version_detail_view(request, pk, number):
         "job": version.job,
         "page": rows,
         "split": split,
-        "splits": RowSplit.choices,
+        "splits": _splits(version),
         "exports": _export_table(version),
         "card": card,
         "card_text": card_text,

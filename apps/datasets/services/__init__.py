@@ -27,11 +27,18 @@ from apps.datasets.services.exports import (
     export_regenerate_stream,
     exports_write,
 )
+from apps.datasets.services.prompts import (
+    PromptFilter,
+    prompt_export_bytes,
+    prompt_export_name,
+    prompt_version_create,
+)
 from apps.datasets.services.rollouts import rollout_version_create, rollout_version_rebuild
 
 __all__ = [
     "BUILD_JOB_KIND",
     "VERIFY_JOB_KIND",
+    "PromptFilter",
     "VersionFilter",
     "card_markdown",
     "card_write",
@@ -51,6 +58,9 @@ __all__ = [
     "export_lines",
     "export_regenerate_stream",
     "exports_write",
+    "prompt_export_bytes",
+    "prompt_export_name",
+    "prompt_version_create",
     "rollout_version_create",
     "rollout_version_rebuild",
 ]

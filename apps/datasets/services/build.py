@@ -49,9 +49,11 @@ from apps.datasets.formats.similarity import (
 )
 from apps.datasets.formats.tokens import TokenCounter, TokenizerUnavailable, token_counter
 from apps.datasets.models import (
+    DatasetKind,
     DatasetRow,
     DatasetVersion,
     ExportStatus,
+    PromptRow,
     RolloutRow,
     VersionKind,
     VersionStatus,
@@ -64,6 +66,7 @@ from apps.datasets.services.exports import (
     exports_remove,
     exports_write,
 )
+from apps.datasets.services.prompts import prompt_version_build, prompt_version_verify
 from apps.datasets.services.rollouts import rollout_version_build, rollout_version_checksum
 from apps.datasets.splitting import (
     SPLITS,
@@ -240,6 +243,8 @@ def dataset_version_build(context: JobContext) -> str:
         return "Already built."
     if version.kind == VersionKind.ROLLOUTS:
         return rollout_version_build(context, version, version_token_counter(version))
+    if version.dataset.kind == DatasetKind.RL_PROMPTS:
+        return prompt_version_build(context, version)
     # A build taken over after a crash starts again: nothing half-written survives.
     DatasetRow.objects.filter(version=version).delete()
     exports_remove(version)
@@ -439,6 +444,7 @@ def dataset_version_build_job(job_id: int) -> None:
     with transaction.atomic():
         DatasetRow.objects.filter(version=version).delete()
         RolloutRow.objects.filter(version=version).delete()
+        PromptRow.objects.filter(version=version).delete()
         exports_remove(version)
         DatasetVersion.objects.filter(pk=version.pk).update(status=VersionStatus.FAILED)
 
@@ -449,6 +455,8 @@ def dataset_version_verify(context: JobContext) -> str:
     version = DatasetVersion.objects.select_related("dataset").get(pk=context.job.params["version"])
     if version.status != VersionStatus.READY:
         raise ApplicationError("Only a ready version can be verified.")
+    if version.dataset.kind == DatasetKind.RL_PROMPTS:
+        return _verified(version, prompt_version_verify(context, version), version.rows_total)
     checksum = Checksum()
     changed: list[int] = []
     counts = {split: 0 for split in SPLITS}
@@ -493,6 +501,12 @@ def dataset_version_verify(context: JobContext) -> str:
         problems.append(f"{len(changed)} rows changed content ({source} {shown})")
     if checksum.hexdigest() != version.checksum:
         problems.append(f"the checksum is now {checksum.hexdigest()}, not {version.checksum}")
+    return _verified(version, problems, done)
+
+
+def _verified(version: DatasetVersion, problems: list[str], done: int) -> str:
+    """Check the cached files against their sha256, record the verdict, and fail the job
+    when anything (``problems`` included) is wrong."""
     files_ok = files_missing = 0
     for export in version.exports.filter(status=ExportStatus.READY):
         path: Path = export_absolute_path(export)

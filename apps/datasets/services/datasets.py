@@ -18,6 +18,7 @@ from apps.datasets.models import (
     MAX_TOKENS_LIMIT,
     MAX_VALIDATION_FRACTION,
     Dataset,
+    DatasetKind,
     DatasetVersion,
     LongTrajectories,
     VersionKind,
@@ -70,9 +71,18 @@ class VersionFilter:
 
 
 def dataset_create(
-    *, project, name: str, description: str = "", tokenizer: str = "", user=None
+    *,
+    project,
+    name: str,
+    description: str = "",
+    tokenizer: str = "",
+    user=None,
+    kind: str = DatasetKind.SFT,
 ) -> Dataset:
     name = name.strip()
+    if kind not in DatasetKind.values:
+        message = f"kind is one of {', '.join(DatasetKind.values)}."
+        raise ApplicationError(message, {"fields": {"kind": [message]}})
     _check_tokenizer(tokenizer)
     if not name:
         raise ApplicationError("Give the dataset a name.", {"fields": {"name": ["Required."]}})
@@ -84,6 +94,7 @@ def dataset_create(
     dataset = Dataset(
         project=project,
         name=name,
+        kind=kind,
         description=description.strip(),
         tokenizer=tokenizer,
         created_by=user,
@@ -257,9 +268,14 @@ def dataset_version_create(
     """Number the next version, create its build job and enqueue it once this commits
     (``enqueue=False``: the caller runs ``dataset_version_build_job`` itself). A filter that
     matches no approved train-task demonstration is refused here, so no failed version is
-    left behind."""
+    left behind. RL prompt datasets take ``prompts.prompt_version_create``."""
     from apps.datasets.tasks import build_dataset_version_task
 
+    if dataset.kind != DatasetKind.SFT:
+        raise ApplicationError(
+            "This dataset holds RL prompts: its versions draw environment tasks and seeds, "
+            "not demonstrations."
+        )
     _check_filter(dataset.project, filters)
     if not 0 <= validation_fraction <= MAX_VALIDATION_FRACTION:
         raise ApplicationError(
@@ -308,11 +324,21 @@ def dataset_version_create(
 def dataset_version_rebuild(*, version: DatasetVersion, user) -> DatasetVersion:
     """A new version from the same filter, seed and fraction. Over the same approved
     demonstrations it has the same rows and checksum; the page compares the two. A
-    scored-rollout version is rebuilt from the same batches and variant."""
+    scored-rollout version is rebuilt from the same batches and variant, an RL prompt version
+    from the same tasks and seeds."""
     if version.kind == VersionKind.ROLLOUTS:
         from apps.datasets.services.rollouts import rollout_version_rebuild
 
         return rollout_version_rebuild(version=version, user=user)
+    if version.dataset.kind == DatasetKind.RL_PROMPTS:
+        from apps.datasets.services.prompts import PromptFilter, prompt_version_create
+
+        return prompt_version_create(
+            dataset=version.dataset,
+            user=user,
+            filters=PromptFilter.from_dict(version.filters),
+            rebuilt_from=version,
+        )
     return dataset_version_create(
         dataset=version.dataset,
         user=user,

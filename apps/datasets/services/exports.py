@@ -72,7 +72,10 @@ def export_absolute_path(export: DatasetExport) -> Path:
 def download_filename(version: DatasetVersion, fmt: str, split: str = "") -> str:
     """What a browser saves: ``<dataset>-v<n>-<format>-<split>.jsonl`` or ``…-card.md``."""
     stem = f"{slugify(version.dataset.name) or 'dataset'}-v{version.number}"
-    return f"{stem}-card.md" if fmt == ExportFormat.CARD else f"{stem}-{fmt}-{split}.jsonl"
+    if fmt == ExportFormat.CARD:
+        return f"{stem}-card.md"
+    suffix = "parquet" if fmt == ExportFormat.VERL else "jsonl"
+    return f"{stem}-{fmt}-{split}.{suffix}"
 
 
 def row_source(version: DatasetVersion, split: str) -> Iterator[tuple[int, object, object, int]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +38,15 @@ def invalid(loc: str, msg: str) -> ProtocolError:
 class Catalog:
     """The environment specs a server offers, by name."""
 
-    def __init__(self, specs: Sequence[EnvironmentSpec | dict[str, Any]]):
+    def __init__(
+        self,
+        specs: Sequence[EnvironmentSpec | dict[str, Any]],
+        *,
+        listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
+        allow_empty: bool = False,
+    ):
         loaded = [s if isinstance(s, EnvironmentSpec) else load_spec(s) for s in specs]
-        if not loaded:
+        if not loaded and not allow_empty:
             raise ValueError("a server needs at least one environment spec")
         self.specs: dict[str, EnvironmentSpec] = {}
         for spec in loaded:
@@ -48,6 +54,7 @@ class Catalog:
                 raise ValueError(f"two environments are named {spec.name!r}")
             self.specs[spec.name] = spec
         self.tools = {name: spec.openai_tools() for name, spec in self.specs.items()}
+        self.listing_extra = {name: dict(extra) for name, extra in (listing_extra or {}).items()}
 
     def listing(self) -> dict[str, Any]:
         return {
@@ -69,6 +76,7 @@ class Catalog:
                         for t in spec.tasks
                     ],
                 }
+                | self.listing_extra.get(spec.name, {})
                 for spec in self.specs.values()
             ]
         }

@@ -32,7 +32,9 @@ Sessions: at most ``max_sessions`` at once (HTTP and WebSocket together; a WebSo
 limit gets ``CAPACITY_REACHED`` and is closed, an HTTP reset gets 503), each dropped after
 ``idle_timeout`` seconds without a reset/step or ``max_lifetime`` seconds after it began.
 Bearer-token auth when a token is set (``Authorization: Bearer <token>`` or the ``/t/<token>``
-prefix). Engine steps run on the event loop (a step is well under a millisecond).
+prefix), or through ``authorise`` (an async callable given the presented token, empty when
+none, returning whether it may use the server: how the app checks its project API tokens).
+Engine steps run on the event loop (a step is well under a millisecond).
 """
 
 from __future__ import annotations
@@ -41,9 +43,10 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -69,6 +72,8 @@ from .protocol import (
 from .session import EpisodeSession, SessionError
 from .spec import EnvironmentSpec
 
+logger = logging.getLogger(__name__)
+
 # --------------------------------------------------------------------------- app
 
 HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 503}
@@ -78,23 +83,36 @@ def create_app(
     specs: Sequence[EnvironmentSpec | dict[str, Any]],
     *,
     token: str | None = None,
+    authorise: Callable[[str], Awaitable[bool]] | None = None,
+    listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
+    refresh: Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]] | None = None,
+    refresh_interval: float = 60.0,
     max_sessions: int = 256,
     idle_timeout: float = 600.0,
     max_lifetime: float = 3600.0,
     reap_interval: float = 5.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> Starlette:
-    catalog = Catalog(specs)
+    """``listing_extra``: fields added to an environment's entry in ``GET /tasks``, by
+    environment name (the app adds its database id, revision and spec hash).
+    ``refresh``: an async callable returning ``(specs, listing_extra)``, awaited every
+    ``refresh_interval`` seconds to replace the catalogue (new resets see it; running
+    sessions keep the spec they started with; a refresh that fails keeps the old one)."""
+    if token and authorise is not None:
+        raise ValueError("give a token or an authorise callable, not both")
+    current = _Current(Catalog(specs, listing_extra=listing_extra))
     store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock)
 
-    def authorised(request_or_ws: Request | WebSocket) -> bool:
-        if not token:
+    async def authorised(request_or_ws: Request | WebSocket) -> bool:
+        if not token and authorise is None:
             return True
         given = request_or_ws.path_params.get("token")
         if given is None:
             header = request_or_ws.headers.get("authorization", "")
             scheme, _, value = header.partition(" ")
             given = value.strip() if scheme.lower() == "bearer" else ""
+        if authorise is not None:
+            return bool(await authorise(given))
         return hmac.compare_digest(given.encode(), token.encode())
 
     def error(exc: ProtocolError | SessionError) -> JSONResponse:
@@ -118,7 +136,7 @@ def create_app(
 
     def guarded(handler):
         async def endpoint(request: Request) -> JSONResponse:
-            if not authorised(request):
+            if not await authorised(request):
                 return JSONResponse({"detail": "missing or wrong token"}, 401)
             try:
                 return await handler(request)
@@ -128,6 +146,7 @@ def create_app(
         return endpoint
 
     def start(slot: Slot, kwargs: dict[str, Any]) -> dict[str, Any]:
+        catalog = current.catalog
         spec, task_key, seed, faults = catalog.resolve(kwargs)
         slot.session = EpisodeSession(
             spec, task_key, seed, faults=faults, tools=catalog.tools[spec.name]
@@ -151,7 +170,7 @@ def create_app(
         return JSONResponse({"status": "healthy"})
 
     async def metadata(request: Request) -> JSONResponse:
-        names = ", ".join(catalog.specs)
+        names = ", ".join(current.catalog.specs)
         return JSONResponse(
             {
                 "name": "coworkenv",
@@ -169,11 +188,11 @@ def create_app(
         )
 
     async def tasks(request: Request) -> JSONResponse:
-        return JSONResponse(catalog.listing())
+        return JSONResponse(current.catalog.listing())
 
     async def reset(request: Request) -> JSONResponse:
         kwargs = await body(request)
-        catalog.resolve(kwargs)  # refuse bad input before taking a slot
+        current.catalog.resolve(kwargs)  # refuse bad input before taking a slot
         episode_id = kwargs.get("episode_id")
         slot = store.slots.get(episode_id) if episode_id else None
         if slot is not None and store.expired(slot):
@@ -217,7 +236,7 @@ def create_app(
         await ws.send_json({"type": "error", "data": {"message": message, "code": code, **extra}})
 
     async def ws_endpoint(ws: WebSocket) -> None:
-        if not authorised(ws):
+        if not await authorised(ws):
             await ws.close(code=1008)
             return
         await ws.accept()
@@ -290,15 +309,29 @@ def create_app(
                         await ws_send_error(slot.websocket, "SESSION_ERROR", "the session expired")
                         await slot.websocket.close()
 
+    async def refresher() -> None:
+        assert refresh is not None
+        while True:
+            await asyncio.sleep(refresh_interval)
+            try:
+                new_specs, extra = await refresh()
+                current.catalog = Catalog(new_specs, listing_extra=extra, allow_empty=True)
+            except Exception:  # a failed refresh keeps serving the catalogue it has
+                logger.exception("The environment catalogue could not be refreshed.")
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        task = asyncio.create_task(reaper())
+        tasks = [asyncio.create_task(reaper())]
+        if refresh is not None:
+            tasks.append(asyncio.create_task(refresher()))
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     routes = [
         Route("/metadata", guarded(metadata)),
@@ -315,8 +348,15 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.store = store
-    app.state.catalog = catalog
+    app.state.current = current
     return app
+
+
+class _Current:
+    """The catalogue being served (replaced whole by a refresh)."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
 
 
 def _ws_error(code: str, message: str, **extra: Any) -> dict[str, Any]:

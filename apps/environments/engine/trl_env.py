@@ -89,6 +89,13 @@ def _tool_method(tool: dict[str, Any]):
     return method
 
 
+def _holds_prompt(prompt: Any, user_message: str) -> bool:
+    if not isinstance(prompt, list) or not prompt or not isinstance(prompt[-1], dict):
+        return False
+    last = prompt[-1]
+    return last.get("role") == "user" and last.get("content") == user_message
+
+
 class _CoworkEnvBase:
     spec: EnvironmentSpec
     faults: bool = True
@@ -98,12 +105,18 @@ class _CoworkEnvBase:
         self.grading: dict[str, Any] | None = None
         self.turn_rewards: list[float] = []
 
-    def reset(self, task_key: str | None = None, seed: int | None = 0, **row: Any) -> str:
-        """Start an episode of ``task_key`` (a dataset column); returns the prompt text."""
+    def reset(
+        self, task_key: str | None = None, seed: int | None = 0, prompt: Any = None, **row: Any
+    ) -> str | None:
+        """Start an episode of ``task_key`` (a dataset column); returns the prompt text, or
+        None when the row's ``prompt`` already ends with the task's first user message (the
+        app's ``grpo`` export: system prompt and first user message in the row)."""
         key = task_key or self.spec.tasks[0].key
         self._session = EpisodeSession(self.spec, key, int(seed or 0), faults=self.faults)
         self.grading, self.turn_rewards = None, []
         obs = self._session.start()
+        if _holds_prompt(prompt, obs["user_message"]):
+            return None
         return f"{obs['system_prompt']}\n\n{obs['user_message']}"
 
     def reply_to_user(self, message: str) -> str:

@@ -483,3 +483,27 @@ def test_cli_serve_refuses_a_public_bind_without_a_token(monkeypatch, capsys):
     monkeypatch.delenv("COWORKENV_ENV_TOKEN", raising=False)
     assert main(["serve", str(SAMPLES[0]), "--host", "0.0.0.0"]) == 2
     assert "needs a token" in capsys.readouterr().err
+
+
+def test_an_authorise_callable_decides_and_listing_extras_are_added():
+    seen: list[str] = []
+
+    async def authorise(given: str) -> bool:
+        seen.append(given)
+        return given == "good"
+
+    name = SPECS[0].name
+    app = create_app(SPECS[:1], authorise=authorise, listing_extra={name: {"id": 7}})
+    with running(app) as url:
+        assert httpx.get(f"{url}/tasks").status_code == 401
+        assert httpx.get(f"{url}/tasks", headers={"Authorization": "Bearer bad"}).status_code == 401
+        listing = httpx.get(f"{url}/t/good/tasks").json()
+        with pytest.raises(InvalidStatus):
+            connect(url.replace("http://", "ws://") + "/t/bad/ws")
+        with connect(url.replace("http://", "ws://") + "/t/good/ws") as ws:
+            assert ws_call(ws, {"type": "state"})["data"]["step_count"] == 0
+    assert seen == ["", "bad", "good", "bad", "good"]
+    assert listing["environments"][0]["id"] == 7
+    assert listing["environments"][0]["name"] == name
+    with pytest.raises(ValueError, match="not both"):
+        create_app(SPECS, token="t", authorise=authorise)
