@@ -211,3 +211,41 @@ def message_text(content: Any) -> str:
             p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
         )
     return "" if content is None else str(content)
+
+
+def lift_tool_images(
+    messages: list[dict[str, Any]],
+    image_part_for: Callable[[str, str], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """The messages with every tool result's images moved into a ``user`` message placed
+    right after the results of that assistant step (tool messages keep their text).
+
+    Chat Completions and OpenAI fine-tuning take images in user messages only, and many VLM
+    chat templates too. ``image_part_for(url, call_id)`` returns the parts that stand for
+    one image (e.g. a caption and an ``image_url`` part with a ``data:`` URL, or TRL's
+    ``{"type": "image"}``); a user message whose images are all dropped is left out.
+    """
+    out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if pending:
+            out.append({"role": "user", "content": list(pending)})
+            pending.clear()
+
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "tool":
+            urls = image_urls(content)
+            if urls:
+                out.append({**message, "content": message_text(content)})
+                call_id = str(message.get("tool_call_id") or "a tool call")
+                for url in urls:
+                    pending.extend(image_part_for(url, call_id))
+                continue
+            out.append(message)
+            continue
+        flush()
+        out.append(message)
+    flush()
+    return out

@@ -422,7 +422,7 @@ class Episode:
         if not attachment.is_image:
             raise ToolError(
                 "not_an_image",
-                f"'{attachment.name}' is {attachment.media_type}, not an image: it cannot be viewed",
+                f"'{attachment.name}' is {attachment.media_type}, not an image: it cannot be shown",
             )
         return (attachment,)
 

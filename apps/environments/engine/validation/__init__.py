@@ -10,13 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..attachments import Resolver
 from ..bounds import loads_document
 from ..checks import Judge
 from ..problems import Problem, error, has_errors
 from ..spec import EnvironmentSpec, _build, schema_problems, spec_hash
-from .dynamic import TaskReport, validate_task
-from ..attachments import Resolver
 from .attachments import attachment_content_problems
+from .dynamic import TaskReport, validate_task
 from .faults import budget_problems
 from .gameable import gameable_problems
 from .static import static_problems
