@@ -23,9 +23,11 @@ from apps.datasets.services import (
     download_filename,
     export_absolute_path,
     export_regenerate_stream,
+    is_bundle,
 )
 
 JSONL_TYPE = "application/jsonl; charset=utf-8"
+ZIP_TYPE = "application/zip"
 MARKDOWN_TYPE = "text/markdown; charset=utf-8"
 
 
@@ -87,9 +89,17 @@ def export_response(request, version: DatasetVersion, export: DatasetExport) -> 
         for name, value in headers.items():
             response[name] = value
         return response
-    filename = download_filename(version, export.format, export.split)
+    bundle = is_bundle(export)
+    filename = download_filename(version, export.format, export.split, bundle=bundle)
     content_type = MARKDOWN_TYPE if export.format == ExportFormat.CARD else JSONL_TYPE
+    content_type = ZIP_TYPE if bundle else content_type
     path = export_absolute_path(export)
+    if bundle and not path.exists():
+        raise ExportUnavailable(
+            f"The {export.format} bundle of the {export.split} split is no longer cached; "
+            "rebuild the version to write it again.",
+            410,
+        )
     if not path.exists() and export.format == ExportFormat.CARD:
         export = card_write(version=version)
         headers["ETag"] = f'"{export.sha256}"'

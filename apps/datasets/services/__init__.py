@@ -26,6 +26,7 @@ from apps.datasets.services.exports import (
     export_lines,
     export_regenerate_stream,
     exports_write,
+    is_bundle,
 )
 
 __all__ = [
@@ -50,4 +51,5 @@ __all__ = [
     "export_lines",
     "export_regenerate_stream",
     "exports_write",
+    "is_bundle",
 ]

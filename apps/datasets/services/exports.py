@@ -8,6 +8,14 @@ it into place once complete (``os.replace`` is atomic): memory stays constant wh
 size, and a reader never sees half a file. One pass over a split writes every format.
 The card (``card.md``) is written last, from the version's figures and the exports' hashes.
 
+A split whose demonstrations show images (view tools over attachments) is written with
+``formats.media.Media``: the ``openai`` file carries them as ``data:`` URLs; the ``trl`` and
+``sharegpt`` exports become zip bundles (``<format>-<split>.zip``) holding the rows and an
+``images/`` folder: ``trl`` as ``metadata.jsonl`` with a ``file_names`` column, which
+``datasets.load_dataset("imagefolder", data_dir=...)`` loads as an ``images`` column of
+``Image`` features; ``sharegpt`` as ``sharegpt-<split>.jsonl`` with ``dataset_info.json``
+(``images`` column, paths relative to the folder, LLaMA-Factory's ``media_dir`` default).
+
 A file that failed its linter is removed and its export row keeps the errors (the page and
 the API show them and offer no download); a split without rows is ``empty``.
 """
@@ -19,6 +27,7 @@ import json
 import logging
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,6 +37,7 @@ from django.utils.text import slugify
 
 from apps.datasets.card import render_card
 from apps.datasets.formats import FORMATS, dataset_info_entry, normalize_messages, normalize_tools
+from apps.datasets.formats.media import Media, has_images
 from apps.datasets.models import (
     DatasetExport,
     DatasetRow,
@@ -36,10 +46,12 @@ from apps.datasets.models import (
     ExportStatus,
     RowSplit,
 )
+from apps.environments.attachments import attachment_bytes
 
 logger = logging.getLogger(__name__)
 
 JSONL_FORMATS = (ExportFormat.OPENAI, ExportFormat.TRL, ExportFormat.SHAREGPT)
+BUNDLED_FORMATS = (ExportFormat.TRL, ExportFormat.SHAREGPT)  # zip bundles when with images
 CHUNK_SIZE = 500
 
 
@@ -54,8 +66,13 @@ def export_directory(version: DatasetVersion) -> Path:
     )
 
 
-def export_relative_path(version: DatasetVersion, fmt: str, split: str) -> str:
-    name = "card.md" if fmt == ExportFormat.CARD else f"{fmt}-{split}.jsonl"
+def export_relative_path(
+    version: DatasetVersion, fmt: str, split: str, *, bundle: bool = False
+) -> str:
+    if fmt == ExportFormat.CARD:
+        name = "card.md"
+    else:
+        name = f"{fmt}-{split}.zip" if bundle else f"{fmt}-{split}.jsonl"
     return str((export_directory(version) / name).relative_to(settings.MEDIA_ROOT))
 
 
@@ -63,10 +80,19 @@ def export_absolute_path(export: DatasetExport) -> Path:
     return Path(settings.MEDIA_ROOT) / export.path
 
 
-def download_filename(version: DatasetVersion, fmt: str, split: str = "") -> str:
-    """What a browser saves: ``<dataset>-v<n>-<format>-<split>.jsonl`` or ``…-card.md``."""
+def download_filename(
+    version: DatasetVersion, fmt: str, split: str = "", *, bundle: bool = False
+) -> str:
+    """What a browser saves: ``<dataset>-v<n>-<format>-<split>.jsonl`` (``.zip`` for a
+    bundle with images) or ``…-card.md``."""
     stem = f"{slugify(version.dataset.name) or 'dataset'}-v{version.number}"
-    return f"{stem}-card.md" if fmt == ExportFormat.CARD else f"{stem}-{fmt}-{split}.jsonl"
+    if fmt == ExportFormat.CARD:
+        return f"{stem}-card.md"
+    return f"{stem}-{fmt}-{split}.{'zip' if bundle else 'jsonl'}"
+
+
+def is_bundle(export: DatasetExport) -> bool:
+    return export.path.endswith(".zip")
 
 
 def row_source(version: DatasetVersion, split: str) -> Iterator[tuple[int, object, object]]:
@@ -127,13 +153,14 @@ def exports_write(
     ``on_row(n)`` is called every ``CHUNK_SIZE`` rows (progress, cancellation)."""
     directory = export_directory(version)
     directory.mkdir(parents=True, exist_ok=True)
+    media = Media(attachment_bytes) if split_has_images(version, split) else None
     sinks = [_Sink(directory, fmt, split) for fmt in formats]
     done = 0
     try:
         for demonstration_id, transcript, tools in row_source(version, split):
             messages, tool_list = normalize_messages(transcript), normalize_tools(tools)
             for sink in sinks:
-                row = FORMATS[sink.format]["row"](messages, tool_list)
+                row = FORMATS[sink.format]["row"](messages, tool_list, media)
                 sink.write(json.dumps(row, ensure_ascii=False) + "\n", demonstration_id)
             done += 1
             if on_row is not None and done % CHUNK_SIZE == 0:
@@ -150,8 +177,15 @@ def exports_write(
             status = ExportStatus.EMPTY
         else:
             status = ExportStatus.READY if report.ok else ExportStatus.INVALID
-        relative = export_relative_path(version, sink.format, split)
-        if status == ExportStatus.READY:
+        bundle = media is not None and sink.format in BUNDLED_FORMATS
+        relative = export_relative_path(version, sink.format, split, bundle=bundle)
+        digest = sink.hash.hexdigest()
+        if status == ExportStatus.READY and bundle:
+            target = Path(settings.MEDIA_ROOT) / relative
+            source = Path(sink.temp_path)
+            sink.size, digest = _bundle_write(source, target, sink.format, split, media)
+            Path(sink.temp_path).unlink(missing_ok=True)
+        elif status == ExportStatus.READY:
             os.replace(sink.temp_path, Path(settings.MEDIA_ROOT) / relative)
         else:
             Path(sink.temp_path).unlink(missing_ok=True)
@@ -164,12 +198,59 @@ def exports_write(
                 "path": relative if status == ExportStatus.READY else "",
                 "rows": report.rows,
                 "size": sink.size if status == ExportStatus.READY else 0,
-                "sha256": sink.hash.hexdigest() if status == ExportStatus.READY else "",
+                "sha256": digest if status == ExportStatus.READY else "",
                 "lint": report.to_dict(),
             },
         )
         exports.append(export)
     return exports
+
+
+def split_has_images(version: DatasetVersion, split: str) -> bool:
+    """Whether any demonstration of the split shows an image (one read of the split)."""
+    return any(
+        has_images(normalize_messages(transcript))
+        for _, transcript, _ in row_source(version, split)
+    )
+
+
+def _bundle_write(jsonl: Path, target: Path, fmt: str, split: str, media: Media) -> tuple[int, str]:
+    """Zip the linted rows with the images they name; returns (size, sha256) of the zip.
+    Entries are written in a fixed order with a fixed date, so a rebuild gives the same
+    bytes."""
+    handle, temp_path = tempfile.mkstemp(dir=target.parent, prefix=f".{fmt}-{split}-zip-")
+    os.close(handle)
+    stamp = (2026, 1, 1, 0, 0, 0)
+
+    def add(archive: zipfile.ZipFile, name: str, data: bytes, method: int) -> None:
+        info = zipfile.ZipInfo(name, date_time=stamp)
+        info.compress_type = method
+        archive.writestr(info, data)
+
+    with zipfile.ZipFile(temp_path, "w") as archive:
+        if fmt == ExportFormat.TRL:
+            lines = []
+            for line in jsonl.read_text("utf-8").splitlines():
+                row = json.loads(line)
+                row["file_names"] = row.pop("images", [])
+                lines.append(json.dumps(row, ensure_ascii=False))
+            add(archive, "metadata.jsonl", ("\n".join(lines) + "\n").encode(), zipfile.ZIP_DEFLATED)
+        else:
+            name = f"{fmt}-{split}.jsonl"
+            add(archive, name, jsonl.read_bytes(), zipfile.ZIP_DEFLATED)
+            info = {f"coworkenv_{split}": dataset_info_entry(file_name=name, images=True)}
+            add(
+                archive,
+                "dataset_info.json",
+                (json.dumps(info, indent=2) + "\n").encode(),
+                zipfile.ZIP_DEFLATED,
+            )
+        for path in sorted(media.files):
+            add(archive, path, media.files[path], zipfile.ZIP_STORED)
+    digest = hashlib.sha256(Path(temp_path).read_bytes()).hexdigest()
+    size = Path(temp_path).stat().st_size
+    os.replace(temp_path, target)
+    return size, digest
 
 
 def dataset_info(version: DatasetVersion) -> dict:
@@ -178,6 +259,8 @@ def dataset_info(version: DatasetVersion) -> dict:
     entries = {}
     for export in version.exports.all():
         if export.format == ExportFormat.SHAREGPT and export.offered:
+            if is_bundle(export):  # its own dataset_info.json is inside the zip
+                continue
             entries[f"{stem}_{export.split}"] = dataset_info_entry(
                 file_name=download_filename(version, ExportFormat.SHAREGPT, export.split)
             )
