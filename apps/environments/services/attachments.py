@@ -28,14 +28,17 @@ def attachment_add(
     *, environment: Environment, data: bytes, name: str, media_type: str | None = None
 ) -> Attachment:
     """Store a file and list it in the environment's ``/attachments`` (a new revision, back
-    to draft). Records refer to it with ``"sha256:<hex>"``; listed twice it is kept once."""
+    to draft). Records refer to it with ``"sha256:<hex>"``; a file listed already is
+    returned as listed."""
     attachment = attachment_check(data=data, name=name, media_type=media_type)
     attachment_save(attachment.sha256, data)
     locked = Environment.objects.select_for_update().get(pk=environment.pk)
-    if not any(a.get("sha256") == attachment.sha256 for a in locked.attachments):
-        locked.attachments = [*locked.attachments, attachment.to_dict()]
-        locked.save(update_fields=["attachments"])
-        environment_edited(locked)
+    for entry in locked.attachments:
+        if entry.get("sha256") == attachment.sha256:
+            return Attachment.of(entry)  # listed already (under the name it was given)
+    locked.attachments = [*locked.attachments, attachment.to_dict()]
+    locked.save(update_fields=["attachments"])
+    environment_edited(locked)
     return attachment
 
 

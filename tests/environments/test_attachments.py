@@ -1,0 +1,197 @@
+"""Attachments in the app: stored by hash in the "attachments" storage, imported with their
+environment, uploaded over the API, served to members, checked by the validation job."""
+
+import base64
+import hashlib
+
+import pytest
+
+from apps.core.exceptions import ApplicationError
+from apps.environments.attachments import attachment_bytes, attachment_name, attachment_storage
+from apps.environments.models import Environment
+from apps.environments.services import (
+    attachment_add,
+    environment_import_with_files,
+    environment_validate,
+)
+from apps.environments.specs import environment_spec
+from apps.synthesis.generators.receipts import generate_receipts_environment
+from tests.environments.engine.test_attachments import PDF, tiny_png
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def receipts():
+    return generate_receipts_environment(seed=1, tasks=2)
+
+
+@pytest.fixture
+def environment(project, author, receipts):
+    doc, files = receipts
+    return environment_import_with_files(project=project, spec=doc, files=files, user=author)
+
+
+def test_import_with_files_stores_each_file_once_by_hash_and_round_trips(environment, receipts):
+    doc, files = receipts
+    assert environment_spec(environment)["attachments"] == doc["attachments"]
+    for sha, data in files.items():
+        assert attachment_bytes(sha) == data
+        assert attachment_storage().exists(f"{sha[:2]}/{sha}")
+    report = environment_validate(environment=environment)
+    assert (report.valid, report.problems) == (True, [])
+
+
+def test_import_refuses_a_missing_or_altered_file_and_saves_nothing(project, author, receipts):
+    doc, files = receipts
+    first = doc["attachments"][0]
+    altered = {**files, first["sha256"]: tiny_png((1, 2, 3))}
+    with pytest.raises(ApplicationError) as raised:
+        environment_import_with_files(project=project, spec=doc, files=altered, user=author)
+    assert raised.value.message.startswith(f"Attachment '{first['name']}': the stored bytes hash")
+    assert raised.value.extra == {"pointer": "/attachments/0"}
+    missing = {k: v for k, v in files.items() if k != first["sha256"]}
+    with pytest.raises(ApplicationError, match="no stored file has the hash"):
+        environment_import_with_files(project=project, spec=doc, files=missing, user=author)
+    assert Environment.objects.count() == 0
+    assert attachment_bytes(first["sha256"]) is None
+
+
+def test_validation_reports_a_file_gone_from_storage(environment, receipts):
+    doc, _ = receipts
+    sha = doc["attachments"][1]["sha256"]
+    attachment_storage().delete(attachment_name(sha))
+    report = environment_validate(environment=environment)
+    assert report.valid is False
+    assert [(p["code"], p["pointer"]) for p in report.problems] == [
+        ("attachment_content_invalid", "/attachments/1")
+    ]
+
+
+def test_adding_an_attachment_lists_it_once_and_sends_the_environment_back_to_draft(
+    environment,
+):
+    png = tiny_png((9, 9, 9))
+    before = environment.revision
+    added = attachment_add(environment=environment, data=png, name="scan.png")
+    again = attachment_add(environment=environment, data=png, name="scan again.png")
+    environment.refresh_from_db()
+    assert added == again
+    assert environment.attachments[-1] == {
+        "sha256": hashlib.sha256(png).hexdigest(),
+        "media_type": "image/png",
+        "size": len(png),
+        "name": "scan.png",
+    }
+    assert (environment.revision, environment.status) == (before + 1, "draft")
+
+
+SUPPORTED = "(supported: image/png, image/jpeg, image/webp, image/gif, application/pdf)"
+
+
+@pytest.mark.parametrize(
+    ("data", "media_type", "message"),
+    [
+        (b"GIF8", None, f"x: unknown type is not a supported attachment type {SUPPORTED}"),
+        (b"<svg/>", "image/svg+xml",
+         f"x: image/svg+xml is not a supported attachment type {SUPPORTED}"),
+        (PDF, "image/png", "x: the file is application/pdf, not image/png"),
+        (
+            b"\x89PNG\r\n\x1a\n" + b"0" * 5_000_000,
+            None,
+            "x: 5000008 bytes is over the 5000000-byte limit for image/png",
+        ),
+    ],
+)  # fmt: skip
+def test_a_wrong_type_or_oversized_file_is_refused_with_a_clear_error(
+    environment, data, media_type, message
+):
+    before = list(environment.attachments)
+    with pytest.raises(ApplicationError) as raised:
+        attachment_add(environment=environment, data=data, name="x", media_type=media_type)
+    assert raised.value.message == message
+    environment.refresh_from_db()
+    assert environment.attachments == before
+
+
+# --- API -------------------------------------------------------------------------------------
+
+
+def test_api_uploads_and_lists_attachments(api_client_for, author, environment):
+    api = api_client_for(author)
+    png = tiny_png((0, 128, 0))
+    url = f"/api/v1/environments/{environment.pk}/attachments/"
+    response = api.post(
+        url, {"name": "chart.png", "content_base64": base64.b64encode(png).decode()}, format="json"
+    )
+    sha = hashlib.sha256(png).hexdigest()
+    assert response.status_code == 201
+    assert response.json() == {
+        "sha256": sha,
+        "media_type": "image/png",
+        "size": len(png),
+        "name": "chart.png",
+        "ref": f"sha256:{sha}",
+    }
+    listed = api.get(url).json()
+    names = [f"receipt-rc-{i}.png" for i in (1, 2, 3, 4)]
+    assert [a["name"] for a in listed] == [*names, "chart.png"]
+
+
+def test_api_refuses_bad_base64_and_a_too_low_role(api_client_for, author, viewer, environment):
+    url = f"/api/v1/environments/{environment.pk}/attachments/"
+    bad = api_client_for(author).post(
+        url, {"name": "x.png", "content_base64": "not base64!"}, format="json"
+    )
+    assert (bad.status_code, bad.json()["message"]) == (400, "content_base64 is not valid base64.")
+    denied = api_client_for(viewer).post(
+        url, {"name": "x.png", "content_base64": base64.b64encode(PDF).decode()}, format="json"
+    )
+    assert denied.status_code == 403
+    environment.refresh_from_db()
+    assert len(environment.attachments) == 4
+
+
+# --- serving ---------------------------------------------------------------------------------
+
+
+def test_members_get_the_image_inline_and_the_pdf_as_a_download(
+    client_for, viewer, environment, receipts
+):
+    doc, files = receipts
+    sha = doc["attachments"][0]["sha256"]
+    client = client_for(viewer)
+    response = client.get(f"/environments/{environment.pk}/attachments/{sha}/")
+    assert response.status_code == 200
+    assert response.content == files[sha]
+    assert (response["Content-Type"], response["X-Content-Type-Options"]) == (
+        "image/png",
+        "nosniff",
+    )
+    assert response["Content-Disposition"] == 'inline; filename="receipt-rc-1.png"'
+    assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    pdf = attachment_add(environment=environment, data=PDF, name="policy.pdf")
+    download = client.get(f"/environments/{environment.pk}/attachments/{pdf.sha256}/")
+    assert download["Content-Disposition"] == 'attachment; filename="policy.pdf"'
+    cached = client.get(
+        f"/environments/{environment.pk}/attachments/{sha}/", HTTP_IF_NONE_MATCH=f'"{sha}"'
+    )
+    assert (cached.status_code, cached.content) == (304, b"")
+
+
+def test_a_hash_the_environment_does_not_list_or_an_outsider_gets_404(
+    client_for, viewer, outsider, environment, receipts
+):
+    doc, _ = receipts
+    listed = doc["attachments"][0]["sha256"]
+    stored_elsewhere = hashlib.sha256(b"x").hexdigest()
+    response = client_for(viewer).get(
+        f"/environments/{environment.pk}/attachments/{stored_elsewhere}/"
+    )
+    assert response.status_code == 404
+    outside = client_for(outsider).get(f"/environments/{environment.pk}/attachments/{listed}/")
+    missing = client_for(outsider).get(f"/environments/987654321/attachments/{listed}/")
+    assert (outside.status_code, outside.content) == (missing.status_code, missing.content)
+    assert outside.status_code == 404
+    post = client_for(viewer).post(f"/environments/{environment.pk}/attachments/{listed}/")
+    assert post.status_code == 405
