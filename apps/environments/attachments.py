@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
+from django.urls import reverse
 
 from apps.environments.engine.attachments import SHA256, Attachment, data_url
 
@@ -25,6 +26,14 @@ def attachment_name(sha256: str) -> str:
     if not SHA256.match(sha256 or ""):
         raise ValueError(f"not a sha256: {sha256!r}")
     return f"{sha256[:2]}/{sha256}"
+
+
+def attachment_url_for(environment):
+    """The URL maker (sha256 -> URL of the members-only file view) of an environment's
+    attachments, for timelines; None without an environment."""
+    if environment is None:
+        return None
+    return lambda sha: reverse("environments:attachment", args=[environment.pk, sha])
 
 
 def attachment_bytes(sha256: str) -> bytes | None:

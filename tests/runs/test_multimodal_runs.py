@@ -9,10 +9,12 @@ import json
 import pytest
 
 from apps.environments.attachments import attachment_name, attachment_storage
+from apps.environments.engine.attachments import describe
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.services import environment_import_with_files
 from apps.llm.models import LLMCall
-from apps.runs.models import Run, RunStatus
+from apps.runs.models import Executor, Run, RunStatus
+from apps.runs.services import TaskSelection, run_batch_create, run_batch_execute_inline
 from apps.synthesis.generators.receipts import generate_receipts_environment
 from tests.llm_server import LoopbackLLMServer, Reply
 from tests.runs.test_llm_runs import KEY, KEY_ENV, make_endpoint, run_one
@@ -45,9 +47,9 @@ def receipts(project, author):
 
 def _script(server, doc):
     calls = doc["tasks"][0]["reference_solution"][0]["calls"]
-    filed = calls[1]["arguments"]
+    viewed, filed = calls[0]["arguments"], calls[1]["arguments"]
     server.script(
-        Reply(tool_calls=[{"id": "call_view", "name": "view_receipt", "arguments": calls[0]["arguments"]}]),
+        Reply(tool_calls=[{"id": "call_view", "name": "view_receipt", "arguments": viewed}]),
         Reply(tool_calls=[{"id": "call_file", "name": "file_expense_claim", "arguments": filed}]),
         Reply.text(f"Filed the claim for {filed['vendor']}: total {filed['amount']:.2f}."),
     )  # fmt: skip
@@ -108,3 +110,61 @@ def test_an_image_gone_from_storage_is_sent_as_a_note_not_a_broken_part(
         "role": "user",
         "content": [{"type": "text", "text": "[receipt-rc-1.png from call_view: unavailable]"}],
     }
+
+
+# --- the run page ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def oracle_run(project, author):
+    """An oracle run on a receipts environment whose receipt also refers to a PDF policy."""
+    from tests.environments.engine.test_attachments import PDF
+
+    doc, files = generate_receipts_environment(seed=1, tasks=1, eval_fraction=0)
+    pdf = describe(PDF, name="expense-policy.pdf")
+    doc["attachments"].append(pdf.to_dict())
+    doc["services"]["expenses"]["receipts"][0]["policy"] = pdf.ref
+    environment = environment_import_with_files(
+        project=project, spec=doc, files={**files, pdf.sha256: PDF}, user=author
+    )
+    Environment.objects.filter(pk=environment.pk).update(status=EnvironmentStatus.VALID)
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        selection=TaskSelection(environments=(environment.pk,)),
+        executor=Executor.INLINE,
+    )
+    run_batch_execute_inline(batch=batch)
+    return Run.objects.get(batch=batch), doc, pdf
+
+
+def test_the_run_page_shows_the_viewed_image_as_a_thumbnail_and_the_pdf_as_a_link(
+    client_for, viewer, oracle_run
+):
+    run, doc, pdf = oracle_run
+    image = doc["attachments"][0]
+    base = f"/environments/{run.environment_id}/attachments"
+    response = client_for(viewer).get(f"/runs/{run.pk}/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.count('data-testid="thumbnail"') == 1
+    assert (
+        f'<img class="thumb" src="{base}/{image["sha256"]}/" alt="receipt-rc-1.png" '
+        'loading="lazy" data-testid="thumbnail">'
+    ) in body
+    assert (
+        f'<a class="small" href="{base}/{pdf.sha256}/" data-testid="document-link">'
+        "expense-policy.pdf</a>"
+    ) in body
+    partial = client_for(viewer).get(f"/runs/{run.pk}/", HTTP_HX_REQUEST="true")
+    assert partial.content.decode().count('data-testid="thumbnail"') == 1
+
+
+def test_an_image_the_environment_no_longer_lists_is_named_not_linked(
+    client_for, author, oracle_run
+):
+    run, _, _ = oracle_run
+    Environment.objects.filter(pk=run.environment_id).update(attachments=[])
+    body = client_for(author).get(f"/runs/{run.pk}/").content.decode()
+    assert 'data-testid="thumbnail"' not in body
+    assert body.count('data-testid="image-gone"') == 1
