@@ -27,7 +27,7 @@ from apps.environments.engine.attachments import describe
 from apps.environments.engine.spec import SCHEMA_ID
 
 FAMILY_KEY = "receipts"
-CAPABILITY = "read-visual-documents"
+CAPABILITY = "extract-from-documents"  # the catalogue slug (capabilities/catalogue.json)
 VENDORS = (
     "Blue Fern Cafe",
     "Harbor Office Supply",
