@@ -195,3 +195,63 @@ def test_a_hash_the_environment_does_not_list_or_an_outsider_gets_404(
     assert outside.status_code == 404
     post = client_for(viewer).post(f"/environments/{environment.pk}/attachments/{listed}/")
     assert post.status_code == 405
+
+
+# --- zip export and import -------------------------------------------------------------------
+
+
+def test_the_zip_export_carries_the_files_and_imports_elsewhere_with_them(
+    environment, receipts, other_project, outsider
+):
+    import io
+    import zipfile
+
+    from apps.environments.services import environment_import_upload, environments_export_zip
+
+    doc, files = receipts
+    content = environments_export_zip(environments=[environment])
+    with zipfile.ZipFile(io.BytesIO(content)) as archive:
+        names = sorted(archive.namelist())
+    assert names == sorted(
+        [f"acme-expense-receipts-{environment.pk}.json"] + [f"attachments/{s}" for s in files]
+    )
+    for sha in files:  # another deployment: nothing stored yet
+        attachment_storage().delete(attachment_name(sha))
+
+    (imported,) = environment_import_upload(
+        project=other_project, user=outsider, filename="export.zip", content=content
+    )
+
+    assert imported.attachments == doc["attachments"]
+    assert all(attachment_bytes(sha) == data for sha, data in files.items())
+    assert environment_validate(environment=imported).valid
+
+
+def test_a_zip_whose_attachment_member_differs_from_its_entry_imports_nothing(
+    environment, receipts, other_project, outsider
+):
+    import io
+    import zipfile
+
+    from apps.environments.services import environment_import_upload, environments_export_zip
+
+    doc, _ = receipts
+    sha = doc["attachments"][0]["sha256"]
+    original = environments_export_zip(environments=[environment])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(original)) as source, zipfile.ZipFile(buffer, "w") as out:
+        for info in source.infolist():
+            data = source.read(info)
+            out.writestr(
+                info.filename, tiny_png((7, 7, 7)) if info.filename.endswith(sha) else data
+            )
+    attachment_storage().delete(attachment_name(sha))
+
+    with pytest.raises(ApplicationError) as raised:
+        environment_import_upload(
+            project=other_project, user=outsider, filename="x.zip", content=buffer.getvalue()
+        )
+
+    assert raised.value.message.startswith("Attachment 'receipt-rc-1.png': the stored bytes hash")
+    assert Environment.objects.filter(project=other_project).count() == 0
+    assert attachment_bytes(sha) is None
