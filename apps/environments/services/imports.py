@@ -28,7 +28,7 @@ from apps.core.safeinput import UnsafeInput, json_loads
 from apps.environments.attachments import attachment_bytes
 from apps.environments.models import Environment
 from apps.environments.services.attachments import environment_import_with_files
-from apps.environments.services.environments import spec_canonical
+from apps.environments.services.environments import environment_import, spec_canonical
 from apps.environments.specs import environment_spec
 
 MAX_ZIP_MEMBERS = 200
@@ -306,8 +306,13 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, *, limit: int,
 
 @transaction.atomic
 def _import_documents(*, project, user, documents: Iterable[_Document]) -> list[Environment]:
+    """A document that came with files (a zip with ``attachments/``) is imported with them,
+    checked; one without is imported as is (its files may be uploaded later, and validation
+    reports any that are missing)."""
     return [
-        environment_import_with_files(project=project, spec=d.spec, files=d.files or {}, user=user)
+        environment_import_with_files(project=project, spec=d.spec, files=d.files, user=user)
+        if d.files
+        else environment_import(project=project, spec=d.spec, user=user)
         for d in documents
     ]
 
