@@ -255,3 +255,36 @@ def test_a_zip_whose_attachment_member_differs_from_its_entry_imports_nothing(
     assert raised.value.message.startswith("Attachment 'receipt-rc-1.png': the stored bytes hash")
     assert Environment.objects.filter(project=other_project).count() == 0
     assert attachment_bytes(sha) is None
+
+
+def test_the_overview_lists_the_attachments_as_thumbnails_and_links(
+    client_for, viewer, environment, receipts
+):
+    from tests.conftest import HTMX_HEADERS
+
+    doc, _ = receipts
+    attachment_add(environment=environment, data=PDF, name="policy.pdf")
+    url = f"/environments/{environment.pk}/"
+    body = client_for(viewer).get(url).content.decode()
+    assert body.count('data-testid="thumbnail"') == len(doc["attachments"])
+    first = doc["attachments"][0]["sha256"]
+    assert (
+        f'src="/environments/{environment.pk}/attachments/{first}/" alt="receipt-rc-1.png"' in body
+    )
+    assert body.count('data-testid="document-link"') == 1
+    partial = client_for(viewer).get(url, **HTMX_HEADERS).content.decode()
+    assert 'data-testid="attachments"' in partial
+
+
+def test_an_environment_without_attachments_shows_no_attachment_panel(
+    client_for, viewer, project, author
+):
+    import json
+    from pathlib import Path
+
+    from apps.environments.services import environment_import
+
+    sample = Path(__file__).resolve().parents[2] / "samples" / "acme-ops.json"
+    plain = environment_import(project=project, spec=json.loads(sample.read_text()), user=author)
+    body = client_for(viewer).get(f"/environments/{plain.pk}/").content.decode()
+    assert 'data-testid="attachments"' not in body
