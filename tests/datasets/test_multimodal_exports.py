@@ -169,3 +169,36 @@ def test_the_download_serves_the_bundle_as_a_zip(version, client_for, author):
     assert response["Content-Disposition"] == (
         'attachment; filename="coworker-sft-v1-trl-train.zip"'
     )
+
+
+def test_a_regenerated_openai_file_is_the_one_written_with_its_images(version):
+    from apps.datasets.downloads import export_for
+    from apps.datasets.services import export_regenerate_stream
+
+    export = export_for(version, "openai", "train")
+    path = export_absolute_path(export)
+    written = path.read_bytes()
+    path.unlink()
+    regenerated = b"".join(export_regenerate_stream(export))
+    assert regenerated == written
+    assert path.read_bytes() == written  # cached again: it hashed to the recorded sha256
+
+
+def test_local_training_on_a_version_with_images_is_refused_with_a_clear_error(
+    version, project, author
+):
+    from apps.core.exceptions import ApplicationError
+    from apps.training.services import training_job_create
+
+    with pytest.raises(ApplicationError) as raised:
+        training_job_create(
+            project=project,
+            user=author,
+            dataset_version=version,
+            backend="local",
+            base_model="preset:tiny-qwen2",
+            enqueue=False,
+        )
+    assert raised.value.extra["fields"]["dataset_version"][0].startswith(
+        "This version's demonstrations show images, and the local and command trainers"
+    )

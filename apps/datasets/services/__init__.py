@@ -27,6 +27,7 @@ from apps.datasets.services.exports import (
     export_regenerate_stream,
     exports_write,
     is_bundle,
+    split_has_images,
 )
 
 __all__ = [
@@ -52,4 +53,5 @@ __all__ = [
     "export_regenerate_stream",
     "exports_write",
     "is_bundle",
+    "split_has_images",
 ]

@@ -108,15 +108,18 @@ def row_source(version: DatasetVersion, split: str) -> Iterator[tuple[int, objec
     )
 
 
-def render_line(fmt: str, transcript, tools) -> str:
-    row = FORMATS[fmt]["row"](normalize_messages(transcript), normalize_tools(tools))
+def render_line(fmt: str, transcript, tools, media: Media | None = None) -> str:
+    row = FORMATS[fmt]["row"](normalize_messages(transcript), normalize_tools(tools), media)
     return json.dumps(row, ensure_ascii=False) + "\n"
 
 
 def export_lines(version: DatasetVersion, fmt: str, split: str) -> Iterator[tuple[str, int]]:
-    """Each exported line (with its newline) and the demonstration it came from."""
+    """Each exported line (with its newline) and the demonstration it came from: the lines
+    ``exports_write`` writes (with images when the split has any: ``data:`` URLs for
+    ``openai``, ``images/<sha256>.<ext>`` paths for ``trl`` and ``sharegpt``)."""
+    media = Media(attachment_bytes) if split_has_images(version, split) else None
     for demonstration_id, transcript, tools in row_source(version, split):
-        yield render_line(fmt, transcript, tools), demonstration_id
+        yield render_line(fmt, transcript, tools, media), demonstration_id
 
 
 class _Sink:
