@@ -19,6 +19,8 @@ from apps.synthesis.generators.receipts import generate_receipts_environment
 from tests.datasets.conftest import build_version, make_demonstration, variant
 
 datasets = pytest.importorskip("datasets")  # the `train` extra (with Pillow)
+trl_data_utils = pytest.importorskip("trl.data_utils")
+prepare_multimodal_messages = trl_data_utils.prepare_multimodal_messages
 
 pytestmark = pytest.mark.django_db
 TASKS = 5
@@ -119,6 +121,9 @@ def test_the_trl_bundle_loads_with_datasets_as_an_image_feature(version, receipt
         assert [p["type"] for p in user["content"]] == ["text", "image"]
         assert all(isinstance(m["content"], list) for m in row["messages"])
         assert json.loads(row["messages"][3]["content"][0]["text"])["image"] == f"sha256:{sha}"
+        # TRL's vision collator fills the placeholder with the loaded picture
+        prepared = prepare_multimodal_messages(row["messages"], images=row["images"])
+        assert prepared[4]["content"][1]["image"] is picture
 
 
 def test_the_sharegpt_bundle_has_image_tokens_paths_and_its_dataset_info(version, tmp_path):
