@@ -207,3 +207,15 @@ def test_local_training_on_a_version_with_images_is_refused_with_a_clear_error(
     assert raised.value.extra["fields"]["dataset_version"][0].startswith(
         "This version's demonstrations show images, and the local and command trainers"
     )
+
+
+def test_the_api_serves_the_bundle_and_the_openai_file(version, api_client_for, author):
+    api = api_client_for(author)
+    base = f"/api/v1/datasets/{version.dataset_id}/versions/{version.number}/export/"
+    bundle = api.get(base, {"format": "sharegpt", "split": "train"})
+    assert (bundle.status_code, bundle["Content-Type"]) == (200, "application/zip")
+    export = _exports(version)[("sharegpt", "train")]
+    assert bundle["ETag"] == f'"{export.sha256}"'
+    assert b"".join(bundle.streaming_content) == export_absolute_path(export).read_bytes()
+    jsonl = api.get(base, {"format": "openai", "split": "train"})
+    assert (jsonl.status_code, jsonl["Content-Type"]) == (200, "application/jsonl; charset=utf-8")
