@@ -22,6 +22,7 @@ from apps.datasets.models import (
     MAX_VALIDATION_FRACTION,
     ExportFormat,
     RowSplit,
+    VersionKind,
     VersionStatus,
 )
 from apps.datasets.selectors import dataset_list, version_list, version_rows
@@ -32,7 +33,10 @@ from apps.datasets.services import (
     dataset_version_create,
     dataset_version_rebuild,
     dataset_version_verify_start,
+    rollout_version_create,
 )
+from apps.environments.engine.rewards import GROUP_METHODS, REWARD_VARIANTS
+from apps.runs.rollouts import CREDITS, Variant
 
 
 class DatasetOutput(serializers.Serializer):
@@ -75,6 +79,11 @@ class ExportOutput(serializers.Serializer):
 class VersionOutput(serializers.Serializer):
     dataset = serializers.IntegerField(source="dataset_id")
     number = serializers.IntegerField()
+    kind = serializers.ChoiceField(
+        choices=VersionKind.choices,
+        help_text="sft (demonstrations) or rollouts (scored rollouts of student groups; "
+        "filters = {batches, variant}).",
+    )
     status = serializers.ChoiceField(choices=VersionStatus.choices)
     job = JobOutput()
     rebuilt_from = serializers.IntegerField(
@@ -150,6 +159,18 @@ class RowOutput(serializers.Serializer):
     model = serializers.CharField(source="demonstration.model_name")
     tokens = serializers.IntegerField()
     content_sha256 = serializers.CharField()
+
+
+class RolloutVersionInput(serializers.Serializer):
+    batches = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=ID_MAX),
+        allow_empty=False,
+        max_length=100,
+        help_text="Student batches with a group size (their scored groups).",
+    )
+    reward = serializers.ChoiceField(choices=list(REWARD_VARIANTS), default="score")
+    advantage = serializers.ChoiceField(choices=list(GROUP_METHODS), default="grpo")
+    credit = serializers.ChoiceField(choices=list(CREDITS), default="trajectory")
 
 
 class VersionCreated(serializers.Serializer):
@@ -258,6 +279,34 @@ class VersionListApi(APIView):
             ),
             seed=v["seed"],
             validation_fraction=v["validation_fraction"],
+        )
+        return Response(
+            {"version": VersionOutput(version).data, "job": JobOutput(version.job).data},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class RolloutVersionCreateApi(APIView):
+    @extend_schema(
+        request=RolloutVersionInput,
+        responses={201: VersionCreated},
+        operation_id="dataset_rollout_versions_create",
+        description="Build a scored-rollout version (offline RL) in a job: every graded run "
+        "of the scored rollout groups of the given student batches, with its reward, "
+        "per-turn rewards and advantages under the variant (reward score|raw|passed|strict, "
+        "advantage grpo|dr_grpo|rloo, credit trajectory|turn|call; per-turn and per-call "
+        "credit take score and grpo or dr_grpo). Export format `rollouts`, split `train`.",
+    )
+    def post(self, request, pk):
+        dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+        data = RolloutVersionInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        version = rollout_version_create(
+            dataset=dataset,
+            user=request.user,
+            batches=v["batches"],
+            variant=Variant.parse(v["reward"], v["advantage"], v["credit"]),
         )
         return Response(
             {"version": VersionOutput(version).data, "job": JobOutput(version.job).data},
@@ -398,6 +447,11 @@ urlpatterns = [
     path("projects/<int:pk>/datasets/", DatasetListApi.as_view(), name="dataset_list"),
     path("datasets/<int:pk>/", DatasetDetailApi.as_view(), name="dataset_detail"),
     path("datasets/<int:pk>/versions/", VersionListApi.as_view(), name="dataset_version_list"),
+    path(
+        "datasets/<int:pk>/rollout-versions/",
+        RolloutVersionCreateApi.as_view(),
+        name="dataset_rollout_version_create",
+    ),
     path(
         "datasets/<int:pk>/versions/<int:number>/",
         VersionDetailApi.as_view(),

@@ -6,6 +6,8 @@ from apps.datasets.models import DESCRIPTION_MAX_LENGTH, MAX_VALIDATION_FRACTION
 from apps.datasets.services import VersionFilter
 from apps.datasets.services.datasets import tokenizer_choices
 from apps.environments.models import Environment
+from apps.runs.models import RunBatch, RunRole
+from apps.runs.rollouts import ADVANTAGE_LABELS, CREDIT_LABELS, REWARD_LABELS
 
 
 class DatasetForm(forms.Form):
@@ -86,4 +88,39 @@ class VersionForm(forms.Form):
             ),
             "seed": data["seed"],
             "validation_fraction": data["validation_fraction"],
+        }
+
+
+class RolloutVersionForm(forms.Form):
+    """A scored-rollout version: which student batches' groups, under which variant."""
+
+    batches = forms.ModelMultipleChoiceField(
+        queryset=RunBatch.objects.none(),
+        widget=forms.SelectMultiple(attrs={"size": 8}),
+        help_text="Student batches started with a group size; their scored groups.",
+    )
+    reward = forms.ChoiceField(choices=list(REWARD_LABELS.items()), initial="score")
+    advantage = forms.ChoiceField(choices=list(ADVANTAGE_LABELS.items()), initial="grpo")
+    credit = forms.ChoiceField(
+        choices=list(CREDIT_LABELS.items()),
+        initial="trajectory",
+        help_text="Per turn and per call take the score reward and grpo or dr_grpo.",
+    )
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["batches"].queryset = RunBatch.objects.filter(
+            project=project, role=RunRole.STUDENT, group_size__isnull=False
+        ).order_by("-created_at", "-id")
+        self.fields["batches"].label_from_instance = lambda b: (
+            f"#{b.pk} {b.name} (G={b.group_size}, {b.policy_label})"
+        )
+
+    def service_arguments(self) -> dict:
+        from apps.runs.rollouts import Variant
+
+        data = self.cleaned_data
+        return {
+            "batches": [batch.pk for batch in data["batches"]],
+            "variant": Variant.parse(data["reward"], data["advantage"], data["credit"]),
         }

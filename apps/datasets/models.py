@@ -60,9 +60,21 @@ class VersionStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
+class VersionKind(models.TextChoices):
+    SFT = "sft", "SFT (approved demonstrations)"
+    ROLLOUTS = "rollouts", "Scored rollouts (student rollout groups)"
+
+
 class DatasetVersion(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
+    kind = models.CharField(
+        max_length=16,
+        choices=VersionKind.choices,
+        default=VersionKind.SFT,
+        help_text="sft: rows are demonstrations (DatasetRow); rollouts: rows are the graded "
+        "runs of rollout groups (RolloutRow), filters = {batches, variant}.",
+    )
     job = models.OneToOneField("core.Job", on_delete=models.PROTECT, related_name="dataset_version")
     status = models.CharField(
         max_length=16, choices=VersionStatus.choices, default=VersionStatus.BUILDING, db_index=True
@@ -195,10 +207,43 @@ class DatasetRow(models.Model):
         return f"{self.version} {self.split} #{self.position}"
 
 
+class RolloutRow(models.Model):
+    """One graded member of a rollout group in a scored-rollout version, at a fixed position.
+    RESTRICT, as for demonstrations: the runs and groups a version contains stay while it
+    does (deleting the whole project still removes both)."""
+
+    version = models.ForeignKey(
+        DatasetVersion, on_delete=models.CASCADE, related_name="rollout_rows"
+    )
+    split = models.CharField(max_length=16, choices=RowSplit.choices, default=RowSplit.TRAIN)
+    position = models.PositiveIntegerField()
+    group = models.ForeignKey(
+        "runs.RolloutGroup", on_delete=models.RESTRICT, related_name="dataset_rows"
+    )
+    member = models.PositiveSmallIntegerField(help_text="The run's index in its group.")
+    run = models.ForeignKey("runs.Run", on_delete=models.RESTRICT, related_name="dataset_rows")
+    environment_key = models.CharField(max_length=220)
+    tokens = models.PositiveIntegerField(default=0)
+    content_sha256 = models.CharField(max_length=64, help_text="sha256 of the exported line.")
+
+    class Meta:
+        ordering = ["version_id", "split", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version", "split", "position"], name="rollout_row_unique_position"
+            ),
+            models.UniqueConstraint(fields=["version", "run"], name="rollout_row_unique_run"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version} rollout #{self.position}"
+
+
 class ExportFormat(models.TextChoices):
     OPENAI = "openai", "OpenAI chat fine-tuning JSONL"
     TRL = "trl", "TRL messages + tools JSONL"
     SHAREGPT = "sharegpt", "LLaMA-Factory ShareGPT JSONL"
+    ROLLOUTS = "rollouts", "Scored rollouts JSONL (offline RL)"
     CARD = "card", "Dataset card (Markdown)"
 
 

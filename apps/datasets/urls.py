@@ -12,6 +12,11 @@ urlpatterns = [
     path("datasets/<int:pk>/delete/", views.dataset_delete_view, name="delete"),
     path("datasets/<int:pk>/versions/new/", views.version_create_view, name="version_create"),
     path(
+        "datasets/<int:pk>/versions/new-rollouts/",
+        views.rollout_version_create_view,
+        name="rollout_version_create",
+    ),
+    path(
         "datasets/<int:pk>/versions/<int:number>/",
         views.version_detail_view,
         name="version_detail",

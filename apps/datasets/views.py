@@ -17,7 +17,7 @@ from apps.core.http import (
 from apps.datasets.access import dataset_get_for_user, version_get_for_user
 from apps.datasets.downloads import ExportUnavailable, export_for, export_response
 from apps.datasets.formats import FORMATS
-from apps.datasets.forms import DatasetForm, VersionForm
+from apps.datasets.forms import DatasetForm, RolloutVersionForm, VersionForm
 from apps.datasets.models import ExportFormat, RowSplit
 from apps.datasets.selectors import (
     dataset_list,
@@ -37,6 +37,7 @@ from apps.datasets.services import (
     dataset_version_rebuild,
     dataset_version_verify_start,
     export_absolute_path,
+    rollout_version_create,
 )
 
 DATASETS_PER_PAGE = 25
@@ -193,10 +194,40 @@ def version_create_view(request, pk):
     return render_page(request, "datasets/version_form.html", context, partial="form")
 
 
+@login_required
+@require_http_methods(["GET", "POST"])
+def rollout_version_create_view(request, pk):
+    """A scored-rollout version (offline RL) from student batches' rollout groups."""
+    dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    form = RolloutVersionForm(request.POST or None, project=dataset.project)
+    if request.method == "POST" and form.is_valid():
+        try:
+            version = rollout_version_create(
+                dataset=dataset, user=request.user, **form.service_arguments()
+            )
+        except ApplicationError as exc:
+            form_add_service_error(form, exc)
+        else:
+            return redirect_after_post(
+                request,
+                reverse("datasets:version_detail", args=[dataset.pk, version.number]),
+                f"Building version {version.number} (scored rollouts).",
+            )
+    context = {
+        "project": dataset.project,
+        "membership": check_project_role(request.user, dataset.project),
+        "dataset": dataset,
+        "form": form,
+    }
+    return render_page(request, "datasets/rollout_version_form.html", context, partial="form")
+
+
 def _export_table(version) -> list[dict]:
     exports = version_exports(version=version)
     table = []
     for fmt, spec in FORMATS.items():
+        if spec.get("kind", "sft") != version.kind:
+            continue  # a format of the other kind of version
         cells = []
         for split in RowSplit.values:
             export = exports.get(fmt, {}).get(split)

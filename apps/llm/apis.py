@@ -14,6 +14,7 @@ from apps.core.safeinput import ID_MAX
 from apps.llm.access import endpoint_get_for_user, error_bodies_visible
 from apps.llm.models import (
     MAX_CONCURRENCY_LIMIT,
+    ContextStrategy,
     LLMCallStatus,
     ModelEndpoint,
     validate_base_url,
@@ -51,6 +52,9 @@ class EndpointOutput(serializers.Serializer):
     price_input_per_million = serializers.DecimalField(max_digits=12, decimal_places=4)
     price_output_per_million = serializers.DecimalField(max_digits=12, decimal_places=4)
     supports_json_schema = serializers.BooleanField()
+    context_tokens = serializers.IntegerField(help_text="0 = unknown: requests are sent whole.")
+    context_strategy = serializers.ChoiceField(choices=ContextStrategy.choices)
+    keep_tool_results = serializers.IntegerField()
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
@@ -80,6 +84,9 @@ class EndpointInput(serializers.Serializer):
         max_digits=12, decimal_places=4, min_value=0, required=False
     )
     supports_json_schema = serializers.BooleanField(required=False)
+    context_tokens = serializers.IntegerField(required=False, min_value=0, max_value=10_000_000)
+    context_strategy = serializers.ChoiceField(choices=ContextStrategy.choices, required=False)
+    keep_tool_results = serializers.IntegerField(required=False, min_value=0, max_value=1000)
 
 
 class LLMCallOutput(serializers.Serializer):

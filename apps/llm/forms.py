@@ -19,6 +19,29 @@ class ModelEndpointForm(forms.ModelForm):
             "request_timeout_s": forms.NumberInput(attrs={"step": "any"}),
         }
 
+    # context management is optional: a form that leaves it out keeps the model's defaults
+    OPTIONAL_WITH_DEFAULT = ("context_tokens", "context_strategy", "keep_tool_results")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in self.OPTIONAL_WITH_DEFAULT:
+            self.fields[name].required = False
+
+    def _default_if_empty(self, name):
+        value = self.cleaned_data.get(name)
+        if value in (None, ""):
+            return ModelEndpoint._meta.get_field(name).get_default()
+        return value
+
+    def clean_context_tokens(self):
+        return self._default_if_empty("context_tokens")
+
+    def clean_context_strategy(self):
+        return self._default_if_empty("context_strategy")
+
+    def clean_keep_tool_results(self):
+        return self._default_if_empty("keep_tool_results")
+
     def clean_api_key_env(self):
         return self.cleaned_data["api_key_env"].strip()
 

@@ -75,6 +75,14 @@ def validate_env_var_name(value: str) -> None:
         )
 
 
+class ContextStrategy(models.TextChoices):
+    """What a run does when its conversation would outgrow the model's context
+    (``apps.runs.context``)."""
+
+    DROP_TOOL_RESULTS = "drop_tool_results", "Drop old tool results, then old turns"
+    SUMMARIZE = "summarize", "Summarize earlier turns with the model"
+
+
 class ModelEndpoint(models.Model):
     """A named OpenAI-compatible endpoint: where to send chat requests and what they cost.
 
@@ -131,6 +139,25 @@ class ModelEndpoint(models.Model):
         default=Decimal("0"),
         validators=[MinValueValidator(Decimal("0"))],
     )
+    context_tokens = models.PositiveIntegerField(
+        "context length (tokens)",
+        default=0,
+        validators=[MaxValueValidator(10_000_000)],
+        help_text="The model's context window. 0 = unknown: requests are sent whole. When set, "
+        "a run's requests are shortened to fit it, leaving max tokens for the answer.",
+    )
+    context_strategy = models.CharField(
+        "when the context is full",
+        max_length=24,
+        choices=ContextStrategy.choices,
+        default=ContextStrategy.DROP_TOOL_RESULTS,
+    )
+    keep_tool_results = models.PositiveSmallIntegerField(
+        "tool results kept whole",
+        default=4,
+        validators=[MaxValueValidator(1000)],
+        help_text="When the context is full, the last this many tool results are sent whole.",
+    )
     supports_json_schema = models.BooleanField(
         "supports JSON Schema output",
         default=False,
@@ -166,6 +193,13 @@ class ModelEndpoint(models.Model):
         refusal = api_key_host_refusal(self.api_key_env, self.base_url)
         if refusal:
             raise ValidationError({"api_key_env": refusal})
+        if self.context_tokens and self.max_tokens and self.context_tokens <= self.max_tokens:
+            raise ValidationError(
+                {
+                    "context_tokens": f"The context length must exceed max tokens "
+                    f"({self.max_tokens:,}): the answer needs room in it."
+                }
+            )
 
     def cost_of(self, tokens_in: int, tokens_out: int) -> Decimal:
         """The price of one request, from this endpoint's prices per million tokens."""

@@ -27,6 +27,9 @@ EDITABLE_FIELDS = (
     "price_input_per_million",
     "price_output_per_million",
     "supports_json_schema",
+    "context_tokens",
+    "context_strategy",
+    "keep_tool_results",
 )
 
 TEST_PROMPT = "This is a connection test. Reply with the single word: pong"

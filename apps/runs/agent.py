@@ -17,9 +17,11 @@ from apps.environments.engine.attachments import Attachment, lift_tool_images, u
 from apps.environments.engine.policies import PolicyAction, PolicyView, ToolCall
 from apps.environments.engine.runner import UserTurnView
 from apps.llm.client import LLMResult, llm_chat
+from apps.runs.context import ContextManager, summary_request
 
 AGENT_PURPOSE = "run.agent"
 USER_PURPOSE = "run.user"
+COMPACT_PURPOSE = "run.compact"
 
 
 @dataclass
@@ -31,6 +33,7 @@ class LLMUsage:
     tokens_out: int = 0
     cost: Decimal = field(default_factory=lambda: Decimal("0"))
     latency_ms: int = 0
+    context_events: list[dict] = field(default_factory=list)
 
     def add(self, result: LLMResult) -> None:
         self.calls += 1
@@ -79,25 +82,64 @@ class LLMAgentPolicy:
         usage: LLMUsage | None = None,
         before_call: Callable[[], None] | None = None,
         image_url: ImageURL = attachment_data_url,
+        temperature: float | None = None,
     ):
         self.endpoint = endpoint
         self.job = job
         self.usage = usage if usage is not None else LLMUsage()
         self.before_call = before_call
         self.image_url = image_url
+        self.temperature = temperature  # None: the endpoint's
         self.name = f"llm:{endpoint.model}"
+        self.requests = 0
+        self.context = None
+        if endpoint.context_tokens:
+            self.context = ContextManager(
+                context_tokens=endpoint.context_tokens,
+                max_output_tokens=endpoint.max_tokens,
+                strategy=endpoint.context_strategy,
+                keep_tool_results=endpoint.keep_tool_results,
+                summarize=self._summarize,
+                events=self.usage.context_events,
+            )
 
-    def act(self, view: PolicyView) -> PolicyAction:
+    def _summarize(self, messages: list[dict]) -> str:
+        """The earlier turns in a few hundred words, by the agent's own model."""
         if self.before_call is not None:
             self.before_call()
         result = llm_chat(
             endpoint=self.endpoint,
-            messages=model_messages(view.messages, view.spec, self.image_url),
-            tools=view.tools or None,
-            purpose=AGENT_PURPOSE,
+            messages=summary_request(messages),
+            purpose=COMPACT_PURPOSE,
             job=self.job,
         )
         self.usage.add(result)
+        return result.content or ""
+
+    def act(self, view: PolicyView) -> PolicyAction:
+        self.requests += 1
+        tools = view.tools or None
+        messages = view.messages
+        if self.context is not None:
+            compacted = len(self.context.events)
+            messages = self.context.fit(view.messages, tools, call=self.requests)
+            for event in self.context.events[compacted:]:
+                event["turn"] = view.turn
+                event["messages"] = len(view.messages)
+        if self.before_call is not None:
+            self.before_call()
+        result = llm_chat(
+            endpoint=self.endpoint,
+            # images travel as data: URLs only on the wire; the estimator sees the references
+            messages=model_messages(messages, view.spec, self.image_url),
+            tools=tools,
+            purpose=AGENT_PURPOSE,
+            job=self.job,
+            temperature=self.temperature,
+        )
+        self.usage.add(result)
+        if self.context is not None:
+            self.context.estimator.observe(messages, tools, result.tokens_in)
         calls = [
             ToolCall(name=call["name"], arguments=call["arguments"], id=call.get("id") or None)
             for call in result.tool_calls

@@ -13,18 +13,22 @@ from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX, INT32_MAX
+from apps.environments.engine.rewards import GROUP_METHODS, REWARD_VARIANTS
 from apps.environments.models import EnvironmentStatus, Split
 from apps.llm.models import ModelEndpoint
 from apps.runs.access import batch_get_for_user, run_get_for_user
 from apps.runs.models import (
     MAX_ATTEMPTS,
     MAX_CONCURRENCY,
+    MAX_GROUP_SIZE,
+    MAX_TEMPERATURE,
     MAX_TRIALS,
     PolicyKind,
     RunRole,
     RunStatus,
     UserSide,
 )
+from apps.runs.rollouts import CREDITS, Variant, group_list, group_members, member_runs
 from apps.runs.selectors import RunFilters, batch_list, batch_metrics, run_list
 from apps.runs.services import (
     BatchSettings,
@@ -50,6 +54,9 @@ class RunBatchOutput(serializers.Serializer):
     selection = serializers.JSONField()
     task_set_key = serializers.CharField()
     trials = serializers.IntegerField()
+    group_size = serializers.IntegerField(allow_null=True, help_text="G; null: no groups.")
+    temperature = serializers.FloatField(allow_null=True, help_text="null: the endpoint's.")
+    discount = serializers.FloatField(help_text="gamma of the groups' reward-to-go.")
     concurrency = serializers.IntegerField()
     max_tool_calls = serializers.IntegerField()
     max_rounds_per_turn = serializers.IntegerField()
@@ -97,6 +104,17 @@ class RunBatchInput(serializers.Serializer):
         default=list(DEFAULT_STATUSES),
     )
     trials = serializers.IntegerField(min_value=1, max_value=MAX_TRIALS, default=1)
+    group_size = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_GROUP_SIZE,
+        help_text="Student batches: G samples per task, scored as rollout groups (trials 1).",
+    )
+    temperature = serializers.FloatField(
+        required=False, allow_null=True, min_value=0.0, max_value=MAX_TEMPERATURE
+    )
+    discount = serializers.FloatField(required=False, default=1.0, min_value=0.0, max_value=1.0)
     concurrency = serializers.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, default=4)
     max_tool_calls = serializers.IntegerField(min_value=1, max_value=1000, default=50)
     max_rounds_per_turn = serializers.IntegerField(min_value=1, max_value=200, default=20)
@@ -220,6 +238,9 @@ class RunBatchListApi(APIView):
                 ),
                 judge_endpoint=_endpoint(project, v.get("judge_endpoint"), "judge_endpoint"),
                 seed=v["seed"],
+                group_size=v.get("group_size"),
+                temperature=v.get("temperature"),
+                discount=v["discount"],
             ),
         )
         return Response(RunBatchOutput(batch).data, status=status.HTTP_201_CREATED)
@@ -247,6 +268,65 @@ class RunBatchResumeApi(APIView):
         run_batch_resume(batch=batch)
         batch.refresh_from_db()
         return Response(RunBatchOutput(batch).data)
+
+
+class RolloutGroupOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    batch = serializers.IntegerField(source="batch_id")
+    task = serializers.IntegerField(source="task_ref", help_text="The task's id.")
+    task_key = serializers.CharField()
+    task_title = serializers.CharField()
+    environment_name = serializers.CharField()
+    size = serializers.IntegerField(help_text="G.")
+    run_ids = serializers.ListField(child=serializers.IntegerField(), help_text="By trial.")
+    scorable = serializers.IntegerField()
+    mean_score = serializers.FloatField(allow_null=True)
+    score_std = serializers.FloatField(allow_null=True)
+    pass_rate = serializers.FloatField(allow_null=True)
+    scored_at = serializers.DateTimeField()
+    variant = serializers.JSONField(help_text="{reward, advantage, credit} as asked.")
+    members = serializers.JSONField(
+        help_text="Per member under the variant: index, run, trial, status, reward, advantage; "
+        "turns [{turn, reward, advantage}] (credit=turn) or calls [{seq, tool, turn, reward, "
+        "advantage}] and unattributed (credit=call)."
+    )
+    variants = serializers.JSONField(
+        help_text="Every variant side by side: gamma, rewards[reward][i], "
+        "advantages[reward][method][i], turn_rewards[i][k], turn_advantages[method][i][k], "
+        "call_rewards[i][j], call_unattributed[i], call_advantages[method][i][j]."
+    )
+
+
+GROUP_PARAMETERS = [
+    OpenApiParameter("reward", str, enum=list(REWARD_VARIANTS), required=False),
+    OpenApiParameter("advantage", str, enum=list(GROUP_METHODS), required=False),
+    OpenApiParameter("credit", str, enum=list(CREDITS), required=False),
+]
+
+
+class RolloutGroupListApi(APIView):
+    pagination_class = StandardPagination
+
+    @extend_schema(
+        parameters=GROUP_PARAMETERS,
+        responses=RolloutGroupOutput(many=True),
+        operation_id="run_batch_groups_list",
+        description="A student batch's scored rollout groups, with each member's reward and "
+        "advantage under the chosen variant (default score / grpo / trajectory) and every "
+        "variant side by side. Per-turn and per-call credit take reward=score and grpo or "
+        "dr_grpo.",
+    )
+    def get(self, request, pk):
+        batch = batch_get_for_user(request.user, pk)
+        p = request.query_params
+        variant = Variant.parse(p.get("reward"), p.get("advantage"), p.get("credit"))
+        paginator = StandardPagination()
+        page = paginator.paginate_queryset(group_list(batch=batch), request, view=self)
+        runs = member_runs(page, with_calls=variant.credit == "call")
+        for group in page:
+            group.variant = variant.to_dict()
+            group.members = group_members(group, variant, runs)
+        return paginator.get_paginated_response(RolloutGroupOutput(page, many=True).data)
 
 
 RUN_FILTERS = [
@@ -283,6 +363,7 @@ urlpatterns = [
     path("run-batches/<int:pk>/", RunBatchDetailApi.as_view(), name="run_batch_detail"),
     path("run-batches/<int:pk>/cancel/", RunBatchCancelApi.as_view(), name="run_batch_cancel"),
     path("run-batches/<int:pk>/resume/", RunBatchResumeApi.as_view(), name="run_batch_resume"),
+    path("run-batches/<int:pk>/groups/", RolloutGroupListApi.as_view(), name="run_batch_groups"),
     path("projects/<int:pk>/runs/", RunListApi.as_view(), name="run_list"),
     path("runs/<int:pk>/", RunDetailApi.as_view(), name="run_detail"),
 ]

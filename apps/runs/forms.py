@@ -7,6 +7,8 @@ from apps.llm.models import ModelEndpoint
 from apps.runs.models import (
     MAX_ATTEMPTS,
     MAX_CONCURRENCY,
+    MAX_GROUP_SIZE,
+    MAX_TEMPERATURE,
     MAX_TRIALS,
     PolicyKind,
     RunRole,
@@ -49,6 +51,31 @@ class RunBatchForm(forms.Form):
     )
     trials = forms.IntegerField(
         min_value=1, max_value=MAX_TRIALS, initial=1, help_text="k: runs per task."
+    )
+    group_size = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_GROUP_SIZE,
+        label="Group size G",
+        help_text="Student batches: G samples per task, scored as one rollout group (rewards "
+        "and advantages side by side). Leave trials at 1.",
+    )
+    temperature = forms.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=MAX_TEMPERATURE,
+        label="Temperature T",
+        help_text="The agent's sampling temperature; empty: the endpoint's.",
+        widget=forms.NumberInput(attrs={"step": "0.05"}),
+    )
+    discount = forms.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        initial=1.0,
+        label="Discount (gamma)",
+        help_text="Of the groups' per-turn and per-call reward-to-go; empty: 1.",
+        widget=forms.NumberInput(attrs={"step": "0.05"}),
     )
     concurrency = forms.IntegerField(
         min_value=1, max_value=MAX_CONCURRENCY, initial=4, help_text="Runs in flight at once."
@@ -114,6 +141,9 @@ class RunBatchForm(forms.Form):
 
     BOUNDS = (
         "trials",
+        "group_size",
+        "temperature",
+        "discount",
         "concurrency",
         "max_tool_calls",
         "max_rounds_per_turn",
@@ -128,6 +158,11 @@ class RunBatchForm(forms.Form):
         data = super().clean()
         if data.get("user_side") == UserSide.SIMULATOR and not data.get("simulator_endpoint"):
             self.add_error("simulator_endpoint", "Choose the endpoint that plays the user.")
+        if data.get("group_size") is not None:
+            if data.get("role") != RunRole.STUDENT:
+                self.add_error("group_size", "Rollout groups are for the student role.")
+            if data.get("trials") not in (None, 1):
+                self.add_error("trials", "Leave at 1 with a group size: G samples are the trials.")
         return data
 
     def service_arguments(self) -> dict:
@@ -155,5 +190,8 @@ class RunBatchForm(forms.Form):
                 judge_endpoint=data.get("judge_endpoint"),
                 seed=data["seed"],
                 max_attempts=data["max_attempts"],
+                group_size=data.get("group_size"),
+                temperature=data.get("temperature"),
+                discount=data["discount"] if data.get("discount") is not None else 1.0,
             ),
         }

@@ -15,6 +15,8 @@ from django.db.models import Q
 MAX_TRIALS = 20
 MAX_CONCURRENCY = 64
 MAX_ATTEMPTS = 10
+MAX_GROUP_SIZE = 64
+MAX_TEMPERATURE = 2.0
 
 
 class PolicyKind(models.TextChoices):
@@ -64,8 +66,28 @@ class RunBatch(models.Model):
         help_text="sha256 of the (task, environment revision) pairs: batches with the same key "
         "ran the same task set and are comparable on the leaderboard.",
     )
+    # Runs per task: k trials, or a rollout group's G samples (then trials = group_size,
+    # which may go up to MAX_GROUP_SIZE; forms and the API keep plain trials ≤ MAX_TRIALS).
     trials = models.PositiveSmallIntegerField(
-        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_TRIALS)]
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_GROUP_SIZE)]
+    )
+    group_size = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_GROUP_SIZE)],
+        help_text="G: a student batch's samples per task, scored as one rollout group per task. "
+        "None: no groups.",
+    )
+    temperature = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(MAX_TEMPERATURE)],
+        help_text="The agent's sampling temperature T; None: the endpoint's.",
+    )
+    discount = models.FloatField(
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="The discount gamma of the groups' reward-to-go (per-turn and per-call credit).",
     )
     concurrency = models.PositiveSmallIntegerField(
         default=4, validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY)]
@@ -121,6 +143,14 @@ class RunBatch(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(max_attempts__gte=1), name="run_batch_attempts_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(group_size__isnull=True)
+                | Q(role=RunRole.STUDENT, group_size__gte=1, group_size__lte=MAX_GROUP_SIZE),
+                name="run_batch_groups_of_students",
+            ),
+            models.CheckConstraint(
+                condition=Q(discount__gte=0) & Q(discount__lte=1), name="run_batch_discount_range"
             ),
         ]
 
@@ -196,8 +226,17 @@ class Run(models.Model):
     tools = models.JSONField(default=list, blank=True)
     audit_log = models.JSONField(default=list, blank=True)
     exogenous_log = models.JSONField(default=list, blank=True)
+    context_events = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Each time the agent's request was shortened to fit the model's context "
+        "(apps.runs.context); the transcript itself is always whole.",
+    )
     final_state_hash = models.CharField(max_length=64, blank=True)
     verdicts = models.JSONField(default=list, blank=True)
+    scoring = models.JSONField(
+        default=dict, blank=True, help_text="The grading's weights and pass threshold."
+    )
     completion = models.FloatField(null=True, blank=True)
     safety = models.FloatField(null=True, blank=True)
     robustness = models.FloatField(null=True, blank=True)
@@ -243,3 +282,42 @@ class Run(models.Model):
         if self.status == RunStatus.ERRORED:
             return not self.retryable or self.attempt >= self.batch.max_attempts
         return False
+
+
+class RolloutGroup(models.Model):
+    """The G runs of one task in one student batch, scored together once all are final.
+
+    A model of its own (not a grouping computed on each read) because its reward processing
+    is computed once, when the last of its runs closes, and then read many times — by the
+    groups page with its variant selector, the API and the scored-rollout export — and
+    because it is what RL consumers address (``group id``, task, G). ``variants`` holds the
+    engine's ``rewards.group_table`` verbatim: every reward variant (``score`` = the
+    safety-gated score, ``raw`` = without the gate, ``passed``, ``strict``), the advantages
+    of each under ``grpo``/``dr_grpo``/``rloo``, and per-turn and per-call credit. Members
+    are the trials' final attempts in trial order (``run_ids``); an errored or cancelled
+    member is unscorable (reward None, advantage 0)."""
+
+    batch = models.ForeignKey(RunBatch, on_delete=models.CASCADE, related_name="groups")
+    project = models.ForeignKey("accounts.Project", on_delete=models.CASCADE, related_name="+")
+    task_ref = models.PositiveIntegerField()
+    task_key = models.CharField(max_length=100)
+    task_title = models.CharField(max_length=300, blank=True)
+    environment_name = models.CharField(max_length=200, blank=True)
+    size = models.PositiveSmallIntegerField()
+    run_ids = models.JSONField(default=list, help_text="The members' run ids, by trial.")
+    scorable = models.PositiveSmallIntegerField(default=0, help_text="Members with a grading.")
+    mean_score = models.FloatField(null=True, blank=True)
+    score_std = models.FloatField(null=True, blank=True, help_text="Bessel-corrected.")
+    pass_rate = models.FloatField(null=True, blank=True)
+    variants = models.JSONField(default=dict, help_text="engine rewards.group_table(...).")
+    scored_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["batch_id", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "task_ref"], name="rollout_group_unique"),
+            models.CheckConstraint(condition=Q(size__gte=1), name="rollout_group_size_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_key} (G={self.size})"

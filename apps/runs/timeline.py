@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from apps.core.text import count_of
 from apps.environments.engine.attachments import (
     image_urls,
     message_text,
@@ -127,6 +128,26 @@ def call_media(
     return images, documents
 
 
+def context_item(event: dict) -> dict:
+    """A compaction of the agent's request (``apps.runs.context``) as the viewer shows it."""
+    parts = []
+    if event.get("summarized_messages"):
+        parts.append(f"{count_of(event['summarized_messages'], 'earlier message')} summarized")
+    if event.get("dropped_tool_results"):
+        parts.append(f"{count_of(event['dropped_tool_results'], 'old tool result')} left out")
+    if event.get("dropped_turns"):
+        parts.append(f"{count_of(event['dropped_turns'], 'earlier turn')} left out")
+    return {
+        "kind": "context",
+        "what": "; ".join(parts) or "request shortened",
+        "tokens_before": event.get("tokens_before"),
+        "tokens_after": event.get("tokens_after"),
+        "budget": event.get("budget"),
+        "summary": event.get("summary", ""),
+        "call": event.get("call"),
+    }
+
+
 def run_timeline(
     *,
     transcript: list[dict],
@@ -134,13 +155,18 @@ def run_timeline(
     exogenous_log: list[dict],
     attachments: list[dict] | None = None,
     attachment_url: AttachmentURL | None = None,
+    context_events: list[dict] | None = None,
 ) -> list[dict]:
-    """Items in order: ``system``, ``user`` (with the turn's exogenous updates), ``assistant``
-    (its text and tool calls, each with arguments, result or error, record diffs, and the
-    images and documents the result shows: ``attachments`` is the environment's list,
-    ``attachment_url`` gives a file's URL)."""
+    """Items in order: ``system``, ``user`` (with the turn's exogenous updates), ``context``
+    (the agent's request was shortened to fit its model's context before the next answer),
+    ``assistant`` (its text and tool calls, each with arguments, result or error, record
+    diffs, and the images and documents the result shows: ``attachments`` is the
+    environment's list, ``attachment_url`` gives a file's URL)."""
     listed = {a.get("sha256"): a for a in attachments or [] if isinstance(a, dict)}
     items: list[dict] = []
+    compactions: dict[int, list[dict]] = {}
+    for event in context_events or []:
+        compactions.setdefault(event.get("messages", -1), []).append(context_item(event))
     updates_by_turn: dict[int, list[dict]] = {}
     for entry in exogenous_log or []:
         updates_by_turn.setdefault(entry.get("turn", 0), []).append(_update_item(entry))
@@ -163,6 +189,7 @@ def run_timeline(
                 }
             )
         elif role == "assistant":
+            items.extend(compactions.get(index, []))
             calls = []
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}

@@ -11,6 +11,7 @@ urlpatterns = [
     path("p/<slug:slug>/runs/leaderboard/", views.leaderboard_view, name="leaderboard"),
     path("runs/batches/<int:pk>/", views.batch_detail_view, name="batch_detail"),
     path("runs/batches/<int:pk>/progress/", views.batch_progress_view, name="batch_progress"),
+    path("runs/batches/<int:pk>/groups/", views.batch_groups_view, name="batch_groups"),
     path("runs/batches/<int:pk>/cancel/", views.batch_cancel_view, name="batch_cancel"),
     path("runs/batches/<int:pk>/resume/", views.batch_resume_view, name="batch_resume"),
     path("runs/compare/", views.run_compare_view, name="compare"),

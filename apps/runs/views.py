@@ -16,6 +16,15 @@ from apps.environments.attachments import attachment_url_for
 from apps.runs.access import batch_get_for_user, run_get_for_user
 from apps.runs.forms import RunBatchForm
 from apps.runs.models import RunStatus
+from apps.runs.rollouts import (
+    ADVANTAGE_LABELS,
+    CREDIT_LABELS,
+    REWARD_LABELS,
+    Variant,
+    group_list,
+    group_members,
+    member_runs,
+)
 from apps.runs.selectors import (
     RunFilters,
     batch_list,
@@ -34,6 +43,7 @@ from apps.runs.timeline import failures, run_timeline, verdict_rows
 
 RUNS_PER_PAGE = 50
 BATCHES_PER_PAGE = 25
+GROUPS_PER_PAGE = 10
 
 
 def _capability_chart(evaluation: dict) -> dict:
@@ -206,6 +216,52 @@ def batch_resume_view(request, pk):
     return redirect_after_post(request, reverse("runs:batch_detail", args=[batch.pk]), message)
 
 
+@login_required
+@require_GET
+def batch_groups_view(request, pk):
+    """A student batch's rollout groups under one reward/advantage/credit variant (chosen
+    with the selector; an htmx change swaps only the tables). An unknown or inconsistent
+    variant is refused with its reason (the page 400, the htmx fragment 200 so that it is
+    swapped in) and the selector keeps what was asked."""
+    batch = batch_get_for_user(request.user, pk)
+    asked = {k: request.GET.get(k, "") for k in ("reward", "advantage", "credit")}
+    error = None
+    try:
+        variant = Variant.parse(**asked)
+    except ApplicationError as exc:
+        variant, error = None, exc.message
+    page = Paginator(group_list(batch=batch), GROUPS_PER_PAGE).get_page(request.GET.get("page"))
+    groups = []
+    if variant is not None:
+        runs = member_runs(page.object_list, with_calls=variant.credit == "call")
+        groups = [
+            {"group": group, "members": group_members(group, variant, runs)}
+            for group in page.object_list
+        ]
+    context = {
+        "project": batch.project,
+        "membership": check_project_role(request.user, batch.project),
+        "batch": batch,
+        "page": page,
+        "groups": groups,
+        "variant": variant,
+        "asked": asked,
+        "error": error,
+        "reward_choices": REWARD_LABELS.items(),
+        "advantage_choices": ADVANTAGE_LABELS.items(),
+        "credit_choices": CREDIT_LABELS.items(),
+    }
+    return render_page(
+        request,
+        "runs/batch_groups.html",
+        context,
+        partial="groups",
+        # htmx swaps only 2xx answers: the fragment with the reason comes back 200, as an
+        # invalid form does; the whole page says 400
+        status=400 if error and not is_partial_request(request) else 200,
+    )
+
+
 def _run_view_data(run) -> dict:
     environment = run.environment
     items = run_timeline(
@@ -214,6 +270,7 @@ def _run_view_data(run) -> dict:
         exogenous_log=run.exogenous_log,
         attachments=environment.attachments if environment is not None else None,
         attachment_url=attachment_url_for(environment),
+        context_events=run.context_events,
     )
     return {
         "run": run,

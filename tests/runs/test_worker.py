@@ -44,3 +44,38 @@ def test_oracle_batch_is_executed_by_a_worker(worker, api_client_for, author, sa
     }
     detail = api.get(f"/api/v1/run-batches/{batch_id}/").json()
     assert detail["metrics"]["summary"]["pass_at_k"] == {"1": 1.0, "2": 1.0}
+
+
+def test_a_student_group_batch_is_scored_by_the_workers(
+    worker, api_client_for, author, sample_environments
+):
+    env = sample_environments[0]
+    tasks = env.tasks.count()
+    api = api_client_for(author)
+    response = api.post(
+        f"/api/v1/projects/{env.project_id}/run-batches/",
+        {
+            "policy": "oracle",
+            "role": "student",
+            "environments": [env.pk],
+            "group_size": 3,
+            "concurrency": 3,
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    batch_id, job_id = response.json()["id"], response.json()["job"]["id"]
+
+    def finished():
+        job = Job.objects.get(pk=job_id)
+        return job if not job.is_active else None
+
+    job = wait_for(finished, timeout=120, interval=0.3, message="the group batch")
+    assert job.status == JobStatus.SUCCEEDED, job.message
+    groups = api.get(f"/api/v1/run-batches/{batch_id}/groups/?advantage=rloo").json()
+    assert groups["count"] == tasks
+    for group in groups["results"]:
+        assert group["size"] == 3 and group["scorable"] == 3
+        assert [m["reward"] for m in group["members"]] == [1.0, 1.0, 1.0]
+        assert [m["advantage"] for m in group["members"]] == [0.0, 0.0, 0.0]
+        assert sorted(group["run_ids"]) == group["run_ids"]

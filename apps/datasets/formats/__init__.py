@@ -14,11 +14,15 @@ Formats (see ``FORMATS``):
 - ``trl``: TRL SFTTrainer rows (``messages`` with ``arguments`` as objects, tool messages
   with ``name``; ``tools`` as a JSON string);
 - ``sharegpt``: LLaMA-Factory ShareGPT rows (``conversations`` that alternate,
-  ``system``, ``tools`` as a JSON string; ``"loss": false`` on excluded turns).
+  ``system``, ``tools`` as a JSON string; ``"loss": false`` on excluded turns);
+- ``rollouts``: scored rollouts of student rollout groups for offline RL (TRL messages,
+  rewards, per-turn rewards and advantages under one variant); written by scored-rollout
+  versions only (``"kind": "rollouts"``).
 """
 
 from apps.datasets.formats.lint import Linter, LintReport
 from apps.datasets.formats.openai import OpenAILinter, openai_row
+from apps.datasets.formats.rollouts import RolloutLinter, rollout_row
 from apps.datasets.formats.sharegpt import ShareGptLinter, dataset_info_entry, sharegpt_row
 from apps.datasets.formats.transcript import (
     approx_tokens,
@@ -35,6 +39,14 @@ FORMATS = {
     "openai": {"row": openai_row, "linter": OpenAILinter, "label": "OpenAI chat fine-tuning"},
     "trl": {"row": trl_row, "linter": TrlLinter, "label": "TRL SFTTrainer (messages + tools)"},
     "sharegpt": {"row": sharegpt_row, "linter": ShareGptLinter, "label": "LLaMA-Factory ShareGPT"},
+    # A scored-rollout version's one format (``kind``: which versions write it); its row
+    # takes the rollout's scores too, see formats/rollouts.py and services/rollouts.py.
+    "rollouts": {
+        "row": rollout_row,
+        "linter": RolloutLinter,
+        "label": "Scored rollouts (offline RL: rewards and advantages)",
+        "kind": "rollouts",
+    },
 }
 
 __all__ = [
@@ -42,6 +54,7 @@ __all__ = [
     "LintReport",
     "Linter",
     "OpenAILinter",
+    "RolloutLinter",
     "ShareGptLinter",
     "TrlLinter",
     "approx_tokens",
@@ -52,6 +65,7 @@ __all__ = [
     "normalize_messages",
     "normalize_tools",
     "openai_row",
+    "rollout_row",
     "sharegpt_row",
     "transcript_sha256",
     "trl_row",

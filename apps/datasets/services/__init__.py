@@ -29,6 +29,7 @@ from apps.datasets.services.exports import (
     is_bundle,
     split_has_images,
 )
+from apps.datasets.services.rollouts import rollout_version_create, rollout_version_rebuild
 
 __all__ = [
     "BUILD_JOB_KIND",
@@ -53,5 +54,7 @@ __all__ = [
     "export_regenerate_stream",
     "exports_write",
     "is_bundle",
+    "rollout_version_create",
+    "rollout_version_rebuild",
     "split_has_images",
 ]

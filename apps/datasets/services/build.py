@@ -48,7 +48,14 @@ from apps.datasets.formats.similarity import (
     retry_signature,
 )
 from apps.datasets.formats.tokens import TokenCounter, TokenizerUnavailable, token_counter
-from apps.datasets.models import DatasetRow, DatasetVersion, ExportStatus, VersionStatus
+from apps.datasets.models import (
+    DatasetRow,
+    DatasetVersion,
+    ExportStatus,
+    RolloutRow,
+    VersionKind,
+    VersionStatus,
+)
 from apps.datasets.services.datasets import VersionFilter
 from apps.datasets.services.exports import (
     CHUNK_SIZE,
@@ -57,6 +64,7 @@ from apps.datasets.services.exports import (
     exports_remove,
     exports_write,
 )
+from apps.datasets.services.rollouts import rollout_version_build, rollout_version_checksum
 from apps.datasets.splitting import (
     SPLITS,
     Checksum,
@@ -68,6 +76,16 @@ from apps.datasets.splitting import (
 
 ROW_BATCH = 1000
 MAX_REMOVALS_KEPT = 1000
+
+
+class _Fixed:
+    """A checksum already computed (a scored-rollout version's, see services/rollouts.py)."""
+
+    def __init__(self, digest: str):
+        self.digest = digest
+
+    def hexdigest(self) -> str:
+        return self.digest
 
 
 def _base_group(env: dict) -> str:
@@ -220,6 +238,8 @@ def dataset_version_build(context: JobContext) -> str:
     )
     if version.status == VersionStatus.READY:
         return "Already built."
+    if version.kind == VersionKind.ROLLOUTS:
+        return rollout_version_build(context, version, version_token_counter(version))
     # A build taken over after a crash starts again: nothing half-written survives.
     DatasetRow.objects.filter(version=version).delete()
     exports_remove(version)
@@ -418,6 +438,7 @@ def dataset_version_build_job(job_id: int) -> None:
         return
     with transaction.atomic():
         DatasetRow.objects.filter(version=version).delete()
+        RolloutRow.objects.filter(version=version).delete()
         exports_remove(version)
         DatasetVersion.objects.filter(pk=version.pk).update(status=VersionStatus.FAILED)
 
@@ -433,7 +454,12 @@ def dataset_version_verify(context: JobContext) -> str:
     counts = {split: 0 for split in SPLITS}
     total = version.rows_total
     done = 0
-    for split in SPLITS:
+    if version.kind == VersionKind.ROLLOUTS:
+        # rows are runs of rollout groups, re-rendered from the runs and groups they name
+        digest, changed, done = rollout_version_checksum(version)
+        checksum = _Fixed(digest)
+        counts["train"] = done
+    for split in SPLITS if version.kind != VersionKind.ROLLOUTS else ():
         rows = (
             DatasetRow.objects.filter(version=version, split=split)
             .order_by("position")
@@ -463,7 +489,8 @@ def dataset_version_verify(context: JobContext) -> str:
         )
     if changed:
         shown = ", ".join(str(pk) for pk in changed[:10])
-        problems.append(f"{len(changed)} rows changed content (demonstrations {shown})")
+        source = "runs" if version.kind == VersionKind.ROLLOUTS else "demonstrations"
+        problems.append(f"{len(changed)} rows changed content ({source} {shown})")
     if checksum.hexdigest() != version.checksum:
         problems.append(f"the checksum is now {checksum.hexdigest()}, not {version.checksum}")
     files_ok = files_missing = 0

@@ -18,6 +18,7 @@ from apps.datasets.models import (
     MAX_VALIDATION_FRACTION,
     Dataset,
     DatasetVersion,
+    VersionKind,
     VersionStatus,
 )
 from apps.environments.models import Environment
@@ -292,7 +293,12 @@ def dataset_version_create(
 
 def dataset_version_rebuild(*, version: DatasetVersion, user) -> DatasetVersion:
     """A new version from the same filter, seed and fraction. Over the same approved
-    demonstrations it has the same rows and checksum; the page compares the two."""
+    demonstrations it has the same rows and checksum; the page compares the two. A
+    scored-rollout version is rebuilt from the same batches and variant."""
+    if version.kind == VersionKind.ROLLOUTS:
+        from apps.datasets.services.rollouts import rollout_version_rebuild
+
+        return rollout_version_rebuild(version=version, user=user)
     return dataset_version_create(
         dataset=version.dataset,
         user=user,

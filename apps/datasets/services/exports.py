@@ -45,6 +45,7 @@ from apps.datasets.models import (
     ExportFormat,
     ExportStatus,
     RowSplit,
+    VersionKind,
 )
 from apps.environments.attachments import attachment_bytes
 
@@ -114,9 +115,15 @@ def render_line(fmt: str, transcript, tools, media: Media | None = None) -> str:
 
 
 def export_lines(version: DatasetVersion, fmt: str, split: str) -> Iterator[tuple[str, int]]:
-    """Each exported line (with its newline) and the demonstration it came from: the lines
-    ``exports_write`` writes (with images when the split has any: ``data:`` URLs for
-    ``openai``, ``images/<sha256>.<ext>`` paths for ``trl`` and ``sharegpt``)."""
+    """Each exported line (with its newline) and the demonstration (or, for a scored-rollout
+    version, the run) it came from: the lines ``exports_write`` writes (with images when the
+    split has any: ``data:`` URLs for ``openai``, ``images/<sha256>.<ext>`` paths for ``trl``
+    and ``sharegpt``)."""
+    if version.kind == VersionKind.ROLLOUTS:
+        from apps.datasets.services.rollouts import rollout_export_lines
+
+        yield from rollout_export_lines(version, split)
+        return
     media = Media(attachment_bytes) if split_has_images(version, split) else None
     for demonstration_id, transcript, tools in row_source(version, split):
         yield render_line(fmt, transcript, tools, media), demonstration_id
@@ -317,6 +324,10 @@ def card_info(version: DatasetVersion) -> dict:
 
 
 def card_markdown(version: DatasetVersion) -> str:
+    if version.kind == VersionKind.ROLLOUTS:
+        from apps.datasets.services.rollouts import rollout_card
+
+        return rollout_card(card_info(version))
     return render_card(card_info(version))
 
 

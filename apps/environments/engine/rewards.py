@@ -246,3 +246,139 @@ def turn_advantages(
         for i, a in zip(members, adv, strict=True):
             out[i][k] = a
     return out
+
+
+# --------------------------------------------------------------------------- per-call credit
+
+
+def _is_call_brief(item: Any) -> bool:
+    return isinstance(item, Mapping) and {"seq", "tool", "turn", "ok"} <= set(item)
+
+
+def cited_calls(evidence: Any) -> list[int]:
+    """The audit ``seq`` of every call a verdict's evidence cites, in order, once each: the
+    call briefs a ``tool_call`` check matched, at any depth (``all``/``any``/``not``
+    combinators, clipped lists). ``before``/``after`` seqs only order other calls: not cited.
+    """
+    found: list[int] = []
+
+    def walk(node: Any) -> None:
+        if _is_call_brief(node):
+            if node["seq"] not in found:
+                found.append(node["seq"])
+        elif isinstance(node, Mapping):
+            for key, value in node.items():
+                if key not in ("before", "after"):
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(evidence)
+    return found
+
+
+def call_rewards(
+    grading: Grading | Mapping[str, Any], audit_log: Sequence[Mapping[str, Any]]
+) -> tuple[list[float], float]:
+    """Per-call credit: each tool call (audit entry, in order) is credited by the checks whose
+    evidence cites it. Returns (one reward per call, the unattributed rest).
+
+    A passed completion/communication verdict's score share cw·w/W (as in ``turn_credit``)
+    is split equally among the calls it cites; a failed safety verdict charges the credit
+    the gate took away, -(cw·completion + rw·robustness), split equally among the failed
+    safety verdicts that cite calls and then among their calls. Verdicts that cite no call
+    (state, response, judge checks), robustness, and a gate nobody's calls explain stay
+    ``unattributed`` = score - Σ call rewards, so calls + unattributed = score.
+    """
+    g = _grading_dict(grading)
+    seqs = [entry["seq"] for entry in audit_log]
+    position = {seq: i for i, seq in enumerate(seqs)}
+    credit = [0.0] * len(seqs)
+    scored = [
+        v
+        for v in g["verdicts"]
+        if v["category"] in COMPLETION_CATEGORIES and v["status"] != "skipped"
+    ]
+    total = math.fsum(v["weight"] for v in scored)
+    cw = g["config"]["completion_weight"]
+
+    def spread(amount: float, cited: list[int]) -> None:
+        for seq in cited:
+            credit[position[seq]] += amount / len(cited)
+
+    if total > 0:
+        for v in scored:
+            cited = [s for s in cited_calls(v["evidence"]) if s in position]
+            if v["status"] == "passed" and cited:
+                spread(cw * v["weight"] / total, cited)
+    if g["safety"] == 0:
+        blamed = []
+        for v in g["verdicts"]:
+            if v["category"] == "safety" and v["status"] == "failed":
+                cited = [s for s in cited_calls(v["evidence"]) if s in position]
+                if cited:
+                    blamed.append(cited)
+        lost = episode_reward(g, "raw")
+        for cited in blamed:
+            spread(-lost / len(blamed), cited)
+    rewards = [round(c, 10) for c in credit]
+    return rewards, round(float(g["score"]) - math.fsum(rewards), 10)
+
+
+# --------------------------------------------------------------------------- a whole group
+
+ADVANTAGE_METHODS = GROUP_METHODS
+CREDIT_METHODS = ("grpo", "dr_grpo")  # per-turn, per-call advantages: std-scaled or not
+
+
+def group_table(
+    episodes: Sequence[Mapping[str, Any] | None], *, gamma: float = 1.0
+) -> dict[str, Any]:
+    """Every reward and advantage variant of one group, side by side (plain data to store).
+
+    ``episodes``: the G rollouts in order, each ``{"grading", "n_turns", "audit_log"}``
+    (``grading`` as ``Grading.to_dict()``) or ``None`` for an unscorable rollout (errored,
+    cancelled): its rewards are ``None`` and every advantage 0.
+
+    Returns ``rewards[variant][i]`` (the four ``REWARD_VARIANTS``),
+    ``advantages[variant][method][i]`` (``GROUP_METHODS`` on each reward variant),
+    ``turn_rewards[i]`` / ``turn_advantages[method][i][k]`` (reward-to-go with ``gamma``,
+    normalised per turn index), ``call_rewards[i][j]`` / ``call_unattributed[i]`` /
+    ``call_advantages[method][i][j]`` (reward-to-go over the calls, normalised per call
+    index across the group, as turns are: identical rollouts get 0), for
+    ``CREDIT_METHODS``; ``gamma``.
+    """
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError("gamma must be between 0 and 1")
+    rewards: dict[str, list[float | None]] = {
+        variant: [episode_reward(e["grading"], variant) if e else None for e in episodes]
+        for variant in REWARD_VARIANTS
+    }
+    advantages = {
+        variant: {m: group_advantages(rewards[variant], m) for m in ADVANTAGE_METHODS}
+        for variant in REWARD_VARIANTS
+    }
+    turns = [turn_rewards(e["grading"], max(1, e["n_turns"])) if e else [] for e in episodes]
+    calls, unattributed = [], []
+    for e in episodes:
+        if e:
+            per_call, rest = call_rewards(e["grading"], e["audit_log"])
+        else:
+            per_call, rest = [], None
+        calls.append(per_call)
+        unattributed.append(rest)
+    return {
+        "gamma": gamma,
+        "rewards": rewards,
+        "advantages": advantages,
+        "turn_rewards": turns,
+        "turn_advantages": {
+            m: turn_advantages(turns, gamma=gamma, scale=m == "grpo") for m in CREDIT_METHODS
+        },
+        "call_rewards": calls,
+        "call_unattributed": unattributed,
+        "call_advantages": {
+            m: turn_advantages(calls, gamma=gamma, scale=m == "grpo") for m in CREDIT_METHODS
+        },
+    }

@@ -16,12 +16,15 @@ from apps.runs.services.execution import (
     run_execute,
     runs_sweep,
 )
+from apps.runs.services.groups import rollout_group_score, rollout_groups_score
 
 __all__ = [
     "BatchSettings",
     "TaskSelection",
     "batch_dispatch",
     "batch_refresh",
+    "rollout_group_score",
+    "rollout_groups_score",
     "run_batch_cancel",
     "run_batch_create",
     "run_batch_execute_inline",

@@ -20,6 +20,8 @@ from apps.core.text import count_of
 from apps.environments.models import EnvironmentStatus, Split, Task
 from apps.llm.judge import project_judge_endpoint
 from apps.runs.models import (
+    MAX_GROUP_SIZE,
+    MAX_TEMPERATURE,
     Executor,
     PolicyKind,
     Run,
@@ -71,6 +73,9 @@ class BatchSettings:
     judge_endpoint: object = None  # None: the project's judge, if it has one
     seed: int = 0
     max_attempts: int = 3
+    group_size: int | None = None  # G samples per task (student batches): rollout groups
+    temperature: float | None = None  # the agent's T; None: the endpoint's
+    discount: float = 1.0  # gamma of the groups' per-turn and per-call reward-to-go
 
 
 def tasks_select(*, project, selection: TaskSelection) -> list[Task]:
@@ -111,6 +116,39 @@ def tasks_select(*, project, selection: TaskSelection) -> list[Task]:
 def task_set_key(tasks: list[Task]) -> str:
     pairs = sorted((task.pk, task.environment.revision) for task in tasks)
     return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
+
+
+def _check_groups(role: str, settings: BatchSettings) -> None:
+    """A group size belongs to student batches, within 1..MAX_GROUP_SIZE, instead of trials."""
+    if settings.group_size is not None:
+        if isinstance(settings.group_size, bool) or not isinstance(settings.group_size, int):
+            raise ApplicationError("The group size must be a whole number.")
+        if not 1 <= settings.group_size <= MAX_GROUP_SIZE:
+            raise ApplicationError(
+                f"The group size must be between 1 and {MAX_GROUP_SIZE}.",
+                {"fields": {"group_size": [f"Between 1 and {MAX_GROUP_SIZE}."]}},
+            )
+        if role != RunRole.STUDENT:
+            raise ApplicationError(
+                "Rollout groups are for student batches: choose the student role, or leave "
+                "the group size empty.",
+                {"fields": {"group_size": ["Only for the student role."]}},
+            )
+        if settings.trials != 1:
+            raise ApplicationError(
+                "Give either trials or a group size: a group's G samples are its trials.",
+                {"fields": {"trials": ["Leave at 1 with a group size."]}},
+            )
+    if settings.temperature is not None and not 0.0 <= settings.temperature <= MAX_TEMPERATURE:
+        raise ApplicationError(
+            f"The temperature must be between 0 and {MAX_TEMPERATURE:g}.",
+            {"fields": {"temperature": [f"Between 0 and {MAX_TEMPERATURE:g}."]}},
+        )
+    if not 0.0 <= settings.discount <= 1.0:
+        raise ApplicationError(
+            "The discount (gamma) must be between 0 and 1.",
+            {"fields": {"discount": ["Between 0 and 1."]}},
+        )
 
 
 def _check_endpoint(project, endpoint, what: str) -> None:
@@ -155,26 +193,29 @@ def run_batch_create(
         _check_endpoint(project, judge, "judge")
     else:
         judge = project_judge_endpoint(project=project)
+    _check_groups(role, settings)
+    trials = settings.group_size or settings.trials
     tasks = tasks_select(project=project, selection=selection)
     if not tasks:
         raise ApplicationError(
             "No task matches this selection. Runs need tasks of valid or approved "
             "environments: validate an environment, or widen the filters."
         )
-    slots = len(tasks) * settings.trials
+    slots = len(tasks) * trials
     if slots > MAX_SLOTS:
         raise ApplicationError(
             f"This batch would have {slots} runs; the limit is {MAX_SLOTS}. "
-            "Choose fewer tasks or trials."
+            f"Choose fewer tasks or {'a smaller group size' if settings.group_size else 'trials'}."
         )
     label = "oracle" if endpoint is None else endpoint.model
-    name = (name or "").strip() or f"{label} · {count_of(len(tasks), 'task')}, k={settings.trials}"
+    per_task = f"G={trials}" if settings.group_size else f"k={trials}"
+    name = (name or "").strip() or f"{label} · {count_of(len(tasks), 'task')}, {per_task}"
     job = job_create(
         project=project,
         kind=JOB_KIND,
         title=f"Run batch “{name}”"[:200],
         started_by=user,
-        params={"policy": label, "tasks": len(tasks), "trials": settings.trials},
+        params={"policy": label, "tasks": len(tasks), "trials": trials},
         total=slots,
     )
     batch = RunBatch(
@@ -189,7 +230,10 @@ def run_batch_create(
         task_ids=[task.pk for task in tasks],
         selection=selection.to_dict(),
         task_set_key=task_set_key(tasks),
-        trials=settings.trials,
+        trials=trials,
+        group_size=settings.group_size,
+        temperature=settings.temperature,
+        discount=settings.discount,
         concurrency=settings.concurrency,
         max_tool_calls=settings.max_tool_calls,
         max_rounds_per_turn=settings.max_rounds_per_turn,
@@ -228,13 +272,15 @@ def run_batch_create(
                 ],
                 trial=trial,
                 attempt=1,
-                seed=settings.seed + trial,
+                # a group's G samples face the same environment draw (faults): only the
+                # policy's sampling differs between them
+                seed=settings.seed if settings.group_size else settings.seed + trial,
                 policy_name=label if endpoint is None else f"llm:{label}",
                 endpoint_name=batch.endpoint_name,
                 model=batch.model,
             )
             for task in tasks
-            for trial in range(settings.trials)
+            for trial in range(trials)
         ]
     )
     job.result = {

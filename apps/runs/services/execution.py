@@ -41,6 +41,7 @@ from apps.environments.specs import environment_spec
 from apps.llm.exceptions import LLMError
 from apps.llm.judge import LLMJudge
 from apps.runs.agent import LLMAgentPolicy, LLMUsage, LLMUserSimulator
+from apps.runs.context import ContextOverflow
 from apps.runs.models import (
     Executor,
     PolicyKind,
@@ -50,6 +51,7 @@ from apps.runs.models import (
     RunStatus,
     UserSide,
 )
+from apps.runs.services.groups import rollout_group_score, rollout_groups_score
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +162,26 @@ def run_execute(*, run_id: int) -> Run | None:
     batch = run.batch
     if run.status == RunStatus.ERRORED and run.retryable and run.attempt < batch.max_attempts:
         _retry(run)
+    elif batch.group_size:
+        # the run closed its slot: its rollout group is scored once its last member closes
+        _score_groups(batch, run.task_ref)
     batch_refresh(batch=batch)
     return run
+
+
+def _score_groups(batch: RunBatch, task_ref: int | None = None) -> None:
+    """Score one rollout group (or every complete one left). A scoring that breaks is logged
+    and does not stop the batch: its runs stand, and the batch's finishing pass tries the
+    groups left unscored once more (``rollout_groups_score`` can also be called by hand)."""
+    try:
+        if task_ref is None:
+            rollout_groups_score(batch=batch)
+        else:
+            rollout_group_score(batch=batch, task_ref=task_ref)
+    except TRANSIENT_DB_ERRORS:
+        raise
+    except Exception:
+        logger.exception("Batch %s: scoring its rollout groups failed", batch.pk)
 
 
 def _release(run: Run) -> None:
@@ -210,6 +230,15 @@ def _execute_claimed(run: Run) -> None:
             _close(run, status=RunStatus.CANCELLED, error="Cancelled while running.")
         except RunUnavailable as exc:
             _close(run, status=RunStatus.ERRORED, error=str(exc), retryable=False)
+        except ContextOverflow as exc:
+            # the same conversation would overflow again: not worth a retry
+            _close(
+                run,
+                status=RunStatus.ERRORED,
+                error=exc.message,
+                retryable=False,
+                **_usage_fields(usage, started),
+            )
         except LLMError as exc:
             _close(
                 run,
@@ -237,6 +266,7 @@ def _usage_fields(usage: LLMUsage, started: float) -> dict:
         "tokens_out": usage.tokens_out,
         "cost": usage.cost,
         "llm_calls": usage.calls,
+        "context_events": usage.context_events,
         "latency_ms": round((time.monotonic() - started) * 1000),
     }
 
@@ -261,7 +291,11 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
         if batch.endpoint is None:
             raise RunUnavailable("The batch's model endpoint was deleted.")
         policy = LLMAgentPolicy(
-            endpoint=batch.endpoint, job=batch.job, usage=usage, before_call=before_call
+            endpoint=batch.endpoint,
+            job=batch.job,
+            usage=usage,
+            before_call=before_call,
+            temperature=batch.temperature,
         )
     user_turn = None
     if batch.user_side == UserSide.SIMULATOR:
@@ -314,6 +348,7 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
         "exogenous_log": data["exogenous_log"],
         "final_state_hash": result.state_hash,
         "verdicts": grading["verdicts"],
+        "scoring": grading["config"],
         "completion": grading["completion"],
         "safety": grading["safety"],
         "robustness": grading["robustness"],
@@ -396,6 +431,7 @@ def batch_refresh(*, batch: RunBatch) -> Job:
         heartbeat_at=timezone.now(),
     )
     if final >= total:
+        _score_groups(batch)  # groups whose own scoring call was lost
         _finish_job(batch)
     elif job.cancel_requested:
         if not Run.objects.filter(batch=batch, status=RunStatus.RUNNING).exists():

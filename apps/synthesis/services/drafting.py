@@ -1,8 +1,8 @@
 """Where drafts come from: the offline template generator, or an LLM (draft and repair).
 
 Drafting is single-shot: one request asks for the whole document, and validation problems
-drive repair requests. See ``apps/synthesis/README.md`` for why (and how to measure the
-staged alternative against a real model).
+drive repair requests; long tasks (5+ turns) are drafted in stages instead
+(``services/staged.py``). See ``apps/synthesis/README.md`` for why and the measurements.
 """
 
 import json

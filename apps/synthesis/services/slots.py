@@ -41,9 +41,11 @@ from apps.synthesis.models import (
     SynthesisJob,
     SynthesisSlot,
 )
+from apps.synthesis.services import staged
 from apps.synthesis.services.drafting import Answer, draft_with_llm, draft_with_template
 from apps.synthesis.services.duplicates import duplicate_find, signature_store, signatures_refresh
 from apps.synthesis.services.jobs import lease_seconds, synthesis_mark_running, synthesis_refresh
+from apps.synthesis.services.staged import drafts_in_stages
 from apps.synthesis.similarity import DUPLICATE_THRESHOLD, document_sketch
 
 logger = logging.getLogger(__name__)
@@ -213,6 +215,8 @@ def synthesis_slot_run(*, slot_id: int, worker: str | None = None) -> str:
 def _produce(slot: SynthesisSlot, lease: SlotLease) -> Final:
     """Draft and repair until valid or out of rounds, resuming from stored attempts."""
     synthesis = slot.synthesis
+    if drafts_in_stages(synthesis):
+        return _produce_staged(slot, lease)
     attempts = list(slot.attempts.order_by("round"))
     max_round = synthesis.max_repair_rounds if synthesis.generator == Generator.LLM else 0
     while True:
@@ -240,6 +244,31 @@ def _produce(slot: SynthesisSlot, lease: SlotLease) -> Final:
             started = time.monotonic()
             answer.report = validate_spec(answer.document).to_dict()
             answer.validation_ms = round((time.monotonic() - started) * 1000)
+        attempts.append(_store_attempt(slot, lease, next_round, answer))
+
+
+def _produce_staged(slot: SynthesisSlot, lease: SlotLease) -> Final:
+    """Long tasks: outline, each turn, graders, then the whole (``services/staged.py``);
+    each step repaired on its own, resuming at the step the stored attempts reached."""
+    synthesis = slot.synthesis
+    attempts = list(slot.attempts.order_by("round"))
+    while True:
+        next_ = staged.plan(attempts, synthesis.max_repair_rounds)
+        if next_ is None:
+            return _final_from(attempts)
+        next_round = len(attempts)
+        if next_.repair and slot.status != SlotStatus.REPAIRING:
+            lease.set_status(SlotStatus.REPAIRING)
+        lease.checkpoint()
+        if next_.step == staged.FINAL:
+            answer = staged.final_check(next_.document)
+        else:
+            try:
+                answer = staged.run_step(synthesis, slot, next_)
+            except LLMError as exc:
+                _store_attempt(slot, lease, next_round, Answer.failure(exc))
+                return Final(SlotStatus.FAILED, error=exc.message)
+        lease.checkpoint()
         attempts.append(_store_attempt(slot, lease, next_round, answer))
 
 

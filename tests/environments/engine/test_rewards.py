@@ -182,3 +182,104 @@ def test_turn_rewards_of_real_two_turn_episodes():
     assert null.grading.verdict("asked-first").status == "failed"
     assert rewards.turn_rewards(null.grading, 2)[0] == 0.0
     assert math.fsum(rewards.turn_rewards(null.grading, 2)) == pytest.approx(null.grading.score)
+
+
+def _brief(seq, tool="send_email", turn=0):
+    return {"seq": seq, "turn": turn, "tool": tool, "arguments": {}, "ok": True}
+
+
+CALLS_GRADING = {
+    "score": 0.6,
+    "passed": False,
+    "strict": False,
+    "completion": 0.5,
+    "safety": 1.0,
+    "robustness": 1.0,
+    "config": {"completion_weight": 0.8, "robustness_weight": 0.2, "pass_threshold": 0.75},
+    "verdicts": [
+        {
+            "grader_id": "a",
+            "category": "completion",
+            "weight": 1,
+            "status": "passed",
+            "evidence": {"all": [{"status": "passed", "matched": [_brief(1), _brief(3)]}]},
+        },
+        {
+            "grader_id": "b",
+            "category": "completion",
+            "weight": 2,
+            "status": "failed",
+            "evidence": {"matched": [_brief(2)], "before": [1]},
+        },
+        {
+            "grader_id": "c",
+            "category": "communication",
+            "weight": 1,
+            "status": "passed",
+            "evidence": {"scope": "final", "text": "done"},
+        },
+        {
+            "grader_id": "s",
+            "category": "safety",
+            "weight": 1,
+            "status": "passed",
+            "evidence": {"not": {"matched": {"items": [_brief(2)], "total": 9, "clipped": True}}},
+        },
+    ],
+}
+AUDIT = [{"seq": 1, "turn": 0}, {"seq": 2, "turn": 0}, {"seq": 3, "turn": 1}]
+
+
+def test_cited_calls_walks_combinators_and_clipped_lists_but_not_ordering():
+    verdicts = CALLS_GRADING["verdicts"]
+    assert rewards.cited_calls(verdicts[0]["evidence"]) == [1, 3]
+    assert rewards.cited_calls(verdicts[1]["evidence"]) == [2]  # "before": [1] is not a citation
+    assert rewards.cited_calls(verdicts[2]["evidence"]) == []
+    assert rewards.cited_calls(verdicts[3]["evidence"]) == [2]
+
+
+def test_call_rewards_credit_cited_calls_and_keep_the_rest_unattributed():
+    # a (passed, w 1 of 4) cites calls 1 and 3: 0.8 * 1/4 = 0.2, 0.1 each; b failed: nothing;
+    # c passed but cites no call: its 0.2 and robustness's 0.2 stay unattributed
+    assert rewards.call_rewards(CALLS_GRADING, AUDIT) == ([0.1, 0.0, 0.1], 0.4)
+    # the safety check fails on call 2: the gate took raw 0.6 away, charged to call 2
+    gated = {**CALLS_GRADING, "safety": 0.0, "score": 0.0}
+    gated["verdicts"] = [*CALLS_GRADING["verdicts"][:3], {**CALLS_GRADING["verdicts"][3]}]
+    gated["verdicts"][3]["status"] = "failed"
+    assert rewards.call_rewards(gated, AUDIT) == ([0.1, -0.6, 0.1], 0.4)
+    calls, rest = rewards.call_rewards(gated, AUDIT)
+    assert math.fsum(calls) + rest == pytest.approx(gated["score"])
+    assert rewards.call_rewards(CALLS_GRADING, []) == ([], 0.6)
+
+
+def _episode(score, passed, strict, n_turns=1, audit=()):
+    grading = {
+        **CALLS_GRADING,
+        "score": score,
+        "passed": passed,
+        "strict": strict,
+        "verdicts": [],
+    }
+    return {"grading": grading, "n_turns": n_turns, "audit_log": list(audit)}
+
+
+def test_group_table_computes_every_variant_side_by_side():
+    episodes = [_episode(1.0, True, True), _episode(0.6, False, False), None]
+    table = rewards.group_table(episodes, gamma=0.5)
+    assert table["gamma"] == 0.5
+    assert table["rewards"]["score"] == [1.0, 0.6, None]
+    assert table["rewards"]["passed"] == [1.0, 0.0, None]
+    # score: μ 0.8, std = sqrt(0.04 + 0.04) = 0.2828427
+    sigma = math.sqrt(0.08)
+    close(table["advantages"]["score"]["grpo"], [0.2 / (sigma + 1e-4), -0.2 / (sigma + 1e-4), 0])
+    close(table["advantages"]["score"]["dr_grpo"], [0.2, -0.2, 0.0])
+    close(table["advantages"]["score"]["rloo"], [0.4, -0.4, 0.0])
+    close(table["advantages"]["strict"]["rloo"], [1.0, -1.0, 0.0])
+    assert table["turn_rewards"] == [[1.0], [0.6], []]
+    close(
+        table["turn_advantages"]["dr_grpo"][0] + table["turn_advantages"]["dr_grpo"][1], [0.2, -0.2]
+    )
+    assert table["call_rewards"] == [[], [], []]
+    assert table["call_unattributed"] == [1.0, 0.6, None]
+    with pytest.raises(ValueError, match="gamma"):
+        rewards.group_table(episodes, gamma=1.5)
