@@ -214,6 +214,36 @@ STORAGES = {
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
+# Attachments (images, PDFs of multimodal environments), stored by sha256: local files under
+# ATTACHMENTS_ROOT by default; ATTACHMENTS_STORAGE=s3 puts them in an S3-compatible bucket
+# through django-storages (pip install '.[s3]'; credentials from AWS_ACCESS_KEY_ID /
+# AWS_SECRET_ACCESS_KEY or the instance role, as boto3 reads them).
+ATTACHMENTS_STORAGE = env_str("ATTACHMENTS_STORAGE", "filesystem")
+if ATTACHMENTS_STORAGE == "filesystem":
+    STORAGES["attachments"] = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": env_str("ATTACHMENTS_ROOT", str(VAR_DIR / "attachments"))},
+    }
+elif ATTACHMENTS_STORAGE == "s3":
+    _bucket = env_str("ATTACHMENTS_S3_BUCKET", "")
+    if not _bucket:
+        raise ImproperlyConfigured("ATTACHMENTS_STORAGE=s3 needs ATTACHMENTS_S3_BUCKET.")
+    STORAGES["attachments"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": _bucket,
+            "endpoint_url": env_str("ATTACHMENTS_S3_ENDPOINT_URL", "") or None,
+            "region_name": env_str("ATTACHMENTS_S3_REGION", "") or None,
+            "location": env_str("ATTACHMENTS_S3_PREFIX", "attachments"),
+            "default_acl": None,
+            "file_overwrite": False,
+            "querystring_auth": True,
+        },
+    }
+else:
+    raise ImproperlyConfigured(
+        f"ATTACHMENTS_STORAGE must be 'filesystem' or 's3', not {ATTACHMENTS_STORAGE!r}."
+    )
 if DEBUG:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing folder
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))

@@ -87,6 +87,25 @@ def _fresh_throttles():
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_attachments(settings, tmp_path_factory):
+    """Each test stores attachment files in a folder of its own (they are content-addressed,
+    so a file left by another test would hide a missing one)."""
+    from apps.environments.attachments import _cached_data_url
+
+    location = tmp_path_factory.mktemp("attachments")
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "attachments": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(location)},
+        },
+    }
+    _cached_data_url.cache_clear()
+    yield
+    _cached_data_url.cache_clear()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Remove this run's own var folder (test database, broker queue) unless it was given."""
     import shutil

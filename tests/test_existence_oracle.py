@@ -227,6 +227,8 @@ def _kwargs(name: str, route: str, world, *, real: bool, own_project: bool = Fal
         kwargs["tab"] = "overview"
     if "<str:service>" in route:
         kwargs["service"], kwargs["collection"] = world["service"], world["collection"]
+    if "<str:sha256>" in route:
+        kwargs["sha256"] = "0" * 64
     if "<str:fmt>" in route:
         kwargs["fmt"], kwargs["split"] = "openai", "train"
     return kwargs

@@ -53,6 +53,7 @@ from apps.curation.services import (
     reason_tag_update,
     regrade_job_start,
 )
+from apps.environments.attachments import attachment_url_for
 from apps.runs.access import run_get_for_user
 from apps.runs.selectors import grader_anchors
 from apps.runs.timeline import failures, run_timeline, verdict_rows
@@ -110,10 +111,13 @@ def _assistant_turns(transcript: list) -> list[dict]:
 
 
 def _version_view(demo, version) -> dict:
+    environment = demo.environment
     items = run_timeline(
         transcript=version.transcript,
         audit_log=version.audit_log,
         exogenous_log=version.exogenous_log,
+        attachments=environment.attachments if environment is not None else None,
+        attachment_url=attachment_url_for(environment),
     )
     for item in items:
         if item["kind"] == "assistant":

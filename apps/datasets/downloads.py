@@ -24,11 +24,13 @@ from apps.datasets.services import (
     download_filename,
     export_absolute_path,
     export_regenerate_stream,
+    is_bundle,
 )
 from apps.datasets.services.prompts import PROMPT_FORMATS, prompt_card_write, prompt_export_refill
 
 JSONL_TYPE = "application/jsonl; charset=utf-8"
 PARQUET_TYPE = "application/vnd.apache.parquet"
+ZIP_TYPE = "application/zip"
 MARKDOWN_TYPE = "text/markdown; charset=utf-8"
 
 
@@ -90,11 +92,19 @@ def export_response(request, version: DatasetVersion, export: DatasetExport) -> 
         for name, value in headers.items():
             response[name] = value
         return response
-    filename = download_filename(version, export.format, export.split)
+    bundle = is_bundle(export)
+    filename = download_filename(version, export.format, export.split, bundle=bundle)
     content_type = {ExportFormat.CARD: MARKDOWN_TYPE, ExportFormat.VERL: PARQUET_TYPE}.get(
         export.format, JSONL_TYPE
     )
+    content_type = ZIP_TYPE if bundle else content_type
     path = export_absolute_path(export)
+    if bundle and not path.exists():
+        raise ExportUnavailable(
+            f"The {export.format} bundle of the {export.split} split is no longer cached; "
+            "rebuild the version to write it again.",
+            410,
+        )
     if not path.exists() and export.format == ExportFormat.CARD:
         if version.dataset.kind == DatasetKind.RL_PROMPTS:
             export = prompt_card_write(version=version)

@@ -54,6 +54,9 @@ class Environment(models.Model):
     collections = models.JSONField(default=dict, blank=True)
     clock = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # The document's /attachments: [{sha256, media_type, size, name}]; the bytes are in the
+    # "attachments" storage under their hash (apps.environments.attachments).
+    attachments = models.JSONField(default=list, blank=True)
     latest_validation = models.ForeignKey(
         "ValidationReport", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -59,6 +59,8 @@ def environment_document(environment: Environment) -> dict:
     }
     if environment.clock:
         document["clock"] = environment.clock
+    if environment.attachments:
+        document["attachments"] = environment.attachments
     return document
 
 
@@ -100,6 +102,7 @@ def spec_rows_create(*, environment: Environment, document: dict) -> None:
     }
     environment.clock = document.get("clock") or {}
     environment.metadata = document.get("metadata") or {}
+    environment.attachments = document.get("attachments") or []
 
     ToolSchema.objects.bulk_create(
         ToolSchema(

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from apps.environments.views import browse, editing
+from apps.environments.views import attachments, browse, editing
 
 app_name = "environments"
 
@@ -38,6 +38,11 @@ urlpatterns = [
     path("environments/<int:pk>/approve/", browse.environment_approve_view, name="approve"),
     # --- editing: detail tabs, edit forms, whole-spec editor (views/editing.py) ---
     path("environments/<int:pk>/", editing.environment_detail, name="detail"),
+    path(
+        "environments/<int:pk>/attachments/<str:sha256>/",
+        attachments.attachment_view,
+        name="attachment",
+    ),
     re_path(
         r"^environments/(?P<pk>[0-9]+)/(?P<tab>overview|services|tools|tasks|validation|spec)/$",
         editing.environment_detail,

@@ -408,7 +408,7 @@ class _CallLog:
         self.endpoint = endpoint
         self.job = job
         self.purpose = purpose
-        self.messages = messages
+        self.messages = _without_image_data(messages)
         self.params = params
         self.group = uuid.uuid4()
 
@@ -671,6 +671,27 @@ def _tool_name(tool: dict) -> str:
 def _schema_name(name: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name or "result")[:64]
     return cleaned or "result"
+
+
+def _without_image_data(messages: list[dict]) -> list[dict]:
+    """The messages as logged: an ``image_url`` part's ``data:`` URL (megabytes of base64,
+    resent with every request of a conversation) is kept as its media type and size only."""
+    out = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            out.append(message)
+            continue
+        parts = []
+        for part in content:
+            image = part.get("image_url") if isinstance(part, dict) else None
+            url = image.get("url") if isinstance(image, dict) else None
+            if isinstance(url, str) and url.startswith("data:") and "," in url:
+                head, body = url.split(",", 1)
+                part = {**part, "image_url": {**image, "url": f"{head},… ({len(body)} chars)"}}
+            parts.append(part)
+        out.append({**message, "content": parts})
+    return out
 
 
 def _with_json_instruction(messages: list[dict], schema: dict | None) -> list[dict]:

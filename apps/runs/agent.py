@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from apps.environments.attachments import attachment_data_url
+from apps.environments.engine.attachments import Attachment, lift_tool_images, url_sha256
 from apps.environments.engine.policies import PolicyAction, PolicyView, ToolCall
 from apps.environments.engine.runner import UserTurnView
 from apps.llm.client import LLMResult, llm_chat
@@ -41,10 +43,36 @@ class LLMUsage:
         self.latency_ms += result.latency_ms
 
 
+ImageURL = Callable[[Attachment], "str | None"]
+
+
+def model_messages(messages: list[dict], spec, image_url: ImageURL) -> list[dict]:
+    """The transcript as a model is sent it. A view tool's result is stored as content parts
+    whose images are ``attachment:sha256:<hex>`` URLs; the Chat Completions API takes images
+    in user messages only, so each tool message keeps its text and, after the results of one
+    assistant step, a user message carries their images as ``image_url`` parts with
+    ``data:`` URLs (an image whose file is gone becomes a note saying so)."""
+
+    def parts(url: str, call_id: str) -> list[dict]:
+        sha = url_sha256(url)
+        attachment = spec.attachment(sha) if sha else None
+        data = image_url(attachment) if attachment is not None else None
+        label = attachment.name if attachment is not None else "an image"
+        if data is None:
+            return [{"type": "text", "text": f"[{label} from {call_id}: unavailable]"}]
+        return [
+            {"type": "text", "text": f"{label} (the result of {call_id}):"},
+            {"type": "image_url", "image_url": {"url": data}},
+        ]
+
+    return lift_tool_images(messages, parts)
+
+
 class LLMAgentPolicy:
     """The agent: every ``act`` sends the conversation and the environment's tools to the
     endpoint and turns its answer into tool calls (several = parallel calls, executed in
-    order by the runner) or a reply (which ends the turn)."""
+    order by the runner) or a reply (which ends the turn). Images that view tools returned
+    are sent as ``image_url`` parts (``model_messages``), read from attachment storage."""
 
     def __init__(
         self,
@@ -53,12 +81,14 @@ class LLMAgentPolicy:
         job=None,
         usage: LLMUsage | None = None,
         before_call: Callable[[], None] | None = None,
+        image_url: ImageURL = attachment_data_url,
         temperature: float | None = None,
     ):
         self.endpoint = endpoint
         self.job = job
         self.usage = usage if usage is not None else LLMUsage()
         self.before_call = before_call
+        self.image_url = image_url
         self.temperature = temperature  # None: the endpoint's
         self.name = f"llm:{endpoint.model}"
         self.requests = 0
@@ -100,7 +130,8 @@ class LLMAgentPolicy:
             self.before_call()
         result = llm_chat(
             endpoint=self.endpoint,
-            messages=messages,
+            # images travel as data: URLs only on the wire; the estimator sees the references
+            messages=model_messages(messages, view.spec, self.image_url),
             tools=tools,
             purpose=AGENT_PURPOSE,
             job=self.job,

@@ -5,9 +5,20 @@ escape every string)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from apps.core.text import count_of
+from apps.environments.engine.attachments import (
+    image_urls,
+    message_text,
+    references,
+    url_sha256,
+)
+
+# sha256 -> the URL of the file (the environment's attachment view), or None when the
+# environment no longer lists it
+AttachmentURL = Callable[[str], "str | None"]
 
 
 def pretty(value: Any) -> str:
@@ -86,6 +97,37 @@ def _update_item(entry: dict) -> dict:
     }
 
 
+def call_media(
+    content: Any, attachments: dict[str, dict], attachment_url: AttachmentURL | None
+) -> tuple[list[dict], list[dict]]:
+    """``(images, documents)`` a tool result shows: the images a view tool returned (what
+    the agent saw: thumbnails), and the other attachments its records refer to (PDFs,
+    images the agent did not view: links). Each is
+    ``{"sha256", "name", "media_type", "url"}``; ``url`` is None when the file cannot be
+    served (the environment no longer lists it)."""
+    images, documents, seen = [], [], set()
+
+    def entry(sha: str) -> dict:
+        meta = attachments.get(sha) or {}
+        return {
+            "sha256": sha,
+            "name": meta.get("name") or f"sha256:{sha[:12]}…",
+            "media_type": meta.get("media_type") or "",
+            "url": attachment_url(sha) if attachment_url and sha in attachments else None,
+        }
+
+    for url in image_urls(content):
+        sha = url_sha256(url)
+        if sha and sha not in seen:
+            seen.add(sha)
+            images.append(entry(sha))
+    for _, sha in references(_parsed(message_text(content))):
+        if sha not in seen:
+            seen.add(sha)
+            documents.append(entry(sha))
+    return images, documents
+
+
 def context_item(event: dict) -> dict:
     """A compaction of the agent's request (``apps.runs.context``) as the viewer shows it."""
     parts = []
@@ -111,12 +153,16 @@ def run_timeline(
     transcript: list[dict],
     audit_log: list[dict],
     exogenous_log: list[dict],
+    attachments: list[dict] | None = None,
+    attachment_url: AttachmentURL | None = None,
     context_events: list[dict] | None = None,
 ) -> list[dict]:
     """Items in order: ``system``, ``user`` (with the turn's exogenous updates), ``context``
     (the agent's request was shortened to fit its model's context before the next answer),
-    ``assistant`` (its text and tool calls, each with arguments, result or error, and record
-    diffs)."""
+    ``assistant`` (its text and tool calls, each with arguments, result or error, record
+    diffs, and the images and documents the result shows: ``attachments`` is the
+    environment's list, ``attachment_url`` gives a file's URL)."""
+    listed = {a.get("sha256"): a for a in attachments or [] if isinstance(a, dict)}
     items: list[dict] = []
     compactions: dict[int, list[dict]] = {}
     for event in context_events or []:
@@ -158,6 +204,8 @@ def run_timeline(
                     "error_message": "",
                     "fault": "",
                     "diffs": [],
+                    "images": [],
+                    "documents": [],
                     "seq": None,
                     "anchor": f"msg-{index}-call-{len(calls)}",
                 }
@@ -184,7 +232,9 @@ def run_timeline(
             call["error_code"] = entry.get("error_code") or ""
             call["error_message"] = entry.get("error_message") or ""
             call["fault"] = entry.get("fault") or ""
-            call["result"] = pretty(_parsed(message.get("content")))
+            content = message.get("content")
+            call["result"] = pretty(_parsed(message_text(content)))
+            call["images"], call["documents"] = call_media(content, listed, attachment_url)
             call["diffs"] = [record_diff(change) for change in entry.get("diff") or []]
             if call["seq"] is not None:
                 call["anchor"] = f"call-{call['seq']}"

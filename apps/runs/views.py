@@ -12,6 +12,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.http import is_partial_request, redirect_after_post, render_page
 from apps.core.safeinput import is_id, parse_id
 from apps.core.text import count_of
+from apps.environments.attachments import attachment_url_for
 from apps.runs.access import batch_get_for_user, run_get_for_user
 from apps.runs.evaluation import DAY_BUCKETS, TURN_BUCKETS
 from apps.runs.forms import RunBatchForm
@@ -286,10 +287,13 @@ def batch_groups_view(request, pk):
 
 
 def _run_view_data(run) -> dict:
+    environment = run.environment
     items = run_timeline(
         transcript=run.transcript,
         audit_log=run.audit_log,
         exogenous_log=run.exogenous_log,
+        attachments=environment.attachments if environment is not None else None,
+        attachment_url=attachment_url_for(environment),
         context_events=run.context_events,
     )
     return {

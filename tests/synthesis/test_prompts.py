@@ -14,7 +14,9 @@ SOUNDNESS_CODES = [
     "update_id_collides", "dangling_reference", "binding_optional_required_field",
     "reference_value_unseen", "clarification_fact_given", "identifier_not_ascii",
     "identifier_confusable", "schema_required_undeclared", "binding_unknown_field",
-    "instruction_like_text", "validation_budget_exceeded",
+    "instruction_like_text", "validation_budget_exceeded", "attachment_missing",
+    "attachment_unreferenced", "attachment_field_unknown", "attachment_type_unsupported",
+    "attachment_too_large", "attachment_content_invalid",
 ]  # fmt: skip
 
 

@@ -122,6 +122,28 @@ def lint_lines(linter: Linter, lines) -> LintReport:
     return linter.finish()
 
 
+PART_TYPES = ("text", "image", "image_url")
+
+
+def _text_or_parts(content: Any) -> bool:
+    """A string, or a list of content parts (text with a string, an ``image`` placeholder,
+    an ``image_url`` with a URL): multimodal rows carry images as parts."""
+    if isinstance(content, str):
+        return True
+    if not isinstance(content, list):
+        return False
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") not in PART_TYPES:
+            return False
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            return False
+        if part["type"] == "image_url":
+            image = part.get("image_url")
+            if not isinstance(image, dict) or not isinstance(image.get("url"), str):
+                return False
+    return True
+
+
 def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[str] | None):
     """The ordering rules the OpenAI and TRL linters share. ``arguments_as`` is ``"string"``
     (OpenAI: a JSON string that parses to an object) or ``"object"`` (TRL: a dict).
@@ -164,11 +186,11 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
         if role == "system":
             if index != 0:
                 problem(f"{where}: a system message may only come first.")
-            if not isinstance(message.get("content"), str):
+            if not _text_or_parts(message.get("content")):
                 problem(f"{where}: system content must be a string.")
         elif role == "user":
-            if not isinstance(message.get("content"), str) or not message["content"]:
-                problem(f"{where}: user content must be a non-empty string.")
+            if not _text_or_parts(message.get("content")) or not message["content"]:
+                problem(f"{where}: user content must be a non-empty string (or content parts).")
         elif role == "assistant":
             if index == 0 or all(
                 m.get("role") == "system" for m in messages[:index] if isinstance(m, dict)
@@ -181,7 +203,7 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
                 trained += 1
             content = message.get("content")
             calls = message.get("tool_calls")
-            if content is not None and not isinstance(content, str):
+            if content is not None and not _text_or_parts(content):
                 problem(f"{where}: assistant content must be a string.")
             if calls is None or calls == []:
                 if not content:
@@ -208,7 +230,7 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
                 open_calls[call_id] = name if isinstance(name, str) else ""
         elif role == "tool":
             call_id = message.get("tool_call_id")
-            if not isinstance(message.get("content"), str):
+            if not _text_or_parts(message.get("content")):
                 problem(f"{where}: tool content must be a string.")
             if not open_calls:
                 problem(f"{where}: a tool message must answer a call of the assistant before it.")

@@ -13,6 +13,8 @@ One example per line::
 - every assistant message carries ``weight`` (0 excludes that turn from the loss, as a
   reviewer's "exclude from training" asks);
 - ``content`` is left out of an assistant message that only calls tools;
+- images a view tool returned follow that step's tool results in a ``user`` message of
+  ``image_url`` parts with ``data:`` URLs (OpenAI's vision fine-tuning form);
 - ``tools`` is given when the demonstration had tools; ``parallel_tool_calls: false`` is
   added when it had tools and no assistant message makes more than one call at once, so a
   model trained on it learns one call per step (rows with parallel calls leave the key out,
@@ -28,12 +30,19 @@ from typing import Any
 
 from apps.core.text import noun_for
 from apps.datasets.formats.lint import Linter, check_conversation, check_tools
+from apps.datasets.formats.media import Media, has_images, openai_images, text_only
 
 ALLOWED_KEYS = {"messages", "tools", "parallel_tool_calls"}
 MIN_EXAMPLES = 10
 
 
-def openai_row(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+def openai_row(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], media: Media | None = None
+) -> dict[str, Any]:
+    """``media`` given: a view tool's images follow its results in a user message as
+    ``image_url`` parts with ``data:`` URLs (without it they are left out)."""
+    if has_images(messages):
+        messages = openai_images(messages, media) if media is not None else text_only(messages)
     out = []
     for message in messages:
         role = message.get("role")

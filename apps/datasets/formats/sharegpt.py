@@ -41,6 +41,8 @@ from typing import Any
 
 from apps.core.text import noun_for
 from apps.datasets.formats.lint import Linter
+from apps.datasets.formats.media import IMAGE_TOKEN, Media, sharegpt_images
+from apps.environments.engine.attachments import message_text
 
 HUMAN_SIDE = ("human", "observation")
 MODEL_SIDE = ("gpt", "function_call")
@@ -66,7 +68,18 @@ def _calls_value(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def sharegpt_row(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+def sharegpt_row(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], media: Media | None = None
+) -> dict[str, Any]:
+    """``media`` given (a split with images): a message's images become ``<image>`` tokens
+    at the end of its value and the row's ``images`` lists their files in token order."""
+    images: list[str] = []
+
+    def text(content: Any) -> str:
+        if media is None:
+            return message_text(content)
+        return sharegpt_images(content, media, images)
+
     system_parts: list[str] = []
     # Each turn: [tag, value (str | list of call objects), excluded]
     turns: list[list[Any]] = []
@@ -77,9 +90,9 @@ def sharegpt_row(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) ->
                 system_parts.append(message["content"])
             continue
         if role == "user":
-            turns.append(["human", message.get("content") or "", False])
+            turns.append(["human", text(message.get("content")), False])
         elif role == "tool":
-            content = message.get("content") or ""
+            content = text(message.get("content"))
             if turns and turns[-1][0] == "observation":
                 turns[-1][1] = f"{turns[-1][1]}\n{content}"
             else:
@@ -119,19 +132,27 @@ def sharegpt_row(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) ->
         if excluded:
             item["loss"] = False
         conversations.append(item)
-    return {
+    row: dict[str, Any] = {
         "conversations": conversations,
         "system": "\n\n".join(system_parts),
         "tools": json.dumps([t["function"] for t in tools], ensure_ascii=False),
     }
+    if media is not None:
+        kept = sum(turn["value"].count(IMAGE_TOKEN) for turn in conversations)
+        row["images"] = images[:kept]  # a dropped trailing turn took its tokens along
+    return row
 
 
-def dataset_info_entry(*, file_name: str) -> dict[str, Any]:
-    """The ``dataset_info.json`` entry that registers an export with LLaMA-Factory."""
+def dataset_info_entry(*, file_name: str, images: bool = False) -> dict[str, Any]:
+    """The ``dataset_info.json`` entry that registers an export with LLaMA-Factory (with
+    ``images``: its ``images`` column, paths relative to the dataset folder)."""
+    columns = {"messages": "conversations", "system": "system", "tools": "tools"}
+    if images:
+        columns["images"] = "images"
     return {
         "file_name": file_name,
         "formatting": "sharegpt",
-        "columns": {"messages": "conversations", "system": "system", "tools": "tools"},
+        "columns": columns,
         "tags": {
             "role_tag": "from",
             "content_tag": "value",
@@ -172,10 +193,25 @@ class ShareGptLinter(Linter):
     min_rows_warning = 10
 
     def check_row(self, row: dict[str, Any], problem) -> None:
-        unknown = sorted(set(row) - {"conversations", "system", "tools"})
+        unknown = sorted(set(row) - {"conversations", "system", "tools", "images"})
         if unknown:
             problem(f"Unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}.")
         conversations = row.get("conversations")
+        if "images" in row:
+            images = row["images"]
+            if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
+                problem("`images` must be a list of file paths.")
+            else:
+                tokens = sum(
+                    t["value"].count(IMAGE_TOKEN)
+                    for t in (conversations if isinstance(conversations, list) else [])
+                    if isinstance(t, dict) and isinstance(t.get("value"), str)
+                )
+                if tokens != len(images):
+                    problem(
+                        f"{tokens} <image> token{'s' if tokens != 1 else ''} but "
+                        f"{len(images)} path{'s' if len(images) != 1 else ''} in `images`."
+                    )
         for message in alternation_problems(conversations):
             problem(message)
         if not isinstance(row.get("system", ""), str):

@@ -4,8 +4,11 @@
 form the linters will report (an unknown role stays an unknown role, arguments that are
 not JSON stay the string they were), and only tidies what has one obvious meaning:
 
-- ``content`` given as a list of parts becomes the joined text of its ``text`` parts;
-  ``None`` becomes ``""`` except on an assistant message that carries tool calls;
+- ``content`` given as a list of parts becomes the joined text of its ``text`` parts
+  (a user or tool message with ``image_url`` parts keeps its parts: text, then the
+  images, e.g. a view tool's ``attachment:sha256:<hex>`` image, which each format renders
+  its own way); ``None`` becomes ``""`` except on an assistant message that carries tool
+  calls;
 - tool-call ``arguments`` given as an object become its JSON text (OpenAI's form);
 - every assistant message gets a ``weight``: the stored 0 or 1, or 1 when absent (a stored
   weight that is not 0 or 1 is kept so the linters can refuse it);
@@ -22,6 +25,8 @@ import hashlib
 import json
 import math
 from typing import Any
+
+from apps.environments.engine.attachments import image_urls
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -45,6 +50,22 @@ def _text(content: Any) -> str:
                 parts.append(part)
         return "".join(parts)
     return json.dumps(content, ensure_ascii=False)
+
+
+def _content_with_images(content: Any) -> Any:
+    """A user/tool message's content: its text, or (when it holds images) its parts as
+    ``[{"type": "text", ...}, {"type": "image_url", "image_url": {"url"}}, ...]``."""
+    if not image_urls(content):
+        return _text(content)
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            url = image_urls([part])
+            if url:
+                parts.append({"type": "image_url", "image_url": {"url": url[0]}})
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+    return parts
 
 
 def _arguments_text(arguments: Any) -> Any:
@@ -96,11 +117,15 @@ def normalize_messages(transcript: Any) -> list[dict[str, Any]]:
                 {
                     "role": "tool",
                     "tool_call_id": raw.get("tool_call_id"),
-                    "content": _text(raw.get("content")),
+                    "content": _content_with_images(raw.get("content")),
                 }
             )
         else:
-            message = {"role": role, "content": _text(raw.get("content"))}
+            content = raw.get("content")
+            message = {
+                "role": role,
+                "content": _content_with_images(content) if role == "user" else _text(content),
+            }
             if "weight" in raw:
                 message["weight"] = raw["weight"]  # the linters refuse it off assistants
             messages.append(message)

@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from apps.core.text import noun_for
+from apps.core.text import count_of, noun_for
 from apps.datasets.formats.lint import Linter, check_conversation, check_tools
+from apps.datasets.formats.media import Media, has_images, structured, text_only, trl_images
 
 
 def _arguments_object(arguments: Any) -> Any:
@@ -41,7 +42,17 @@ def _arguments_object(arguments: Any) -> Any:
     return arguments
 
 
-def trl_row(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+def trl_row(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], media: Media | None = None
+) -> dict[str, Any]:
+    """``media`` given (a split with images): the row is in TRL's vision form, every
+    ``content`` a list of parts, images after their tool results as ``{"type": "image"}``
+    in a user message, and an ``images`` column of file paths (``[]`` when none)."""
+    images: list[str] | None = None
+    if media is not None:
+        messages, images = trl_images(messages, media)
+    elif has_images(messages):
+        messages = text_only(messages)
     names: dict[Any, Any] = {}
     out = []
     for message in messages:
@@ -77,7 +88,12 @@ def trl_row(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict
             if "weight" in message:
                 item["weight"] = message["weight"]
         out.append(item)
-    return {"messages": out, "tools": json.dumps(tools, ensure_ascii=False)}
+    row: dict[str, Any] = {"messages": out, "tools": json.dumps(tools, ensure_ascii=False)}
+    if images is not None:
+        for item in out:
+            item["content"] = structured(item["content"])
+        row["images"] = images
+    return row
 
 
 class TrlLinter(Linter):
@@ -88,12 +104,29 @@ class TrlLinter(Linter):
     min_rows_warning = 10
 
     def check_row(self, row: dict[str, Any], problem) -> None:
-        unknown = sorted(set(row) - {"messages", "tools"})
+        unknown = sorted(set(row) - {"messages", "tools", "images"})
         if unknown:
             problem(
                 f"Unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}; "
-                "a row has messages and tools."
+                "a row has messages, tools and (with images) images."
             )
+        if "images" in row:
+            images = row["images"]
+            if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
+                problem("`images` must be a list of file paths.")
+            else:
+                slots = sum(
+                    1
+                    for m in row.get("messages") or []
+                    if isinstance(m, dict) and isinstance(m.get("content"), list)
+                    for p in m["content"]
+                    if isinstance(p, dict) and p.get("type") == "image"
+                )
+                if slots != len(images):
+                    problem(
+                        f"{count_of(slots, 'image placeholder')} but "
+                        f"{count_of(len(images), 'image')} in `images`."
+                    )
         tools = row.get("tools")
         names = None
         if not isinstance(tools, str):

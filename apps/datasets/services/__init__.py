@@ -26,6 +26,8 @@ from apps.datasets.services.exports import (
     export_lines,
     export_regenerate_stream,
     exports_write,
+    is_bundle,
+    split_has_images,
 )
 from apps.datasets.services.prompts import (
     PromptFilter,
@@ -58,9 +60,11 @@ __all__ = [
     "export_lines",
     "export_regenerate_stream",
     "exports_write",
+    "is_bundle",
     "prompt_export_bytes",
     "prompt_export_name",
     "prompt_version_create",
     "rollout_version_create",
     "rollout_version_rebuild",
+    "split_has_images",
 ]

@@ -8,6 +8,14 @@ it into place once complete (``os.replace`` is atomic): memory stays constant wh
 size, and a reader never sees half a file. One pass over a split writes every format.
 The card (``card.md``) is written last, from the version's figures and the exports' hashes.
 
+A split whose demonstrations show images (view tools over attachments) is written with
+``formats.media.Media``: the ``openai`` file carries them as ``data:`` URLs; the ``trl`` and
+``sharegpt`` exports become zip bundles (``<format>-<split>.zip``) holding the rows and an
+``images/`` folder: ``trl`` as ``metadata.jsonl`` with a ``file_names`` column, which
+``datasets.load_dataset("imagefolder", data_dir=...)`` loads as an ``images`` column of
+``Image`` features; ``sharegpt`` as ``sharegpt-<split>.jsonl`` with ``dataset_info.json``
+(``images`` column, paths relative to the folder, LLaMA-Factory's ``media_dir`` default).
+
 A file that failed its linter is removed and its export row keeps the errors (the page and
 the API show them and offer no download); a split without rows is ``empty``.
 
@@ -23,6 +31,7 @@ import json
 import logging
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,6 +42,7 @@ from django.utils.text import slugify
 from apps.datasets.card import render_card
 from apps.datasets.formats import FORMATS, dataset_info_entry, normalize_messages, normalize_tools
 from apps.datasets.formats.long import LongCounts, fit
+from apps.datasets.formats.media import Media, has_images
 from apps.datasets.models import (
     DatasetExport,
     DatasetRow,
@@ -42,10 +52,12 @@ from apps.datasets.models import (
     RowSplit,
     VersionKind,
 )
+from apps.environments.attachments import attachment_bytes
 
 logger = logging.getLogger(__name__)
 
 JSONL_FORMATS = (ExportFormat.OPENAI, ExportFormat.TRL, ExportFormat.SHAREGPT)
+BUNDLED_FORMATS = (ExportFormat.TRL, ExportFormat.SHAREGPT)  # zip bundles when with images
 CHUNK_SIZE = 500
 
 
@@ -60,8 +72,13 @@ def export_directory(version: DatasetVersion) -> Path:
     )
 
 
-def export_relative_path(version: DatasetVersion, fmt: str, split: str) -> str:
-    name = "card.md" if fmt == ExportFormat.CARD else f"{fmt}-{split}.jsonl"
+def export_relative_path(
+    version: DatasetVersion, fmt: str, split: str, *, bundle: bool = False
+) -> str:
+    if fmt == ExportFormat.CARD:
+        name = "card.md"
+    else:
+        name = f"{fmt}-{split}.zip" if bundle else f"{fmt}-{split}.jsonl"
     return str((export_directory(version) / name).relative_to(settings.MEDIA_ROOT))
 
 
@@ -69,13 +86,22 @@ def export_absolute_path(export: DatasetExport) -> Path:
     return Path(settings.MEDIA_ROOT) / export.path
 
 
-def download_filename(version: DatasetVersion, fmt: str, split: str = "") -> str:
-    """What a browser saves: ``<dataset>-v<n>-<format>-<split>.jsonl`` or ``…-card.md``."""
+def download_filename(
+    version: DatasetVersion, fmt: str, split: str = "", *, bundle: bool = False
+) -> str:
+    """What a browser saves: ``<dataset>-v<n>-<format>-<split>.jsonl`` (``.zip`` for a
+    bundle with images) or ``…-card.md``."""
     stem = f"{slugify(version.dataset.name) or 'dataset'}-v{version.number}"
     if fmt == ExportFormat.CARD:
         return f"{stem}-card.md"
+    if bundle:
+        return f"{stem}-{fmt}-{split}.zip"
     suffix = "parquet" if fmt == ExportFormat.VERL else "jsonl"
     return f"{stem}-{fmt}-{split}.{suffix}"
+
+
+def is_bundle(export: DatasetExport) -> bool:
+    return export.path.endswith(".zip")
 
 
 def row_source(version: DatasetVersion, split: str) -> Iterator[tuple[int, object, object, int]]:
@@ -124,21 +150,25 @@ def fitted_rows(
             yield demonstration_id, row, tool_list
 
 
-def render_line(fmt: str, messages: list, tools: list) -> str:
-    row = FORMATS[fmt]["row"](messages, tools)
+def render_line(fmt: str, messages: list, tools: list, media: Media | None = None) -> str:
+    """One exported line; ``messages`` and ``tools`` as ``fitted_rows`` gives them."""
+    row = FORMATS[fmt]["row"](messages, tools, media)
     return json.dumps(row, ensure_ascii=False) + "\n"
 
 
 def export_lines(version: DatasetVersion, fmt: str, split: str) -> Iterator[tuple[str, int]]:
     """Each exported line (with its newline) and the demonstration (or, for a scored-rollout
-    version, the run) it came from."""
+    version, the run) it came from: the lines ``exports_write`` writes (with images when the
+    split has any: ``data:`` URLs for ``openai``, ``images/<sha256>.<ext>`` paths for ``trl``
+    and ``sharegpt``)."""
     if version.kind == VersionKind.ROLLOUTS:
         from apps.datasets.services.rollouts import rollout_export_lines
 
         yield from rollout_export_lines(version, split)
         return
+    media = Media(attachment_bytes) if split_has_images(version, split) else None
     for demonstration_id, messages, tools in fitted_rows(version, split):
-        yield render_line(fmt, messages, tools), demonstration_id
+        yield render_line(fmt, messages, tools, media), demonstration_id
 
 
 class _Sink:
@@ -175,6 +205,7 @@ def exports_write(
     ``on_row(n)`` is called every ``CHUNK_SIZE`` rows (progress, cancellation)."""
     directory = export_directory(version)
     directory.mkdir(parents=True, exist_ok=True)
+    media = Media(attachment_bytes) if split_has_images(version, split) else None
     sinks = [_Sink(directory, fmt, split) for fmt in formats]
     done = 0
     counts = LongCounts()
@@ -182,7 +213,7 @@ def exports_write(
         last = None
         for demonstration_id, messages, tool_list in fitted_rows(version, split, counts):
             for sink in sinks:
-                sink.write(render_line(sink.format, messages, tool_list), demonstration_id)
+                sink.write(render_line(sink.format, messages, tool_list, media), demonstration_id)
             if demonstration_id != last:
                 last = demonstration_id
                 done += 1
@@ -200,8 +231,15 @@ def exports_write(
             status = ExportStatus.EMPTY
         else:
             status = ExportStatus.READY if report.ok else ExportStatus.INVALID
-        relative = export_relative_path(version, sink.format, split)
-        if status == ExportStatus.READY:
+        bundle = media is not None and sink.format in BUNDLED_FORMATS
+        relative = export_relative_path(version, sink.format, split, bundle=bundle)
+        digest = sink.hash.hexdigest()
+        if status == ExportStatus.READY and bundle:
+            target = Path(settings.MEDIA_ROOT) / relative
+            source = Path(sink.temp_path)
+            sink.size, digest = _bundle_write(source, target, sink.format, split, media)
+            Path(sink.temp_path).unlink(missing_ok=True)
+        elif status == ExportStatus.READY:
             os.replace(sink.temp_path, Path(settings.MEDIA_ROOT) / relative)
         else:
             Path(sink.temp_path).unlink(missing_ok=True)
@@ -214,7 +252,7 @@ def exports_write(
                 "path": relative if status == ExportStatus.READY else "",
                 "rows": report.rows,
                 "size": sink.size if status == ExportStatus.READY else 0,
-                "sha256": sink.hash.hexdigest() if status == ExportStatus.READY else "",
+                "sha256": digest if status == ExportStatus.READY else "",
                 "lint": report.to_dict(),
             },
         )
@@ -226,12 +264,61 @@ def exports_write(
     return exports
 
 
+def split_has_images(version: DatasetVersion, split: str) -> bool:
+    """Whether any demonstration of the split shows an image (one read of the split)."""
+    return any(
+        has_images(normalize_messages(transcript))
+        for _, transcript, _ in row_source(version, split)
+    )
+
+
+def _bundle_write(jsonl: Path, target: Path, fmt: str, split: str, media: Media) -> tuple[int, str]:
+    """Zip the linted rows with the images they name; returns (size, sha256) of the zip.
+    Entries are written in a fixed order with a fixed date, so a rebuild gives the same
+    bytes."""
+    handle, temp_path = tempfile.mkstemp(dir=target.parent, prefix=f".{fmt}-{split}-zip-")
+    os.close(handle)
+    stamp = (2026, 1, 1, 0, 0, 0)
+
+    def add(archive: zipfile.ZipFile, name: str, data: bytes, method: int) -> None:
+        info = zipfile.ZipInfo(name, date_time=stamp)
+        info.compress_type = method
+        archive.writestr(info, data)
+
+    with zipfile.ZipFile(temp_path, "w") as archive:
+        if fmt == ExportFormat.TRL:
+            lines = []
+            for line in jsonl.read_text("utf-8").splitlines():
+                row = json.loads(line)
+                row["file_names"] = row.pop("images", [])
+                lines.append(json.dumps(row, ensure_ascii=False))
+            add(archive, "metadata.jsonl", ("\n".join(lines) + "\n").encode(), zipfile.ZIP_DEFLATED)
+        else:
+            name = f"{fmt}-{split}.jsonl"
+            add(archive, name, jsonl.read_bytes(), zipfile.ZIP_DEFLATED)
+            info = {f"coworkenv_{split}": dataset_info_entry(file_name=name, images=True)}
+            add(
+                archive,
+                "dataset_info.json",
+                (json.dumps(info, indent=2) + "\n").encode(),
+                zipfile.ZIP_DEFLATED,
+            )
+        for path in sorted(media.files):
+            add(archive, path, media.files[path], zipfile.ZIP_STORED)
+    digest = hashlib.sha256(Path(temp_path).read_bytes()).hexdigest()
+    size = Path(temp_path).stat().st_size
+    os.replace(temp_path, target)
+    return size, digest
+
+
 def dataset_info(version: DatasetVersion) -> dict:
     """LLaMA-Factory ``dataset_info.json`` entries for the version's offered ShareGPT files."""
     stem = f"{slugify(version.dataset.name).replace('-', '_') or 'dataset'}_v{version.number}"
     entries = {}
     for export in version.exports.all():
         if export.format == ExportFormat.SHAREGPT and export.offered:
+            if is_bundle(export):  # its own dataset_info.json is inside the zip
+                continue
             entries[f"{stem}_{export.split}"] = dataset_info_entry(
                 file_name=download_filename(version, ExportFormat.SHAREGPT, export.split)
             )

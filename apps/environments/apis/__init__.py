@@ -9,8 +9,8 @@ ending in ``_legacy``, and are left out of the schema (``apps.core.api.legacy_pa
 from django.urls import path
 from django.urls.resolvers import URLPattern
 
+from apps.environments.apis import attachments, interop, parts
 from apps.environments.apis import environments as env
-from apps.environments.apis import interop, parts
 
 
 def _action(route: str, view, name: str) -> list[URLPattern]:
@@ -56,6 +56,11 @@ urlpatterns = [
         "environments/<int:pk>/export/clawmark/",
         interop.ClawMarkExportApi.as_view(),
         name="environment_export_clawmark",
+    ),
+    path(
+        "environments/<int:pk>/attachments/",
+        attachments.AttachmentListApi.as_view(),
+        name="attachment_list",
     ),
     path("environments/<int:pk>/tasks/", parts.TaskListApi.as_view(), name="task_list"),
     path("tasks/<int:pk>/", parts.TaskDetailApi.as_view(), name="task_detail"),

@@ -29,6 +29,7 @@ import json
 import re
 from typing import Any
 
+from .attachments import message_text
 from .policies import PolicyAction, PolicyView, ToolCall
 from .sightings import READ_OPS, VAGUE_QUESTION, Seen, _paste, _scalars, harvest
 
@@ -256,7 +257,7 @@ class GreedySprayer:
                 continue
             tool = view.spec.tool(by_id.get(m.get("tool_call_id")) or "")
             try:
-                content = json.loads(m.get("content") or "null")
+                content = json.loads(message_text(m.get("content")) or "null")
             except ValueError:
                 continue
             if tool is None or not isinstance(content, dict):

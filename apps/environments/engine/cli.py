@@ -10,6 +10,7 @@ import traceback
 from typing import Any, TextIO
 
 from .adversaries import policy_by_name
+from .attachments import image_urls, message_text
 from .bounds import MAX_DOCUMENT_CHARS, DocumentUnreadable, loads_document
 from .problems import Problem, SpecError
 from .runner import run_task
@@ -198,7 +199,10 @@ def _play(doc: Any, args: argparse.Namespace, out: TextIO) -> int:
             for tc in m["tool_calls"]:
                 out.write(f"[assistant → {tc['function']['name']}] {tc['function']['arguments']}\n")
         elif role == "tool":
-            out.write(f"[tool {m['tool_call_id']}] {m['content'][:300]}\n")
+            text = message_text(m["content"])[:300]
+            images = len(image_urls(m["content"]))
+            extra = f" (+{images} image{'s' if images > 1 else ''})" if images else ""
+            out.write(f"[tool {m['tool_call_id']}] {text}{extra}\n")
         else:
             out.write(f"[{role}] {m.get('content') or ''}\n")
     g = result.grading

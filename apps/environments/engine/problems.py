@@ -114,6 +114,14 @@ CODES: dict[str, str] = {
     "reference_value_unseen": "The reference solution uses a value the agent cannot see.",
     "binding_optional_required_field": "A create binding fills a required field from an "
     "optional parameter.",
+    # ---- attachments (issue 16): images and PDFs stored by content hash
+    "attachment_missing": "A record refers to an attachment that /attachments does not list.",
+    "attachment_type_unsupported": "An attachment's media type is not a supported image or PDF.",
+    "attachment_too_large": "An attachment (or all of them together) is over the size limit.",
+    "attachment_unreferenced": "A listed attachment is referred to by no record.",
+    "attachment_field_unknown": "A view tool reads a field where no record holds an attachment.",
+    "attachment_content_invalid": "An attachment's stored bytes are missing or do not match "
+    "its hash, size or media type.",
 }
 
 

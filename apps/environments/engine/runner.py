@@ -174,7 +174,7 @@ def run_task(
                     {
                         "role": "tool",
                         "tool_call_id": call_id,
-                        "content": result.to_message_content(),
+                        "content": result.message_content(),
                     }
                 )
                 results.append((call, result))
@@ -306,7 +306,7 @@ def replay_transcript(
                 function.get("arguments"),
                 fault=_recorded_fault(before),
             )
-            content = result.to_message_content()
+            content = result.message_content()
             if result.error_code == "call_limit":
                 stop_reason = "call_limit"
             if kept is None:

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .attachments import message_text
+
 MAX_IDS_PER_TOOL = 15
 MAX_RECIPIENTS = 5
 MAX_PASTE_CHARS = 12_000
@@ -84,7 +86,7 @@ def harvest(messages: list[dict[str, Any]], *, user_turns: int | None = None) ->
                 seen.user_text.append(str(m.get("content") or ""))
         elif role == "tool":
             try:
-                content = json.loads(m.get("content") or "null")
+                content = json.loads(message_text(m.get("content")) or "null")
             except ValueError:
                 continue
             for record in _records_in(content):

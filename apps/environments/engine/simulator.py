@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from .argcheck import compile_check
+from .attachments import Attachment, image_part, ref_sha256
 from .bindings import OpContext, ToolError, execute
 from .formats import validator_for
 from .limits import Limits
@@ -41,7 +42,7 @@ class ToolResult:
     """The outcome of one call. ``content`` is decoded from the JSON text on access, so a
     caller mutating it cannot corrupt the episode's records."""
 
-    __slots__ = ("_content", "_text", "error_code", "error_message", "ok")
+    __slots__ = ("_content", "_text", "error_code", "error_message", "images", "ok")
 
     def __init__(
         self,
@@ -49,9 +50,11 @@ class ToolResult:
         text: str,
         error_code: str | None = None,
         error_message: str | None = None,
+        images: tuple[Attachment, ...] = (),
     ):
         self.ok = ok
         self._text = text
+        self.images = images  # a view tool's images (attachments), sent as image parts
         self._content: Any = ...
         self.error_code = error_code
         self.error_message = error_message
@@ -74,6 +77,14 @@ class ToolResult:
     def to_message_content(self) -> str:
         """The text of the OpenAI ``tool`` message for this result."""
         return self._text
+
+    def message_content(self) -> str | list[dict[str, Any]]:
+        """The ``content`` of the OpenAI ``tool`` message: the text, or (a view tool's
+        result) OpenAI content parts: the text, then one ``image_url`` part per image whose
+        URL is ``attachment:sha256:<hex>`` (turned into a ``data:`` URL when sent)."""
+        if not self.images:
+            return self._text
+        return [{"type": "text", "text": self._text}, *(image_part(a) for a in self.images)]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -392,9 +403,28 @@ class Episode:
         )
         try:
             content, diff = execute(tool.binding, args, ctx)
+            images = self._viewed(tool, content) if tool.binding.attachment else ()
         except ToolError as exc:
             return ToolResult.failure(exc.code, exc.message), None, []
-        return ToolResult(True, _bounded_text(content, self.limits.max_result_chars)), None, diff
+        text = _bounded_text(content, self.limits.max_result_chars)
+        return ToolResult(True, text, images=images), None, diff
+
+    def _viewed(self, tool: ToolSpec, record: Any) -> tuple[Attachment, ...]:
+        """The image a view tool (``get`` with ``attachment``) shows for ``record``."""
+        field_name = tool.binding.attachment or ""
+        value = record.get(field_name) if isinstance(record, dict) else None
+        sha = ref_sha256(value)
+        if sha is None:
+            raise ToolError("not_found", f"record '{record.get('id')}' has no {field_name}")
+        attachment = self.spec.attachment(sha)
+        if attachment is None:
+            raise ToolError("not_found", f"the {field_name} of '{record.get('id')}' is missing")
+        if not attachment.is_image:
+            raise ToolError(
+                "not_an_image",
+                f"'{attachment.name}' is {attachment.media_type}, not an image: it cannot be shown",
+            )
+        return (attachment,)
 
     def _check_arguments(self, tool: ToolSpec, args: dict[str, Any]) -> str | None:
         """Why ``args`` fail the tool's schema (up to three jsonschema messages), or None."""

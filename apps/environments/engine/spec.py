@@ -9,6 +9,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from .attachments import Attachment
 from .bounds import document_problems
 from .formats import compile_validator
 from .problems import Problem, SpecError, error, pointer
@@ -251,6 +252,7 @@ def _build(doc: dict[str, Any]) -> EnvironmentSpec:
         tools=tuple(_build_tool(t) for t in doc["tools"]),
         tasks=tuple(_build_task(t) for t in doc["tasks"]),
         metadata=_copy(doc.get("metadata", {})),
+        attachments=tuple(Attachment.of(a) for a in doc.get("attachments", ())),
     )
 
 
@@ -272,6 +274,7 @@ def _build_tool(t: dict[str, Any]) -> ToolSpec:
             merge=b.get("merge"),
             where=_copy(b["where"]) if "where" in b else None,
             limit=b.get("limit"),
+            attachment=b.get("attachment"),
         ),
         faults=Faults(float(faults.get("rate", 0.0)), tuple(faults.get("kinds", ALL_FAULT_KINDS))),
     )
@@ -337,7 +340,7 @@ def _build_task(t: dict[str, Any]) -> TaskSpec:
 
 
 def _dump_env(spec: EnvironmentSpec) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "schema": SCHEMA_ID,
         "name": spec.name,
         "domain": spec.domain,
@@ -348,12 +351,15 @@ def _dump_env(spec: EnvironmentSpec) -> dict[str, Any]:
         "tasks": [_dump_task(t) for t in spec.tasks],
         "metadata": (spec.metadata),
     }
+    if spec.attachments:  # only when there are some: older documents keep their hash
+        out["attachments"] = [a.to_dict() for a in spec.attachments]
+    return out
 
 
 def _dump_tool(t: ToolSpec) -> dict[str, Any]:
     b = t.binding
     binding: dict[str, Any] = {"op": b.op, "service": b.service, "collection": b.collection}
-    for name in ("fields", "query", "id", "values", "merge", "where", "limit"):
+    for name in ("fields", "query", "id", "values", "merge", "where", "limit", "attachment"):
         value = getattr(b, name)
         if value is not None:
             binding[name] = list(value) if name == "fields" else (value)

@@ -6,6 +6,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from .attachments import Attachment
+
 DEFAULT_CLOCK_START = "2026-03-02T09:00:00Z"
 DEFAULT_STEP_SECONDS = 60
 ALL_FAULT_KINDS = ("rate_limit", "server_error", "timeout")
@@ -35,6 +37,7 @@ class Binding:
     merge: str | None = None
     where: dict[str, Any] | None = None
     limit: int | str | None = None
+    attachment: str | None = None  # get only: the field whose attachment is viewed
 
     @property
     def changes_state(self) -> bool:
@@ -155,7 +158,14 @@ class EnvironmentSpec:
     tools: tuple[ToolSpec, ...]
     tasks: tuple[TaskSpec, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
+    attachments: tuple[Attachment, ...] = ()
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def attachment(self, sha256: str) -> Attachment | None:
+        index = self._cache.get("attachments")
+        if index is None:
+            index = self._cache["attachments"] = {a.sha256: a for a in self.attachments}
+        return index.get(sha256)
 
     def tool(self, name: str) -> ToolSpec | None:
         index = self._cache.get("tools")

@@ -1,5 +1,10 @@
 """Writes to environments. Import from here: ``from apps.environments.services import …``."""
 
+from apps.environments.services.attachments import (
+    attachment_add,
+    attachment_check,
+    environment_import_with_files,
+)
 from apps.environments.services.environments import (
     environment_approve,
     environment_archive,
@@ -49,6 +54,8 @@ __all__ = [
     "MAX_EXPORT_ENVIRONMENTS",
     "MAX_ZIP_MEMBERS",
     "VALIDATION_JOB_KIND",
+    "attachment_add",
+    "attachment_check",
     "environment_approve",
     "environment_archive",
     "environment_delete",
@@ -57,6 +64,7 @@ __all__ = [
     "environment_import",
     "environment_import_text",
     "environment_import_upload",
+    "environment_import_with_files",
     "environment_replace_spec",
     "environment_restore",
     "environment_spec_filename",

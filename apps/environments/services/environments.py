@@ -66,11 +66,11 @@ def environment_import(
         source=source,
         created_by=user,
     )
-    environment.full_clean(exclude=["collections", "clock", "metadata"])
+    environment.full_clean(exclude=["collections", "clock", "metadata", "attachments"])
     environment.save()
     spec_rows_create(environment=environment, document=document)
     environment.spec_hash = engine_spec.spec_hash(document)
-    environment.save(update_fields=["collections", "clock", "metadata", "spec_hash"])
+    environment.save(update_fields=["collections", "clock", "metadata", "attachments", "spec_hash"])
     return environment
 
 

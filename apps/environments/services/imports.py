@@ -5,10 +5,15 @@ nothing, and the error says which file, where (line and column for JSON syntax, 
 pointer for schema problems) and how to fix it. Limits keep an upload from exhausting
 memory: the raw size, the number of zip members, and each member's uncompressed size are
 checked before a member is read, and a member is never read past its limit.
+
+A zip may also carry attachment files as ``attachments/<sha256>`` members (what the zip
+export writes for multimodal environments): each document's listed attachments are then
+imported with their bytes (``environment_import_with_files``), checked against their entry.
 """
 
 import io
 import json
+import re
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,7 +25,9 @@ from django.utils.text import slugify
 
 from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import UnsafeInput, json_loads
+from apps.environments.attachments import attachment_bytes
 from apps.environments.models import Environment
+from apps.environments.services.attachments import environment_import_with_files
 from apps.environments.services.environments import environment_import, spec_canonical
 from apps.environments.specs import environment_spec
 
@@ -29,6 +36,7 @@ PASTED = "The pasted text"
 MAX_EXPORT_ENVIRONMENTS = 1000
 # Files that archivers add on their own; they are skipped, not refused.
 _IGNORED_NAMES = {".DS_Store", "Thumbs.db"}
+_ATTACHMENT_MEMBER = re.compile(r"(^|/)attachments/([0-9a-f]{64})$")
 
 
 def max_upload_bytes() -> int:
@@ -52,6 +60,7 @@ def human_size(size: int) -> str:
 class _Document:
     source: str  # the file (or zip member) the document came from, for messages
     spec: dict
+    files: dict | None = None  # sha256 -> bytes: attachment files that came with it
 
 
 def _problem(code: str, message: str, *, source: str, pointer: str = "", hint: str = "", **kw):
@@ -208,10 +217,12 @@ def _zip_documents(content: bytes, *, source: str) -> list[_Document]:
                 "not_json_file",
                 f"{info.filename} is not a .json file.",
                 source=f"{source}/{info.filename}",
-                hint="An archive may contain only .json specs (folders are fine).",
+                hint="An archive may contain only .json specs (folders are fine) and "
+                "attachments/<sha256> files.",
             )
             for info in members
             if not info.filename.lower().endswith(".json")
+            and not _ATTACHMENT_MEMBER.search(info.filename)
         ]
         if refused:
             names = ", ".join(p["file"].removeprefix(f"{source}/") for p in refused[:5])
@@ -239,16 +250,25 @@ def _zip_documents(content: bytes, *, source: str) -> list[_Document]:
                 "archives.",
                 [_problem("too_large", "The archive unpacks to too much data.", source=source)],
             )
-        documents, problems = [], []
+        documents, problems, files = [], [], {}
         for info in members:
             name = f"{source}/{info.filename}"
+            attachment = _ATTACHMENT_MEMBER.search(info.filename)
             try:
                 data = _read_member(archive, info, limit=per_member, name=name)
+                if attachment:
+                    files[attachment.group(2)] = data
+                    continue
                 spec = spec_parse(_decode(data, source=name), source=name)
             except ApplicationError as exc:
                 problems.extend(exc.extra.get("problems", []))
                 continue
-            documents.append(_Document(source=name, spec=spec))
+            documents.append(_Document(source=name, spec=spec, files=files))
+        if not documents and not problems:
+            raise _fail(
+                f"{source} contains no .json files.",
+                [_problem("empty_zip", "The archive has no .json files.", source=source)],
+            )
     if problems:
         bad = sorted({p["file"] for p in problems})
         raise _fail(
@@ -286,7 +306,15 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, *, limit: int,
 
 @transaction.atomic
 def _import_documents(*, project, user, documents: Iterable[_Document]) -> list[Environment]:
-    return [environment_import(project=project, spec=d.spec, user=user) for d in documents]
+    """A document that came with files (a zip with ``attachments/``) is imported with them,
+    checked; one without is imported as is (its files may be uploaded later, and validation
+    reports any that are missing)."""
+    return [
+        environment_import_with_files(project=project, spec=d.spec, files=d.files, user=user)
+        if d.files
+        else environment_import(project=project, spec=d.spec, user=user)
+        for d in documents
+    ]
 
 
 def environment_import_upload(*, project, user, filename: str, content: bytes) -> list[Environment]:
@@ -335,14 +363,23 @@ def environment_spec_json(environment: Environment) -> str:
 
 
 def environments_export_zip(*, environments: Iterable[Environment]) -> bytes:
-    """A zip of the environments' canonical specs, one ``<slug>-<id>.json`` each.
+    """A zip of the environments' canonical specs, one ``<slug>-<id>.json`` each, and their
+    stored attachment files as ``attachments/<sha256>`` (once each), so that the archive
+    imports elsewhere with its images.
 
     Built in memory; callers cap the number of environments (MAX_EXPORT_ENVIRONMENTS).
     """
     buffer = io.BytesIO()
+    written: set[str] = set()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for environment in environments:
             archive.writestr(
                 environment_spec_filename(environment), environment_spec_json(environment)
             )
+            for entry in environment.attachments:
+                sha = entry.get("sha256")
+                data = attachment_bytes(sha) if sha not in written else None
+                if data is not None:
+                    written.add(sha)
+                    archive.writestr(f"attachments/{sha}", data, zipfile.ZIP_STORED)
     return buffer.getvalue()

@@ -7,6 +7,7 @@ from django.utils import timezone
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job
 from apps.core.services import JobContext, job_create
+from apps.environments.attachments import attachment_bytes
 from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.validation import validate_spec
 from apps.environments.models import Environment, EnvironmentStatus, ValidationReport
@@ -112,7 +113,8 @@ def environment_validate(*, environment: Environment, job: Job | None = None) ->
     # With the project's judge, judge graders are scored (the oracle must pass them); without
     # one they are skipped and the report warns that the task is only partially certified.
     judge = judge_for_project(project=environment.project, job=job)
-    result = validate_spec(document, judge=judge)
+    # The stored files are checked against the listed attachments (hash, size, type).
+    result = validate_spec(document, judge=judge, attachments=attachment_bytes)
     if judge is not None and judge.outage is not None:
         # A judge that stayed down says nothing about the spec: fail the job, keep the status.
         raise judge.outage

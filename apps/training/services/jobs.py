@@ -194,6 +194,17 @@ def training_job_create(
     if not dataset_version.validation_rows:
         eval_split = ""
     fmt = EXPORT_FORMAT[backend]
+    multimodal = DatasetExport.objects.filter(  # a split with images exports a TRL bundle
+        version=dataset_version, format="trl", split="train", path__endswith=".zip"
+    ).exists()
+    if backend != Backend.OPENAI and multimodal:
+        raise _field_error(
+            "dataset_version",
+            "This version's demonstrations show images, and the local and command trainers "
+            "train text models on text rows. Download its TRL bundle (a datasets imagefolder "
+            "with an images column) to train a vision-language model, or use the OpenAI "
+            "backend (its rows carry the images).",
+        )
     if not _export_ready(dataset_version, fmt, "train"):
         raise _field_error(
             "dataset_version", f"This version has no {fmt} export of its train split to train on."

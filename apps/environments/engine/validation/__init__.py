@@ -10,10 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..attachments import Resolver
 from ..bounds import loads_document
 from ..checks import Judge
 from ..problems import Problem, error, has_errors
 from ..spec import EnvironmentSpec, _build, schema_problems, spec_hash
+from .attachments import attachment_content_problems
 from .dynamic import TaskReport, validate_task
 from .faults import budget_problems
 from .gameable import gameable_problems
@@ -79,7 +81,10 @@ def validate_spec(
     dynamic: bool = True,
     on_progress: Progress | None = None,
     judge: Judge | None = None,
+    attachments: Resolver | None = None,
 ) -> ValidationReport:
+    """``attachments``, when given, fetches an attachment's bytes by sha256 (None when it is
+    not stored): each listed attachment is then checked against its stored file."""
     report = ValidationReport(dynamic=dynamic)
 
     def progress(done: int, total: int, label: str) -> None:
@@ -95,6 +100,8 @@ def validate_spec(
         spec: EnvironmentSpec = _build(doc)
         report.spec_hash = spec_hash(spec)
         report.problems.extend(static_problems(doc, spec))
+        if attachments is not None:
+            report.problems.extend(attachment_content_problems(spec, attachments))
         runnable = report.valid
         if runnable:  # gameable graders: quality rules, not load errors (load_spec)
             for k, task in enumerate(spec.tasks):
@@ -138,10 +145,13 @@ def validate_text(
     dynamic: bool = True,
     on_progress: Progress | None = None,
     judge: Judge | None = None,
+    attachments: Resolver | None = None,
 ) -> ValidationReport:
     """Validate JSON text: bounds (size, depth, duplicate keys) are checked while parsing,
     before anything recurses. Raises ``bounds.DocumentUnreadable`` when it is not JSON."""
     doc, bounds = loads_document(text)
     if bounds:
         return ValidationReport(problems=bounds, dynamic=dynamic)
-    return validate_spec(doc, dynamic=dynamic, on_progress=on_progress, judge=judge)
+    return validate_spec(
+        doc, dynamic=dynamic, on_progress=on_progress, judge=judge, attachments=attachments
+    )

@@ -15,6 +15,7 @@ from ..limits import Limits
 from ..problems import Problem, error, pointer, warning
 from ..spec_model import EnvironmentSpec, TaskSpec, ToolSpec
 from ..state import json_size
+from .attachments import attachment_problems
 from .semantic import semantic_problems
 from .static_checks import CheckContext, check_problems
 
@@ -53,6 +54,7 @@ def static_problems(doc: dict[str, Any], spec: EnvironmentSpec) -> list[Problem]
         seen_keys.add(task.key)
         _task(out, k, task, spec, collections)
     out.extend(semantic_problems(spec))
+    out.extend(attachment_problems(spec))
     return _dedupe(out)
 
 
