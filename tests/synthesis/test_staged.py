@@ -187,3 +187,31 @@ def test_short_tasks_are_still_drafted_in_one_request(project, author, capabilit
     )
     assert not drafts_in_stages(synthesis)
     assert json.dumps(synthesis.turns_max) == "3"
+
+
+@pytest.mark.django_db
+def test_a_long_horizon_llm_job_is_staged_with_five_to_twelve_turns(
+    project, author, capabilities, endpoint, llm_server
+):
+    synthesis = synthesis_start(
+        project=project,
+        user=author,
+        capabilities=capabilities,
+        count=1,
+        generator="llm",
+        endpoint=endpoint,
+        turns=(1, 3),
+        horizon="long",
+        max_repair_rounds=0,
+        enqueue=False,
+    )
+    assert drafts_in_stages(synthesis)
+    llm_server.script(Reply.text("not json"))
+    synthesis_run_inline(synthesis=synthesis)
+    [request] = llm_server.chat_requests()
+    outline = request.messages[1]["content"]
+    assert "each with 5 to 12 user turns" in outline
+    assert "a list of 5 to 12 entries, one per user turn" in outline
+    slot = synthesis.slots.get()
+    assert slot.status == SlotStatus.FAILED
+    assert SynthesisAttempt.objects.get(slot=slot).report["step"] == OUTLINE

@@ -49,8 +49,21 @@ PLACEHOLDER_GRADER = {
 OBJECT_SCHEMA = {"type": "object"}
 
 
+# the turns per task a horizon asks of an LLM draft (the template generator's own mixes are in
+# generators/long_horizon.py); a job's own range counts when it asks for more
+HORIZON_TURNS = {"medium": (3, 6), "long": (5, 12)}
+
+
+def staged_turns(synthesis: SynthesisJob) -> tuple[int, int]:
+    low, high = HORIZON_TURNS.get(synthesis.horizon, (1, 1))
+    return max(low, synthesis.turns_min), max(high, synthesis.turns_max)
+
+
 def drafts_in_stages(synthesis: SynthesisJob) -> bool:
-    return synthesis.generator == Generator.LLM and synthesis.turns_max >= STAGED_FROM_TURNS
+    """LLM jobs with long tasks: 5+ turns asked for, or a medium or long horizon."""
+    return synthesis.generator == Generator.LLM and (
+        synthesis.turns_max >= STAGED_FROM_TURNS or synthesis.horizon in HORIZON_TURNS
+    )
 
 
 def turn_step(task: int, turn: int) -> str:
@@ -229,7 +242,7 @@ def _document_text(document: dict) -> str:
 
 def step_request(synthesis: SynthesisJob, slot: SynthesisSlot, step: str, document: dict | None):
     version = synthesis.prompt_version
-    turns = (synthesis.turns_min, synthesis.turns_max)
+    turns = staged_turns(synthesis)
     if step == OUTLINE:
         draft = render_draft(
             version,
