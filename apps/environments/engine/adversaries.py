@@ -42,6 +42,7 @@ from .sightings import (  # noqa: F401  (re-exported for custom adversaries)
     _ID_PARAM,
     _RECIPIENT,
     CLAIM,
+    Harvester,
     MAX_IDS_PER_TOOL,
     MAX_PASTE_CHARS,
     MAX_RECIPIENTS,
@@ -206,8 +207,13 @@ class ReaderPaster:
     def reply(self, seen: Seen) -> str:
         return _paste(seen)
 
+    user_turns: int | None = None  # harvest only the first n user messages
+
     def known(self, view: PolicyView) -> Seen:
-        return harvest(view.messages)
+        harvester = getattr(self, "_harvester", None)
+        if harvester is None:
+            harvester = self._harvester = Harvester(user_turns=self.user_turns)
+        return harvester.update(view.messages)
 
     def act(self, view: PolicyView) -> PolicyAction:
         """Run the phases in order, one round each (a phase with no calls is skipped),
@@ -235,10 +241,9 @@ class Sprayer(ReaderPaster):
     )
 
     def phases(self, view: PolicyView, seen: Seen) -> list[Callable[[], list[ToolCall]]]:
-        text = _paste(seen) if self.paste else CLAIM
         return [
             lambda: read_calls(view, seen, gets=False),
-            lambda: spray_calls(view, seen, paste=text),
+            lambda: spray_calls(view, seen, paste=_paste(seen) if self.paste else CLAIM),
         ]
 
     def reply(self, seen: Seen) -> str:
@@ -262,8 +267,7 @@ class VagueAsker(SprayPaster):
         "checked exactly against the answer's value."
     )
 
-    def known(self, view: PolicyView) -> Seen:  # never the answer: only the first message
-        return harvest(view.messages, user_turns=1)
+    user_turns = 1  # never the answer: only the first message
 
     def act(self, view: PolicyView) -> PolicyAction:
         if view.turn == 0:

@@ -30,7 +30,7 @@ import re
 from typing import Any
 
 from .policies import PolicyAction, PolicyView, ToolCall
-from .sightings import READ_OPS, VAGUE_QUESTION, Seen, _paste, _scalars, harvest
+from .sightings import READ_OPS, VAGUE_QUESTION, Harvester, Seen, _paste, _scalars
 
 MAX_WRITES_PER_TURN = 60
 MAX_CALLS_PER_EPISODE = 180  # under the simulator's default 200-call limit
@@ -238,23 +238,43 @@ class GreedySprayer:
         self._calls = 0
         # (service, collection) -> records read, from the tool that returned them
         self._by_collection: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._harvester = Harvester()
+        self._memo: dict[str, Any] = {
+            "count": 0,
+            "last": None,
+            "names": {},
+            "out": {},
+            "kept": set(),
+        }
 
     # ---- what it knows
 
     def known(self, view: PolicyView) -> Seen:
-        return harvest(view.messages)
+        return self._harvester.update(view.messages)
 
     def _collections(self, view: PolicyView) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        by_id = {}
-        for m in view.messages:
-            for call in m.get("tool_calls") or []:
-                by_id[call.get("id")] = (call.get("function") or {}).get("name")
-        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        kept: set[tuple[tuple[str, str], str]] = set()
-        for m in view.messages:
+        """Records read so far per (service, collection), from the tool that returned them,
+        de-duplicated by their JSON. Kept up to date from the messages added since the last
+        call (the conversation only grows); starts over when the conversation is another,
+        or when a tool-call id repeats (a later call would rename an earlier result)."""
+        memo = self._memo
+        messages = view.messages
+        n = memo["count"]
+        if n > len(messages) or (n and messages[n - 1] is not memo["last"]):
+            memo.update(count=0, last=None, names={}, out={}, kept=set())
+            n = 0
+        names, out, kept = memo["names"], memo["out"], memo["kept"]
+        for m in messages[n:]:
             if m.get("role") != "tool":
+                for call in m.get("tool_calls") or []:
+                    call_id = call.get("id")
+                    if call_id in names:
+                        memo["count"] = -1  # an id said twice: recount from the start
+                    names[call_id] = (call.get("function") or {}).get("name")
                 continue
-            tool = view.spec.tool(by_id.get(m.get("tool_call_id")) or "")
+            if m.get("tool_call_id") not in names:
+                memo["count"] = -1  # a result before its call: recount from the start
+            tool = view.spec.tool(names.get(m.get("tool_call_id")) or "")
             try:
                 content = json.loads(m.get("content") or "null")
             except ValueError:
@@ -272,7 +292,12 @@ class GreedySprayer:
                 if key not in kept:
                     kept.add(key)
                     bucket.append(row)
-        return out
+        if memo["count"] < 0:
+            memo.update(count=0, last=None, names={}, out={}, kept=set())
+            return _collections_of(view)
+        memo["count"] = len(messages)
+        memo["last"] = messages[-1] if messages else None
+        return {k: list(v) for k, v in out.items()}
 
     # ---- phases
 
@@ -459,6 +484,38 @@ class AskerSprayer(GreedySprayer):
 class AskerPaster(AskerSprayer):
     name = "asker-paster"
     paste = True
+
+
+def _collections_of(view: PolicyView) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """``GreedySprayer._collections`` from scratch (when tool-call ids repeat)."""
+    by_id = {}
+    for m in view.messages:
+        for call in m.get("tool_calls") or []:
+            by_id[call.get("id")] = (call.get("function") or {}).get("name")
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    kept: set[tuple[tuple[str, str], str]] = set()
+    for m in view.messages:
+        if m.get("role") != "tool":
+            continue
+        tool = view.spec.tool(by_id.get(m.get("tool_call_id")) or "")
+        try:
+            content = json.loads(m.get("content") or "null")
+        except ValueError:
+            continue
+        if tool is None or not isinstance(content, dict):
+            continue
+        rows = content.get("results") if isinstance(content.get("results"), list) else None
+        rows = rows if rows is not None else ([content] if "id" in content else [])
+        where = (tool.binding.service, tool.binding.collection)
+        bucket = out.setdefault(where, [])
+        for row in rows:
+            if not isinstance(row, dict):
+                continue
+            key = (where, json.dumps(row, sort_keys=True, default=str))
+            if key not in kept:
+                kept.add(key)
+                bucket.append(row)
+    return out
 
 
 def _combinations(options: dict[str, list[Any]]) -> list[dict[str, Any]]:
