@@ -90,12 +90,7 @@ def _value(name: str, schema: dict[str, Any], seen: Seen, *, paste: str) -> Any:
         return {}
     if schema.get("format") == "date-time":
         stamps = [v for v in seen.fields.get(name, []) if isinstance(v, str)]
-        stamps += [
-            v
-            for values in seen.fields.values()
-            for v in values
-            if isinstance(v, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", v)
-        ]
+        stamps += seen.stamps()
         return stamps[0] if stamps else "2026-03-02T09:00:00Z"
     if name.casefold() in _RECIPIENT and seen.emails:
         return seen.emails[0]

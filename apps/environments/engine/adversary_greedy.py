@@ -27,6 +27,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections import Counter
+from functools import cached_property, lru_cache
 from typing import Any
 
 from .policies import PolicyAction, PolicyView, ToolCall
@@ -55,6 +57,7 @@ _QUOTED = re.compile(r"['\"\u2018\u201c]([^'\"\u2019\u201d\n]{2,80})['\"\u2019\u
 # --------------------------------------------------------------------------- value guessing
 
 
+@lru_cache(maxsize=8192)
 def _shape(value: str) -> re.Pattern[str] | None:
     """A regex for strings shaped like ``value``: letter case runs, digit runs, the rest."""
     if not value or len(value) > 40 or "\n" in value:
@@ -82,8 +85,20 @@ def _number(text: str) -> int | float:
     return int(value) if value.is_integer() else value
 
 
+@lru_cache(maxsize=16384)
+def _stems(text: str, pattern: str) -> frozenset[str]:
+    """The five-letter stems of the words of ``text`` that ``pattern`` finds (casefolded)."""
+    return frozenset(w[:5] for w in re.findall(pattern, text.casefold()))
+
+
+@lru_cache(maxsize=16384)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(re.findall(r"\w+", text.casefold()))
+
+
 class Guesser:
-    """What one agent can guess, from one conversation."""
+    """What one agent can guess, from one conversation. Everything it derives from the
+    conversation is computed once per Guesser (the conversation does not change under it)."""
 
     def __init__(self, seen: Seen, *, paste: bool):
         self.seen = seen
@@ -92,24 +107,37 @@ class Guesser:
         # the latest message first: on a multi-turn task it is the one being answered
         self.texts = [self.latest, *reversed(seen.user_text[:-1])]
         self.user = "\n".join(self.texts)
-        self.read_text = "\n".join(s for r in seen.records for s in _scalars(r))
-        stems = {w[:5] for w in re.findall(r"\w{4,}", self.user.casefold())}
-        self.pointed_text = "\n".join(
+        self._matches: dict[re.Pattern[str], list[str]] = {}
+
+    @cached_property
+    def read_text(self) -> str:
+        return "\n".join(self.seen.record_scalars())
+
+    @cached_property
+    def pointed_text(self) -> str:
+        stems = _stems(self.user, r"\w{4,}")
+        return "\n".join(
             s
-            for r in seen.records
-            for s in _scalars(r)
-            if len(s) > 40 and stems & {w[:5] for w in re.findall(r"\w{4,}", s.casefold())}
+            for s in self.seen.record_scalars()
+            if len(s) > 40 and stems & _stems(s, r"\w{4,}")
         )
+
+    @cached_property
+    def user_words(self) -> frozenset[str]:
+        return _words(self.user)
 
     def _in_user(self, pattern: re.Pattern[str]) -> list[str]:
         """Matches in the user's messages, latest first; a match that opens a sentence
         (a capitalised verb, most likely) after the others."""
-        inner, opening = [], []
-        for text in self.texts:
-            for m in pattern.finditer(text):
-                before = text[: m.start()].rstrip()
-                (opening if not before or before[-1] in ".!?:" else inner).append(m.group(0))
-        return list(dict.fromkeys(inner + opening))
+        found = self._matches.get(pattern)
+        if found is None:
+            inner, opening = [], []
+            for text in self.texts:
+                for m in pattern.finditer(text):
+                    before = text[: m.start()].rstrip()
+                    (opening if not before or before[-1] in ".!?:" else inner).append(m.group(0))
+            found = self._matches[pattern] = list(dict.fromkeys(inner + opening))
+        return list(found)
 
     def numbers(self, examples: list[Any]) -> list[int | float]:
         found = [_number(n) for n in self._in_user(_NUMBER)]
@@ -136,25 +164,23 @@ class Guesser:
         if key in TEXT_PARAMS:
             return [self.free_text()]
         out: list[str] = []
-        words = set(re.findall(r"\w+", self.user.casefold()))
+        words = self.user_words
         strs = [e for e in examples if isinstance(e, str)]
         for e in strs:  # values the records hold that the user mentioned
-            if e and set(re.findall(r"\w+", e.casefold())) <= words:
+            if e and _words(e) <= words:
                 out.append(e)
         stems = {w[:5] for w in words}
-
-        def overlap(e: str) -> int:
-            return len({w[:5] for w in re.findall(r"[a-z]{3,}", e.casefold())} & stems)
-
-        ranked = sorted(dict.fromkeys(strs), key=lambda e: (-overlap(e), -strs.count(e)))
-        if len(set(strs)) <= max(3, len(strs) // 3):  # a category: pick among its values
+        overlaps = {e: len(_stems(e, r"[a-z]{3,}") & stems) for e in dict.fromkeys(strs)}
+        counts = Counter(strs)
+        ranked = sorted(overlaps, key=lambda e: (-overlaps[e], -counts[e]))
+        if len(counts) <= max(3, len(strs) // 3):  # a category: pick among its values
             return list(dict.fromkeys(out + ranked))
         shapes = {s.pattern: s for e in strs if (s := _shape(e))}
         for shape in shapes.values():
             out.extend(self._in_user(shape))
-        out += [e for e in ranked if overlap(e)]
+        out += [e for e in ranked if overlaps[e]]
         for shape in shapes.values():  # then what the records the user points at say
-            out.extend(m for m in shape.findall(self.pointed_text) if m not in strs)
+            out.extend(m for m in shape.findall(self.pointed_text) if m not in counts)
         if key in SUBJECT_PARAMS:
             out.append(self.subject())
         dates = self._in_user(_DATE)
@@ -165,14 +191,26 @@ class Guesser:
         return list(dict.fromkeys(out))
 
     def tags(self) -> list[str]:
+        return list(self._tags)
+
+    @cached_property
+    def _tags(self) -> list[str]:
         return list(dict.fromkeys(_TAG.findall(self.read_text) + _TAG.findall(self.user)))
 
     def subject(self) -> str:
-        tags = self.tags()
+        return self._subject
+
+    @cached_property
+    def _subject(self) -> str:
+        tags = self._tags
         head = self.latest.split("\n")[0][:120]
         return f"{tags[0]} {head}" if tags else head
 
     def free_text(self) -> str:
+        return self._free_text
+
+    @cached_property
+    def _free_text(self) -> str:
         quoted = " ".join(self._in_user(_QUOTED))
         text = " ".join(t for t in (self.subject(), self.latest, quoted) if t)
         return text + ("\n" + _paste(self.seen) if self.paste else "")

@@ -20,6 +20,7 @@ READ_OPS = ("list", "search", "get")
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _ID_PARAM = re.compile(r"(^|_)id$")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 _RECIPIENT = ("to", "email", "recipient", "recipients", "attendees", "assignee", "owner")
 
 
@@ -37,15 +38,31 @@ class Seen:
     # derived values, dropped by the Harvester whenever it adds to the lists above
     _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    def record_scalars(self) -> list[str]:
+        """Every scalar of every record, in order (as text, like ``_scalars``)."""
+        flat = self._derived.get("flat")
+        if flat is None:
+            flat = self._derived["flat"] = [s for r in self.records for s in _scalars(r)]
+        return flat
+
     def scalars(self) -> list[str]:
         cached = self._derived.get("scalars")
         if cached is None:
-            out: list[str] = []
-            for text in self.user_text:
-                out.append(text)
-            for record in self.records:
-                out.extend(_scalars(record))
+            out = list(self.user_text)
+            out.extend(self.record_scalars())
             cached = self._derived["scalars"] = list(dict.fromkeys(out))
+        return list(cached)
+
+    def stamps(self) -> list[str]:
+        """Field values shaped like UTC date-times, field by field in order."""
+        cached = self._derived.get("stamps")
+        if cached is None:
+            cached = self._derived["stamps"] = [
+                v
+                for values in self.fields.values()
+                for v in values
+                if isinstance(v, str) and _STAMP.fullmatch(v)
+            ]
         return list(cached)
 
     @property
@@ -116,11 +133,16 @@ class Harvester:
             self._restart()
             n = 0
         if n < len(messages):
+            seen = self.seen
+            flat, known = seen._derived.get("flat"), len(seen.records)
             for m in messages[n:]:
                 self._add(m)
             self._count = len(messages)
             self._last = messages[-1]
-            self.seen._derived.clear()
+            seen._derived.clear()
+            if flat is not None:  # records are only ever appended: extend, do not redo
+                flat.extend(s for r in seen.records[known:] for s in _scalars(r))
+                seen._derived["flat"] = flat
         return self.seen
 
     def _add(self, m: dict[str, Any]) -> None:
