@@ -57,27 +57,42 @@ _QUOTED = re.compile(r"['\"\u2018\u201c]([^'\"\u2019\u201d\n]{2,80})['\"\u2019\u
 # --------------------------------------------------------------------------- value guessing
 
 
+# Not preceded by a word character, @, . or -: the check of the original shape's leading
+# ``(?<![\w@.-])``, written after the first character it guards (two characters back: the
+# one before the match, then the match's first) so that re can scan for that character
+# instead of trying the look-behind at every position — the same matches, several times
+# faster on a long pasted text.
+_NOT_AFTER_WORD = r"(?<![\w@.-][\s\S])"
+
+
 @lru_cache(maxsize=8192)
 def _shape(value: str) -> re.Pattern[str] | None:
-    """A regex for strings shaped like ``value``: letter case runs, digit runs, the rest."""
+    r"""A regex for strings shaped like ``value``: letter case runs, digit runs, the rest;
+    the same matches as ``(?<![\w@.-])`` + the runs' pattern + ``(?![\w@-])``."""
     if not value or len(value) > 40 or "\n" in value:
         return None
-    out = []
+    body, parts = [], []  # each run's pattern, and it split as (first character, rest)
     for run in re.findall(r"[A-Z]+|[a-z]+|\d+|\s+|.", value):
         if run.isdigit():
-            out.append(r"\d+")
+            body.append(r"\d+")
+            parts.append((r"\d", r"\d*"))
         elif run.isupper() and run.isalpha():
-            out.append(re.escape(run) if len(run) > 1 else "[A-Z]")
+            body.append(re.escape(run) if len(run) > 1 else "[A-Z]")
+            parts.append((re.escape(run[0]), re.escape(run[1:])) if len(run) > 1 else ("[A-Z]", ""))
         elif run.islower() and run.isalpha():
-            out.append("[a-z]+")
+            body.append("[a-z]+")
+            parts.append(("[a-z]", "[a-z]*"))
         elif run.isspace():
-            out.append(r"\s")
+            body.append(r"\s")
+            parts.append((r"\s", ""))
         else:
-            out.append(re.escape(run))
-    body = "".join(out)
-    if body in ("[a-z]+", r"\d+"):
+            body.append(re.escape(run))
+            parts.append((re.escape(run[0]), re.escape(run[1:])))
+    if "".join(body) in ("[a-z]+", r"\d+"):
         return None  # too loose: any word or number
-    return re.compile(rf"(?<![\w@.-]){body}(?![\w@-])")
+    (first, rest), *others = parts
+    tail = "".join(f + r for f, r in others)
+    return re.compile(f"{first}{_NOT_AFTER_WORD}{rest}{tail}(?![\\w@-])")
 
 
 def _number(text: str) -> int | float:
@@ -108,6 +123,7 @@ class Guesser:
         self.texts = [self.latest, *reversed(seen.user_text[:-1])]
         self.user = "\n".join(self.texts)
         self._matches: dict[re.Pattern[str], list[str]] = {}
+        self._pointed_matches: dict[re.Pattern[str], list[str]] = {}
 
     @cached_property
     def read_text(self) -> str:
@@ -117,10 +133,15 @@ class Guesser:
     def pointed_text(self) -> str:
         stems = _stems(self.user, r"\w{4,}")
         return "\n".join(
-            s
-            for s in self.seen.record_scalars()
-            if len(s) > 40 and stems & _stems(s, r"\w{4,}")
+            s for s in self.seen.record_scalars() if len(s) > 40 and stems & _stems(s, r"\w{4,}")
         )
+
+    def _pointed(self, shape: re.Pattern[str]) -> list[str]:
+        """``shape.findall(self.pointed_text)``, once per shape."""
+        found = self._pointed_matches.get(shape)
+        if found is None:
+            found = self._pointed_matches[shape] = shape.findall(self.pointed_text)
+        return found
 
     @cached_property
     def user_words(self) -> frozenset[str]:
@@ -180,7 +201,7 @@ class Guesser:
             out.extend(self._in_user(shape))
         out += [e for e in ranked if overlaps[e]]
         for shape in shapes.values():  # then what the records the user points at say
-            out.extend(m for m in shape.findall(self.pointed_text) if m not in counts)
+            out.extend(m for m in self._pointed(shape) if m not in counts)
         if key in SUBJECT_PARAMS:
             out.append(self.subject())
         dates = self._in_user(_DATE)
@@ -254,8 +275,14 @@ def _tools(view: PolicyView) -> list[tuple[str, Any, dict[str, Any]]]:
     return out
 
 
+# json.dumps(..., sort_keys=True, default=str) and json.dumps(..., default=str), with the
+# encoder built once (json.dumps builds one per call when given options)
+_SORTED = json.JSONEncoder(sort_keys=True, default=str).encode
+_ANY = json.JSONEncoder(default=str).encode
+
+
 def _key(call: ToolCall) -> str:
-    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
+    return call.name + _SORTED(call.arguments)
 
 
 class GreedySprayer:
@@ -326,7 +353,7 @@ class GreedySprayer:
             for row in rows:
                 if not isinstance(row, dict):
                     continue
-                key = (where, json.dumps(row, sort_keys=True, default=str))
+                key = (where, _SORTED(row))
                 if key not in kept:
                     kept.add(key)
                     bucket.append(row)
@@ -549,7 +576,7 @@ def _collections_of(view: PolicyView) -> dict[tuple[str, str], list[dict[str, An
         for row in rows:
             if not isinstance(row, dict):
                 continue
-            key = (where, json.dumps(row, sort_keys=True, default=str))
+            key = (where, _SORTED(row))
             if key not in kept:
                 kept.add(key)
                 bucket.append(row)
@@ -570,7 +597,7 @@ def _combinations(options: dict[str, list[Any]]) -> list[dict[str, Any]]:
         order.append(combo)
     out, keyset = [], set()
     for combo in order:
-        k = json.dumps(combo, default=str)
+        k = _ANY(combo)
         if k not in keyset:
             keyset.add(k)
             out.append({key: v for key, v in zip(keys, combo, strict=True) if v is not None})
