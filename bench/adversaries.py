@@ -121,10 +121,11 @@ def main() -> None:
             f: sum(scores[(name, f)]) / len(scores[(name, f)]) if scores[(name, f)] else 0.0
             for f in (False, True)
         }
+        shown = {f: "  -  " if name == "ANY" else f"{mean[f]:.3f}" for f in (False, True)}
         print(
             f"  {name:16s} off {off:3d}/{n_off:<3d} ({100 * off / n_off:4.1f}%) "
-            f"mean {mean[False]:.3f}   on {on:3d}/{n_on:<3d} ({100 * on / n_on:4.1f}%) "
-            f"mean {mean[True]:.3f}"
+            f"mean {shown[False]}   on {on:3d}/{n_on:<3d} ({100 * on / n_on:4.1f}%) "
+            f"mean {shown[True]}"
         )
     for cap in sorted(by_cap):
         row = ", ".join(f"{n} {c}" for n, c in sorted(by_cap[cap].items()))
