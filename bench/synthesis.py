@@ -252,6 +252,10 @@ def bench_llm(args) -> None:
         f"{'the endpoint' if ideal >= cpu_limit else 'CPU'})"
     )
     print(f"  throughput           {args.n / wall:8.2f} environments/s")
+    if hasattr(os, "getloadavg"):  # other processes on the cores stretch the wall time
+        print(
+            f"  load average         {os.getloadavg()[0]:8.2f} (1 min, at the end; {n_cores} cores)"
+        )
 
 
 def bench_template(args) -> None:

@@ -85,6 +85,7 @@ class GreedySprayer:
         # (service, collection) -> records read, from the tool that returned them
         self._by_collection: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._harvester = Harvester()
+        self._keys: dict[int, tuple[ToolCall, str]] = {}
         self._memo: dict[str, Any] = {
             "count": 0,
             "last": None,
@@ -163,8 +164,9 @@ class GreedySprayer:
                 continue
             for guess in _phrases(seen.user_text):
                 call = ToolCall(name, {p: guess for p in filters})
-                if _key(call) not in self._done and len(calls) < MAX_FILTER_GUESSES:
-                    self._done.add(_key(call))
+                key = self._key(call)
+                if key not in self._done and len(calls) < MAX_FILTER_GUESSES:
+                    self._done.add(key)
                     calls.append(call)
         return calls
 
@@ -255,22 +257,31 @@ class GreedySprayer:
                     calls.extend(ToolCall(name, v) for v in variants[: 2 * MAX_VARIANTS])
         fresh = []
         for call in calls:
-            if _key(call) not in self._done:
-                self._done.add(_key(call))
+            key = self._key(call)
+            if key not in self._done:
+                self._done.add(key)
                 fresh.append(call)
         return fresh[:MAX_WRITES_PER_TURN]
+
+    def _key(self, call: ToolCall) -> str:
+        """``_key(call)``, once per call object (this turn's results are re-read each round);
+        the call is kept with its key so that its id is not reused."""
+        known = self._keys.get(id(call))
+        if known is None or known[0] is not call:
+            known = self._keys[id(call)] = (call, _key(call))
+        return known[1]
 
     def _retries(self, view: PolicyView) -> list[ToolCall]:
         tries: dict[str, int] = {}
         out = []
         for call, result in view.turn_results:
-            k = _key(call)
+            k = self._key(call)
             if result.ok:
                 tries[k] = MAX_RETRIES
             elif result.retryable:
                 tries[k] = tries.get(k, 0) + 1
         for call, result in view.turn_results:
-            k = _key(call)
+            k = self._key(call)
             if not result.ok and result.retryable and tries.get(k, 0) < MAX_RETRIES:
                 tries[k] = MAX_RETRIES  # once per round
                 out.append(ToolCall(call.name, call.arguments))
