@@ -1,12 +1,13 @@
 """Adversary sweep: how many tasks each adversary passes, samples + template environments.
 
-    python bench/adversaries.py [--root TREE] [--envs 150] [--timing]
+    python bench/adversaries.py [--root TREE] [--envs 30] [--timing]
 
 ``--root`` runs the sweep against another checkout's generator, engine and samples (e.g. a
 worktree of an older commit) with THIS tree's adversaries copied in beside its engine, so
 old and new templates are measured with the same agents. Prints pass rates per adversary
 and per capability, faults off and on, and (``--timing``) validation seconds per
-environment. Nothing here asserts anything.
+environment. Nothing here asserts anything. ``--envs 30`` (99 tasks, about 1,400
+adversary runs) takes a few minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ ADVERSARIES = HERE / "apps/environments/engine/adversaries.py"
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", type=Path, default=HERE)
-    ap.add_argument("--envs", type=int, default=60)
+    ap.add_argument("--envs", type=int, default=30)
     ap.add_argument("--timing", action="store_true")
     ap.add_argument("--only", default="")
     args = ap.parse_args()
     root = args.root.resolve()
     if root != HERE:
-        for name in ("adversaries.py", "adversary_greedy.py"):
+        for name in ("adversaries.py", "adversary_greedy.py", "guessing.py", "sightings.py"):
             shutil.copy(ADVERSARIES.parent / name, root / "apps/environments/engine" / name)
     sys.path.insert(0, str(root))
     import json
@@ -65,6 +66,8 @@ def main() -> None:
     by_cap: dict[str, Counter] = defaultdict(Counter)
     cap_tasks = Counter()
     examples: list[str] = []
+    scores: dict[tuple[str, bool], list[float]] = defaultdict(list)
+    started, cpu_started, runs = time.perf_counter(), time.process_time(), 0
     for label, spec in specs:
         for task in spec.tasks:
             cap = task.capabilities[0] if task.capabilities else "?"
@@ -78,6 +81,8 @@ def main() -> None:
                     if not entry.applies(task):
                         continue
                     r = run_task(spec, task.key, entry.factory(), faults=faults, seed=3)
+                    runs += 1
+                    scores[(name, faults)].append(r.grading.score)
                     if r.grading.passed or r.grading.strict:
                         passes[(name, faults)] += 1
                         any_pass = True
@@ -97,12 +102,30 @@ def main() -> None:
             file=sys.stderr,
             flush=True,
         )
-    print(f"root={root} environments={len(specs)} tasks={tasks[False]}")
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    samples = sum(1 for label, _ in specs if label.startswith("sample:"))
+    print(
+        f"root={root} environments={len(specs)} ({samples} samples + "
+        f"{len(specs) - samples} template) tasks={tasks[False]}"
+    )
+    print(
+        f"{runs} adversary runs in {elapsed:.1f} s wall, {cpu:.1f} s CPU "
+        f"({cpu / max(1, runs) * 1e3:.1f} ms CPU a run)"
+    )
+    print("  pass rate (passed or strict) of tasks it applies to; mean score; faults off | on")
     for name in [*names, "ANY"]:
         off, on = passes[(name, False)], passes[(name, True)]
+        n_off = len(scores[(name, False)]) or tasks[False]
+        n_on = len(scores[(name, True)]) or tasks[True]
+        mean = {
+            f: sum(scores[(name, f)]) / len(scores[(name, f)]) if scores[(name, f)] else 0.0
+            for f in (False, True)
+        }
+        shown = {f: "  -  " if name == "ANY" else f"{mean[f]:.3f}" for f in (False, True)}
         print(
-            f"  {name:24s} faults-off {off:4d} ({100 * off / tasks[False]:.1f}%)"
-            f"  faults-on {on:4d} ({100 * on / tasks[True]:.1f}%)"
+            f"  {name:16s} off {off:3d}/{n_off:<3d} ({100 * off / n_off:4.1f}%) "
+            f"mean {shown[False]}   on {on:3d}/{n_on:<3d} ({100 * on / n_on:4.1f}%) "
+            f"mean {shown[True]}"
         )
     for cap in sorted(by_cap):
         row = ", ".join(f"{n} {c}" for n, c in sorted(by_cap[cap].items()))

@@ -10,8 +10,11 @@
   tools), measured in the same run, and the HTTP / in-process ratio;
 * where a simulator call's time goes (each phase of Episode.call timed alone);
 * Episode.reset() for 1,000 and 10,000 records against a copy.deepcopy baseline;
-* validation time per task: each sample, and a typical task (10 tools, 200 records,
-  3 turns, 8 graders) against the 100 ms budget.
+* validation time per task: each sample, a typical task (10 tools, 200 records,
+  3 turns, 8 graders) against the 100 ms budget, and template environments (3 tasks each);
+  with ``--baseline TREE`` (a checkout of an older commit, e.g. ``git worktree add
+  /tmp/old <commit>``) the same documents are also validated by TREE's validator, each side
+  in a fresh process, and printed before / after.
 
 Nothing here asserts on time. Loops are bounded and the server stops itself.
 """
@@ -24,6 +27,7 @@ import copy
 import http.client
 import json
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -38,7 +42,6 @@ from apps.environments.engine.bindings import OpContext, ToolError, execute  # n
 from apps.environments.engine.library import standard_tools  # noqa: E402
 from apps.environments.engine.simulator import Episode, Limits, _bounded_text  # noqa: E402
 from apps.environments.engine.spec import load_spec  # noqa: E402
-from apps.environments.engine.validation import validate_spec  # noqa: E402
 
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))
 TARGET_US = 34.0  # issue 15: 100x Claw-Eval's harness (3.4 ms a call on this machine)
@@ -440,12 +443,110 @@ def typical_doc(events: list | None = None, n_records: int = 200) -> dict:
     }
 
 
-def bench_validation(doc: dict, repeat: int) -> tuple[float, float, bool]:
-    """(first-run seconds per task, warm seconds per task, valid)."""
+# Run in a fresh process with the validator of the tree given as argv[1]: documents as JSON
+# on stdin, {label: [first wall, warm wall, warm CPU, valid, tasks]} (seconds) on stdout.
+_VALIDATE_IN_TREE = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from apps.environments.engine.validation import validate_spec
+repeat = int(sys.argv[2])
+out = {}
+for label, doc in json.load(sys.stdin):
     start = time.perf_counter()
-    report = validate_spec(copy.deepcopy(doc))
-    first = (time.perf_counter() - start) / len(doc["tasks"])
-    return first, timed(lambda: validate_spec(doc), repeat) / len(doc["tasks"]), report.valid
+    report = validate_spec(json.loads(json.dumps(doc)))
+    first = time.perf_counter() - start
+    wall = cpu = float("inf")
+    for _ in range(repeat):
+        w0, c0 = time.perf_counter(), time.process_time()
+        validate_spec(doc)
+        wall = min(wall, time.perf_counter() - w0)
+        cpu = min(cpu, time.process_time() - c0)
+    out[label] = [first, wall, cpu, report.valid, len(doc["tasks"])]
+print(json.dumps(out))
+"""
+
+
+def template_docs(n: int) -> list[tuple[str, dict]]:
+    """Template environments of 3 tasks over random capabilities (bench/adversaries.py's)."""
+    import random
+
+    from apps.synthesis.generators.patterns import CAPABILITY_PATTERNS
+    from apps.synthesis.generators.template import generate_environment
+
+    caps, rng, out = sorted(CAPABILITY_PATTERNS), random.Random(18), []
+    for i in range(n):
+        chosen = rng.sample(caps, rng.randint(1, 3))
+        difficulty = rng.choice(["easy", "medium", "hard"])
+        doc = generate_environment(
+            seed=1000 + i,
+            capabilities=chosen,
+            tasks_per_environment=3,
+            turns=(1, 3),
+            difficulty=difficulty,
+        )
+        out.append((f"template {1000 + i} ({difficulty})", doc))
+    return out
+
+
+def validation_in_tree(tree: Path, docs: list[tuple[str, dict]], repeat: int) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", _VALIDATE_IN_TREE, str(tree), str(repeat)],
+        input=json.dumps(docs),
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"validation in {tree} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def validation_before_after(baseline: Path | None, templates: int, repeat: int) -> None:
+    """Validation per task (wall of the first run, wall and CPU best of ``repeat`` warm
+    runs) of each document, by this tree's validator and, with a baseline, by its."""
+    docs = [(f"samples/{p.name}", json.loads(p.read_text("utf-8"))) for p in SAMPLES]
+    docs.append(("typical task", typical_doc()))
+    docs += template_docs(templates)
+    after = validation_in_tree(ROOT, docs, repeat)
+    before = validation_in_tree(baseline, docs, repeat) if baseline else None
+    print(f"(per task; warm = best of {repeat}, each tree in a fresh process; CPU excludes")
+    print(" the time other processes held the core)")
+    head = f"{'document':34} {'first':>8} {'warm':>8} {'warm CPU':>9}"
+    if before:
+        head += f"   {'before warm CPU':>15} {'after/before':>12}"
+    print(head)
+    rows: dict[str, list[str]] = {"templates": []}
+    for label, _ in docs:
+        first, wall, cpu, valid, tasks = after[label]
+        line = (
+            f"{label:34} {first / tasks * 1e3:6.1f}ms {wall / tasks * 1e3:6.1f}ms "
+            f"{cpu / tasks * 1e3:7.1f}ms"
+        )
+        if before:
+            b_cpu, b_valid = before[label][2], before[label][3]
+            line += f"   {b_cpu / tasks * 1e3:13.1f}ms {cpu / b_cpu:12.2f}"
+            if b_valid != valid:
+                line += f"  VERDICT CHANGED ({b_valid} -> {valid})"
+        print(line + ("" if valid else "  (invalid)"))
+        if label.startswith("template"):
+            rows["templates"].append(label)
+    typical_cpu = after["typical task"][2]
+    print(
+        f"typical task: warm CPU {typical_cpu * 1e3:.1f} ms / 100 ms budget = "
+        f"{typical_cpu * 10:.2f}"
+        + (f"   (before {before['typical task'][2] * 1e3:.1f} ms)" if before else "")
+    )
+    if rows["templates"]:
+
+        def mean(side):
+            return sum(side[k][2] / side[k][4] for k in rows["templates"]) / len(rows["templates"])
+
+        line = f"template environments: mean warm CPU {mean(after) * 1e3:.1f} ms per task"
+        if before:
+            ratio = mean(after) / mean(before)
+            line += f"   (before {mean(before) * 1e3:.1f} ms, after/before {ratio:.2f})"
+        print(line)
 
 
 # --------------------------------------------------------------------------- main
@@ -454,6 +555,13 @@ def bench_validation(doc: dict, repeat: int) -> tuple[float, float, bool]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a checkout of an older commit: its validator's times are printed as 'before'",
+    )
+    parser.add_argument("--templates", type=int, default=4, help="template environments")
     args = parser.parse_args()
     scale = 1 if args.quick else 4
     sample = next((p for p in SAMPLES if p.stem == "support-desk"), SAMPLES[0])
@@ -494,20 +602,9 @@ def main() -> None:
         )
 
     print("\n== validation time per task (schema + static + dynamic)")
-    print("(first = the first validation in this process, with cold caches; warm = best of 3)")
-    for path in SAMPLES:
-        sample_doc = json.loads(path.read_text("utf-8"))
-        first, warm, valid = bench_validation(sample_doc, scale)
-        print(
-            f"samples/{path.name:22} first {first * 1e3:6.1f} ms/task   warm "
-            f"{warm * 1e3:6.1f} ms/task  (valid={valid})"
-        )
-    first, warm, valid = bench_validation(typical_doc(), 2 * scale)
-    print(
-        f"typical task (10 tools, 200 records, 3 turns, 8 graders): first {first * 1e3:.1f} ms"
-        f"   warm {warm * 1e3:.1f} ms  (valid={valid})"
+    validation_before_after(
+        args.baseline.resolve() if args.baseline else None, args.templates, 1 + scale // 2
     )
-    print(f"ratio warm / 100 ms budget  {warm * 1e3 / 100:.2f}")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,11 @@ Celery worker subprocess (``--workers`` processes), the real ``openai`` client, 
 of every draft, the environment saved with its near-duplicate sketch. Every answer is a
 valid spec, so each environment costs exactly one call, and the ideal wall time is
 ``N * 1 * L / C``. The bench prints the wall time (from start to the job's end), the ideal,
-and their ratio — the pipeline's overhead above the endpoint's limit (validation, database
-writes, queueing, worker start-up is excluded by waiting for the worker first).
+the CPU limit — the worker processes' CPU seconds per environment (validation, import,
+database writes; measured on the worker's process tree) x N / the cores this machine has —
+and the ratio of the wall time to the larger of the two: on a small machine validation, not
+the endpoint, is the real bottleneck (worker start-up is excluded by waiting for the worker
+first).
 
 Then the offline template generator: environments per second for generation alone and
 for generation + validation (what a template slot does before saving), in process.
@@ -115,6 +118,35 @@ def wait_ready(server, endpoint, timeout=60.0) -> None:
         time.sleep(0.2)
 
 
+def cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of a process and each of its descendants, by pid, from
+    /proc (Linux; empty elsewhere)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, CPU seconds)
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = entry.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+        stats[int(entry.parent.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, _) in stats.items():
+            if ppid == parent and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return {p: stats[p][1] for p in tree if p in stats}
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def bench_llm(args) -> None:
     from apps.capabilities.models import Capability
     from apps.capabilities.services import capability_catalogue_seed
@@ -149,6 +181,7 @@ def bench_llm(args) -> None:
         wait_ready(server, endpoint)
         server.reset()
         capabilities = list(Capability.objects.filter(project=project, slug__in=CAPABILITIES))
+        cpu_before = cpu_seconds(worker.pid)
         started = time.monotonic()
         synthesis = synthesis_start(
             project=project,
@@ -168,6 +201,7 @@ def bench_llm(args) -> None:
                 last = done
             time.sleep(0.05)
         wall = time.monotonic() - started
+        cpu_after = cpu_seconds(worker.pid)
     finally:
         worker.terminate()
         worker.wait(timeout=30)
@@ -180,6 +214,18 @@ def bench_llm(args) -> None:
     attempts = sum(
         SynthesisSlot.objects.filter(synthesis=synthesis).values_list("attempts_count", flat=True)
     )
+    from apps.synthesis.models import SynthesisAttempt
+
+    validation_ms = list(
+        SynthesisAttempt.objects.filter(slot__synthesis=synthesis).values_list(
+            "validation_ms", flat=True
+        )
+    )
+    worker_cpu = sum(t - cpu_before.get(pid, 0.0) for pid, t in cpu_after.items())
+    cpu_per_env = worker_cpu / args.n
+    n_cores = cores()
+    cpu_limit = cpu_per_env * args.n / n_cores
+    bound = max(ideal, cpu_limit)
     print()
     print(
         f"LLM path: N={args.n} environments, L={args.latency * 1000:.0f} ms, C={args.capacity}, "
@@ -192,8 +238,24 @@ def bench_llm(args) -> None:
     )
     print(f"  wall time            {wall:8.2f} s")
     print(f"  ideal N*calls*L/C    {ideal:8.2f} s")
+    print(
+        f"  CPU limit            {cpu_limit:8.2f} s   ({cpu_per_env:.3f} CPU-s per environment"
+        f" x {args.n} / {n_cores} cores; worker processes, all of their CPU)"
+    )
+    print(
+        f"  validation           {sum(validation_ms) / max(1, len(validation_ms)):8.0f} ms per "
+        f"draft (wall, in the worker; {len(validation_ms)} drafts)"
+    )
     print(f"  ratio wall / ideal   {wall / ideal:8.2f}")
+    print(
+        f"  ratio wall / max(ideal, CPU limit) {wall / bound:8.2f}   (the bottleneck: "
+        f"{'the endpoint' if ideal >= cpu_limit else 'CPU'})"
+    )
     print(f"  throughput           {args.n / wall:8.2f} environments/s")
+    if hasattr(os, "getloadavg"):  # other processes on the cores stretch the wall time
+        print(
+            f"  load average         {os.getloadavg()[0]:8.2f} (1 min, at the end; {n_cores} cores)"
+        )
 
 
 def bench_template(args) -> None:

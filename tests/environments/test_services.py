@@ -58,6 +58,30 @@ def test_round_trip_keeps_the_canonical_document(project, author, path):
     assert (environment.status, environment.revision) == (EnvironmentStatus.DRAFT, 1)
 
 
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_import_of_the_validated_spec_stores_the_same_document(project, author, path):
+    """validate_spec(doc).spec (schema already passed) imports exactly like the document."""
+    from apps.environments.engine.validation import validate_spec
+
+    document = load(path)
+    report = validate_spec(document, dynamic=False)
+    environment = environment_import(project=project, spec=report.spec, user=author)
+    assert environment_spec(environment) == engine_spec.canonical_dump(document)
+    assert environment.spec_hash == report.spec_hash == engine_spec.spec_hash(document)
+    assert environment.name == document["name"]
+
+
+def test_import_of_a_validated_spec_still_refuses_unstorable_text(project, author, example_spec):
+    from apps.environments.engine.validation import validate_spec
+
+    example_spec["description"] = "NUL \u0000 here"
+    spec = validate_spec(example_spec, dynamic=False).spec
+    with pytest.raises(ApplicationError) as error:
+        environment_import(project=project, spec=spec, user=author)
+    assert [p["pointer"] for p in error.value.extra["problems"]] == ["/description"]
+    assert not Environment.objects.exists()
+
+
 def test_import_links_capabilities_and_adds_unknown_ones(project, author, example_spec):
     environment = environment_import(project=project, spec=example_spec, user=author)
     slugs = {s for t in example_spec["tasks"] for s in t.get("capabilities", [])}

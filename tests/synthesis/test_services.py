@@ -184,3 +184,56 @@ def test_start_refuses_an_unknown_horizon_and_saves_nothing(project, author, cap
         "fields": {"horizon": ["Choose a horizon: short, medium, long."]}
     }
     assert (SynthesisJob.objects.count(), Job.objects.count()) == (0, 0)
+
+
+def test_signatures_refresh_reads_only_stale_environments(
+    project, author, django_assert_num_queries
+):
+    from apps.environments.services import environment_import
+    from apps.synthesis.generators import generate_environment
+    from apps.synthesis.models import EnvironmentSignature
+    from apps.synthesis.services.duplicates import signatures_refresh
+
+    docs = [generate_environment(seed=s, capabilities=["resolve-conflicts"]) for s in (1, 2)]
+    first, second = (environment_import(project=project, spec=doc, user=author) for doc in docs)
+    assert signatures_refresh(project=project) == 2
+    with django_assert_num_queries(1):  # everything current: one query, nothing sketched
+        assert signatures_refresh(project=project) == 0
+    EnvironmentSignature.objects.filter(environment=second).update(spec_hash="stale")
+    assert signatures_refresh(project=project) == 1
+    assert set(EnvironmentSignature.objects.values_list("environment_id", "spec_hash")) == {
+        (first.pk, first.spec_hash),
+        (second.pk, second.spec_hash),
+    }
+
+
+def test_a_valid_draft_passes_the_schema_once_from_draft_to_environment(
+    start_template, project, monkeypatch
+):
+    """Validation builds the typed spec once; the import stores it without a second schema
+    pass, and its hash is the one validation reported (issue 15: one schema pass a draft)."""
+    from apps.environments.engine import spec as engine_spec
+    from apps.environments.engine import validation
+
+    passes = []
+
+    def counted(doc):
+        passes.append(1)
+        return schema_problems(doc)
+
+    schema_problems = engine_spec.schema_problems
+    monkeypatch.setattr(engine_spec, "schema_problems", counted)
+    monkeypatch.setattr(validation, "schema_problems", counted)
+    synthesis = start_template(count=1, seed=5)
+    slot = synthesis.slots.get()
+    assert synthesis_slot_run(slot_id=slot.pk) == "valid"
+    assert len(passes) == 1
+    slot.refresh_from_db()
+    attempt = SynthesisAttempt.objects.get(slot=slot)
+    environment = slot.environment
+    assert environment.spec_hash == attempt.report["spec_hash"]
+    assert environment.latest_validation.spec_hash == attempt.report["spec_hash"]
+    monkeypatch.undo()
+    from apps.environments.specs import environment_spec
+
+    assert engine_spec.spec_hash(environment_spec(environment)) == environment.spec_hash

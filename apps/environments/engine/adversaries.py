@@ -47,6 +47,7 @@ from .sightings import (  # noqa: F401  (re-exported for custom adversaries)
     MAX_RECIPIENTS,
     READ_OPS,
     VAGUE_QUESTION,
+    Harvester,
     Seen,
     _paste,
     _records_in,
@@ -89,12 +90,7 @@ def _value(name: str, schema: dict[str, Any], seen: Seen, *, paste: str) -> Any:
         return {}
     if schema.get("format") == "date-time":
         stamps = [v for v in seen.fields.get(name, []) if isinstance(v, str)]
-        stamps += [
-            v
-            for values in seen.fields.values()
-            for v in values
-            if isinstance(v, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", v)
-        ]
+        stamps += seen.stamps()
         return stamps[0] if stamps else "2026-03-02T09:00:00Z"
     if name.casefold() in _RECIPIENT and seen.emails:
         return seen.emails[0]
@@ -206,8 +202,13 @@ class ReaderPaster:
     def reply(self, seen: Seen) -> str:
         return _paste(seen)
 
+    user_turns: int | None = None  # harvest only the first n user messages
+
     def known(self, view: PolicyView) -> Seen:
-        return harvest(view.messages)
+        harvester = getattr(self, "_harvester", None)
+        if harvester is None:
+            harvester = self._harvester = Harvester(user_turns=self.user_turns)
+        return harvester.update(view.messages)
 
     def act(self, view: PolicyView) -> PolicyAction:
         """Run the phases in order, one round each (a phase with no calls is skipped),
@@ -235,10 +236,9 @@ class Sprayer(ReaderPaster):
     )
 
     def phases(self, view: PolicyView, seen: Seen) -> list[Callable[[], list[ToolCall]]]:
-        text = _paste(seen) if self.paste else CLAIM
         return [
             lambda: read_calls(view, seen, gets=False),
-            lambda: spray_calls(view, seen, paste=text),
+            lambda: spray_calls(view, seen, paste=_paste(seen) if self.paste else CLAIM),
         ]
 
     def reply(self, seen: Seen) -> str:
@@ -262,8 +262,7 @@ class VagueAsker(SprayPaster):
         "checked exactly against the answer's value."
     )
 
-    def known(self, view: PolicyView) -> Seen:  # never the answer: only the first message
-        return harvest(view.messages, user_turns=1)
+    user_turns = 1  # never the answer: only the first message
 
     def act(self, view: PolicyView) -> PolicyAction:
         if view.turn == 0:

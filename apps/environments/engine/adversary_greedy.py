@@ -30,8 +30,11 @@ import re
 from typing import Any
 
 from .attachments import message_text
+from .guessing import SUBJECT_PARAMS, TEXT_PARAMS, Guesser, _shape  # noqa: F401 (re-exported)
 from .policies import PolicyAction, PolicyView, ToolCall
-from .sightings import READ_OPS, VAGUE_QUESTION, Seen, _paste, _scalars, harvest
+from .sightings import READ_OPS, VAGUE_QUESTION, Harvester, Seen, _paste, _scalars
+
+_ID_PARAM = re.compile(r"(^|_)id$")
 
 MAX_WRITES_PER_TURN = 60
 MAX_CALLS_PER_EPISODE = 180  # under the simulator's default 200-call limit
@@ -40,169 +43,6 @@ MAX_VARIANTS = 6  # argument combinations per tool and target
 MAX_CANDIDATES = 3  # values tried per argument
 MAX_RETRIES = 3
 MAX_FILTER_GUESSES = 40
-TEXT_PARAMS = ("body", "content", "text", "message", "comment", "note", "description", "reply")
-SUBJECT_PARAMS = ("subject", "title", "summary", "name")
-
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_ID_PARAM = re.compile(r"(^|_)id$")
-_NUMBER = re.compile(r"(?<![\w.-])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.-])\d+(?:\.\d+)?")
-_DATE = re.compile(r"\b\d{4}-\d\d-\d\d\b")
-_TIME = re.compile(r"\b(?:[01]?\d|2[0-3]):[0-5]\d\b")
-_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d)?Z$")
-_TAG = re.compile(r"\[[^\[\]\n]{1,24}\]")
-_QUOTED = re.compile(r"['\"\u2018\u201c]([^'\"\u2019\u201d\n]{2,80})['\"\u2019\u201d]")
-
-
-# --------------------------------------------------------------------------- value guessing
-
-
-def _shape(value: str) -> re.Pattern[str] | None:
-    """A regex for strings shaped like ``value``: letter case runs, digit runs, the rest."""
-    if not value or len(value) > 40 or "\n" in value:
-        return None
-    out = []
-    for run in re.findall(r"[A-Z]+|[a-z]+|\d+|\s+|.", value):
-        if run.isdigit():
-            out.append(r"\d+")
-        elif run.isupper() and run.isalpha():
-            out.append(re.escape(run) if len(run) > 1 else "[A-Z]")
-        elif run.islower() and run.isalpha():
-            out.append("[a-z]+")
-        elif run.isspace():
-            out.append(r"\s")
-        else:
-            out.append(re.escape(run))
-    body = "".join(out)
-    if body in ("[a-z]+", r"\d+"):
-        return None  # too loose: any word or number
-    return re.compile(rf"(?<![\w@.-]){body}(?![\w@-])")
-
-
-def _number(text: str) -> int | float:
-    value = float(text.replace(",", ""))
-    return int(value) if value.is_integer() else value
-
-
-class Guesser:
-    """What one agent can guess, from one conversation."""
-
-    def __init__(self, seen: Seen, *, paste: bool):
-        self.seen = seen
-        self.paste = paste
-        self.latest = seen.user_text[-1] if seen.user_text else ""
-        # the latest message first: on a multi-turn task it is the one being answered
-        self.texts = [self.latest, *reversed(seen.user_text[:-1])]
-        self.user = "\n".join(self.texts)
-        self.read_text = "\n".join(s for r in seen.records for s in _scalars(r))
-        stems = {w[:5] for w in re.findall(r"\w{4,}", self.user.casefold())}
-        self.pointed_text = "\n".join(
-            s
-            for r in seen.records
-            for s in _scalars(r)
-            if len(s) > 40 and stems & {w[:5] for w in re.findall(r"\w{4,}", s.casefold())}
-        )
-
-    def _in_user(self, pattern: re.Pattern[str]) -> list[str]:
-        """Matches in the user's messages, latest first; a match that opens a sentence
-        (a capitalised verb, most likely) after the others."""
-        inner, opening = [], []
-        for text in self.texts:
-            for m in pattern.finditer(text):
-                before = text[: m.start()].rstrip()
-                (opening if not before or before[-1] in ".!?:" else inner).append(m.group(0))
-        return list(dict.fromkeys(inner + opening))
-
-    def numbers(self, examples: list[Any]) -> list[int | float]:
-        found = [_number(n) for n in self._in_user(_NUMBER)]
-        found = [n for n in found if not 1900 <= n <= 2100 or not examples]
-        if examples:
-            ref = sorted(abs(e) for e in examples)[len(examples) // 2] or 1
-            found.sort(key=lambda n: abs(len(str(int(abs(n) or 1))) - len(str(int(ref)))))
-        return list(dict.fromkeys(found))
-
-    def stamps(self, examples: list[Any]) -> list[str]:
-        dates = self._in_user(_DATE)
-        times = self._in_user(_TIME)
-        out = [f"{d}T{t.zfill(5)}:00Z" for d in dates for t in times] + [
-            f"{d}T09:00:00Z" for d in dates
-        ]
-        out += [e for e in examples if isinstance(e, str) and _STAMP.match(e)]
-        return list(dict.fromkeys(out))
-
-    def strings(self, name: str, examples: list[Any]) -> list[str]:
-        key = name.casefold()
-        emails = self._in_user(_EMAIL)
-        if "@" in "".join(str(e) for e in examples) or key in ("to", "email", "recipient"):
-            return emails + [e for e in examples if isinstance(e, str) and "@" in e][:1]
-        if key in TEXT_PARAMS:
-            return [self.free_text()]
-        out: list[str] = []
-        words = set(re.findall(r"\w+", self.user.casefold()))
-        strs = [e for e in examples if isinstance(e, str)]
-        for e in strs:  # values the records hold that the user mentioned
-            if e and set(re.findall(r"\w+", e.casefold())) <= words:
-                out.append(e)
-        stems = {w[:5] for w in words}
-
-        def overlap(e: str) -> int:
-            return len({w[:5] for w in re.findall(r"[a-z]{3,}", e.casefold())} & stems)
-
-        ranked = sorted(dict.fromkeys(strs), key=lambda e: (-overlap(e), -strs.count(e)))
-        if len(set(strs)) <= max(3, len(strs) // 3):  # a category: pick among its values
-            return list(dict.fromkeys(out + ranked))
-        shapes = {s.pattern: s for e in strs if (s := _shape(e))}
-        for shape in shapes.values():
-            out.extend(self._in_user(shape))
-        out += [e for e in ranked if overlap(e)]
-        for shape in shapes.values():  # then what the records the user points at say
-            out.extend(m for m in shape.findall(self.pointed_text) if m not in strs)
-        if key in SUBJECT_PARAMS:
-            out.append(self.subject())
-        dates = self._in_user(_DATE)
-        if any(isinstance(e, str) and _DATE.fullmatch(e) for e in examples):
-            out = dates + out
-        if not out:
-            out = [e for e in examples if isinstance(e, str)][:1] or [self.subject()]
-        return list(dict.fromkeys(out))
-
-    def tags(self) -> list[str]:
-        return list(dict.fromkeys(_TAG.findall(self.read_text) + _TAG.findall(self.user)))
-
-    def subject(self) -> str:
-        tags = self.tags()
-        head = self.latest.split("\n")[0][:120]
-        return f"{tags[0]} {head}" if tags else head
-
-    def free_text(self) -> str:
-        quoted = " ".join(self._in_user(_QUOTED))
-        text = " ".join(t for t in (self.subject(), self.latest, quoted) if t)
-        return text + ("\n" + _paste(self.seen) if self.paste else "")
-
-    def values(self, name: str, schema: dict[str, Any], examples: list[Any]) -> list[Any]:
-        """The few values worth trying for one parameter or field, best first."""
-        kind = schema.get("type")
-        if isinstance(schema.get("enum"), list) and schema["enum"]:
-            text = self.user.casefold()
-            named = [o for o in schema["enum"] if isinstance(o, str) and o.casefold() in text]
-            return (named or [e for e in examples if e in schema["enum"]] or schema["enum"])[:2]
-        if kind == "boolean" or (examples and all(isinstance(e, bool) for e in examples)):
-            return [True, False]
-        if kind in ("integer", "number") or (
-            examples and all(isinstance(e, int | float) for e in examples)
-        ):
-            found = self.numbers([e for e in examples if isinstance(e, int | float)]) or [1]
-            lo, hi = schema.get("minimum"), schema.get("maximum")
-            found = [n for n in found if (lo is None or n >= lo) and (hi is None or n <= hi)]
-            return found or [lo if lo is not None else 1]
-        if kind == "array":
-            emails = self._in_user(_EMAIL)
-            return [emails[:5]] if emails else [[self.subject()]]
-        if schema.get("format") == "date-time" or any(
-            isinstance(e, str) and _STAMP.match(e) for e in examples
-        ):
-            return self.stamps(examples) or ["2026-03-02T09:00:00Z"]
-        return self.strings(name, examples)
-
 
 # --------------------------------------------------------------------------- the agents
 
@@ -217,8 +57,14 @@ def _tools(view: PolicyView) -> list[tuple[str, Any, dict[str, Any]]]:
     return out
 
 
+# json.dumps(..., sort_keys=True, default=str) and json.dumps(..., default=str), with the
+# encoder built once (json.dumps builds one per call when given options)
+_SORTED = json.JSONEncoder(sort_keys=True, default=str).encode
+_ANY = json.JSONEncoder(default=str).encode
+
+
 def _key(call: ToolCall) -> str:
-    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
+    return call.name + _SORTED(call.arguments)
 
 
 class GreedySprayer:
@@ -239,23 +85,44 @@ class GreedySprayer:
         self._calls = 0
         # (service, collection) -> records read, from the tool that returned them
         self._by_collection: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._harvester = Harvester()
+        self._keys: dict[int, tuple[ToolCall, str]] = {}
+        self._memo: dict[str, Any] = {
+            "count": 0,
+            "last": None,
+            "names": {},
+            "out": {},
+            "kept": set(),
+        }
 
     # ---- what it knows
 
     def known(self, view: PolicyView) -> Seen:
-        return harvest(view.messages)
+        return self._harvester.update(view.messages)
 
     def _collections(self, view: PolicyView) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        by_id = {}
-        for m in view.messages:
-            for call in m.get("tool_calls") or []:
-                by_id[call.get("id")] = (call.get("function") or {}).get("name")
-        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        kept: set[tuple[tuple[str, str], str]] = set()
-        for m in view.messages:
+        """Records read so far per (service, collection), from the tool that returned them,
+        de-duplicated by their JSON. Kept up to date from the messages added since the last
+        call (the conversation only grows); starts over when the conversation is another,
+        or when a tool-call id repeats (a later call would rename an earlier result)."""
+        memo = self._memo
+        messages = view.messages
+        n = memo["count"]
+        if n > len(messages) or (n and messages[n - 1] is not memo["last"]):
+            memo.update(count=0, last=None, names={}, out={}, kept=set())
+            n = 0
+        names, out, kept = memo["names"], memo["out"], memo["kept"]
+        for m in messages[n:]:
             if m.get("role") != "tool":
+                for call in m.get("tool_calls") or []:
+                    call_id = call.get("id")
+                    if call_id in names:
+                        memo["count"] = -1  # an id said twice: recount from the start
+                    names[call_id] = (call.get("function") or {}).get("name")
                 continue
-            tool = view.spec.tool(by_id.get(m.get("tool_call_id")) or "")
+            if m.get("tool_call_id") not in names:
+                memo["count"] = -1  # a result before its call: recount from the start
+            tool = view.spec.tool(names.get(m.get("tool_call_id")) or "")
             try:
                 content = json.loads(message_text(m.get("content")) or "null")
             except ValueError:
@@ -269,11 +136,16 @@ class GreedySprayer:
             for row in rows:
                 if not isinstance(row, dict):
                     continue
-                key = (where, json.dumps(row, sort_keys=True, default=str))
+                key = (where, _SORTED(row))
                 if key not in kept:
                     kept.add(key)
                     bucket.append(row)
-        return out
+        if memo["count"] < 0:
+            memo.update(count=0, last=None, names={}, out={}, kept=set())
+            return _collections_of(view)
+        memo["count"] = len(messages)
+        memo["last"] = messages[-1] if messages else None
+        return {k: list(v) for k, v in out.items()}
 
     # ---- phases
 
@@ -293,8 +165,9 @@ class GreedySprayer:
                 continue
             for guess in _phrases(seen.user_text):
                 call = ToolCall(name, {p: guess for p in filters})
-                if _key(call) not in self._done and len(calls) < MAX_FILTER_GUESSES:
-                    self._done.add(_key(call))
+                key = self._key(call)
+                if key not in self._done and len(calls) < MAX_FILTER_GUESSES:
+                    self._done.add(key)
                     calls.append(call)
         return calls
 
@@ -385,22 +258,31 @@ class GreedySprayer:
                     calls.extend(ToolCall(name, v) for v in variants[: 2 * MAX_VARIANTS])
         fresh = []
         for call in calls:
-            if _key(call) not in self._done:
-                self._done.add(_key(call))
+            key = self._key(call)
+            if key not in self._done:
+                self._done.add(key)
                 fresh.append(call)
         return fresh[:MAX_WRITES_PER_TURN]
+
+    def _key(self, call: ToolCall) -> str:
+        """``_key(call)``, once per call object (this turn's results are re-read each round);
+        the call is kept with its key so that its id is not reused."""
+        known = self._keys.get(id(call))
+        if known is None or known[0] is not call:
+            known = self._keys[id(call)] = (call, _key(call))
+        return known[1]
 
     def _retries(self, view: PolicyView) -> list[ToolCall]:
         tries: dict[str, int] = {}
         out = []
         for call, result in view.turn_results:
-            k = _key(call)
+            k = self._key(call)
             if result.ok:
                 tries[k] = MAX_RETRIES
             elif result.retryable:
                 tries[k] = tries.get(k, 0) + 1
         for call, result in view.turn_results:
-            k = _key(call)
+            k = self._key(call)
             if not result.ok and result.retryable and tries.get(k, 0) < MAX_RETRIES:
                 tries[k] = MAX_RETRIES  # once per round
                 out.append(ToolCall(call.name, call.arguments))
@@ -462,6 +344,38 @@ class AskerPaster(AskerSprayer):
     paste = True
 
 
+def _collections_of(view: PolicyView) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """``GreedySprayer._collections`` from scratch (when tool-call ids repeat)."""
+    by_id = {}
+    for m in view.messages:
+        for call in m.get("tool_calls") or []:
+            by_id[call.get("id")] = (call.get("function") or {}).get("name")
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    kept: set[tuple[tuple[str, str], str]] = set()
+    for m in view.messages:
+        if m.get("role") != "tool":
+            continue
+        tool = view.spec.tool(by_id.get(m.get("tool_call_id")) or "")
+        try:
+            content = json.loads(m.get("content") or "null")
+        except ValueError:
+            continue
+        if tool is None or not isinstance(content, dict):
+            continue
+        rows = content.get("results") if isinstance(content.get("results"), list) else None
+        rows = rows if rows is not None else ([content] if "id" in content else [])
+        where = (tool.binding.service, tool.binding.collection)
+        bucket = out.setdefault(where, [])
+        for row in rows:
+            if not isinstance(row, dict):
+                continue
+            key = (where, _SORTED(row))
+            if key not in kept:
+                kept.add(key)
+                bucket.append(row)
+    return out
+
+
 def _combinations(options: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """The first-choice combination, then each single-argument variation, then the rest of
     the product, up to MAX_VARIANTS * 4 combinations."""
@@ -476,7 +390,7 @@ def _combinations(options: dict[str, list[Any]]) -> list[dict[str, Any]]:
         order.append(combo)
     out, keyset = [], set()
     for combo in order:
-        k = json.dumps(combo, default=str)
+        k = _ANY(combo)
         if k not in keyset:
             keyset.add(k)
             out.append({key: v for key, v in zip(keys, combo, strict=True) if v is not None})

@@ -78,6 +78,10 @@ def _field_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def _search_text(record: dict[str, Any], fields: tuple[str, ...]) -> str:
+    return normalize_text(" ".join(_field_text(record.get(f)) for f in fields))
+
+
 def _where(binding: Binding, args: dict[str, Any], now: str) -> dict[str, Any]:
     out = {}
     for field, raw in (binding.where or {}).items():
@@ -177,12 +181,12 @@ def execute(
             raise ToolError("bad_arguments", "the search query must be a string")
         terms = normalize_text(query).split()
         where = _where(binding, args, now)
-        fields = binding.fields or ()
+        fields = tuple(binding.fields or ())
         matched = []
         for r in state.records(svc, col):
             if where and not _matches_where(r, where):
                 continue
-            text = normalize_text(" ".join(_field_text(r.get(f)) for f in fields))
+            text = state.search_text(r, fields, _search_text)
             if all(t in text for t in terms):
                 matched.append(r)
         return _page(matched, _limit(binding, args)), []

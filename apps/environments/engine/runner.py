@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .checks import Call, Judge, leaf_kinds
@@ -38,28 +38,78 @@ class UserTurnView:
 UserSimulator = Callable[[UserTurnView], str]
 
 
-@dataclass
 class EpisodeResult:
-    task_key: str
-    policy: str
-    seed: int
-    faults: bool
-    transcript: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    audit_log: list[dict[str, Any]]
-    exogenous_log: list[dict[str, Any]]
-    final_state: dict[str, Any]
-    state_hash: str
-    grading: Grading
-    stop_reason: str  # "completed" | "round_limit" | "call_limit"
-    turn_snapshots: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
-    # replay_transcript only: the tool_call ids whose replayed result differs from the
-    # recorded one (the environment changed since the transcript was recorded).
-    divergent_calls: list[str] = field(default_factory=list)
+    """One graded episode. ``audit_log``, ``final_state`` and ``state_hash`` are built from
+    the finished episode on first access (validation grades many episodes and reads them
+    for few), then kept; given explicitly they are taken as they are."""
+
+    def __init__(
+        self,
+        *,
+        task_key: str,
+        policy: str,
+        seed: int,
+        faults: bool,
+        transcript: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        exogenous_log: list[dict[str, Any]],
+        grading: Grading,
+        stop_reason: str,  # "completed" | "round_limit" | "call_limit"
+        audit_log: list[dict[str, Any]] | None = None,
+        final_state: dict[str, Any] | None = None,
+        state_hash: str | None = None,
+        turn_snapshots: dict[int, dict[str, Any]] | None = None,
+        divergent_calls: list[str] | None = None,
+        episode: Episode | None = None,
+    ):
+        if episode is None and (audit_log is None or final_state is None or state_hash is None):
+            raise TypeError("EpisodeResult needs the episode or its audit log, state and hash")
+        self.task_key = task_key
+        self.policy = policy
+        self.seed = seed
+        self.faults = faults
+        self.transcript = transcript
+        self.tools = tools
+        self.exogenous_log = exogenous_log
+        self.grading = grading
+        self.stop_reason = stop_reason
+        self.turn_snapshots = turn_snapshots if turn_snapshots is not None else {}
+        # replay_transcript only: the tool_call ids whose replayed result differs from the
+        # recorded one (the environment changed since the transcript was recorded).
+        self.divergent_calls = divergent_calls if divergent_calls is not None else []
+        self._episode = episode
+        self._audit_log = audit_log
+        self._final_state = final_state
+        self._state_hash = state_hash
+
+    @property
+    def audit_log(self) -> list[dict[str, Any]]:
+        if self._audit_log is None:
+            self._audit_log = [e.to_dict() for e in self._episode.audit_log]
+        return self._audit_log
+
+    @property
+    def final_state(self) -> dict[str, Any]:
+        if self._final_state is None:
+            self._final_state = self._episode.state_snapshot()
+        return self._final_state
+
+    @property
+    def state_hash(self) -> str:
+        if self._state_hash is None:
+            self._state_hash = self._episode.state_hash()
+        return self._state_hash
 
     @property
     def tool_errors(self) -> list[dict[str, Any]]:
         return [e for e in self.audit_log if not e["ok"]]
+
+    def __repr__(self) -> str:
+        return (
+            f"EpisodeResult(task_key={self.task_key!r}, policy={self.policy!r}, "
+            f"seed={self.seed}, faults={self.faults}, stop_reason={self.stop_reason!r}, "
+            f"score={self.grading.score})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,11 +132,14 @@ def _footprint(spec: EnvironmentSpec, task: TaskSpec) -> Footprint | None:
     return reference_footprint(spec, task.key) if needs_footprint(task) else None
 
 
+_ENCODE_ARGS = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
 def _arguments_text(arguments: dict[str, Any] | str) -> str:
     if isinstance(arguments, str):
         return arguments
     try:
-        return json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+        return _ENCODE_ARGS(arguments)
     except (TypeError, ValueError):
         return json.dumps(str(arguments))
 
@@ -203,10 +256,8 @@ def run_task(
         faults=faults,
         transcript=transcript,
         tools=tools,
-        audit_log=[e.to_dict() for e in episode.audit_log],
         exogenous_log=list(episode.exogenous_log),
-        final_state=episode.state_snapshot(),
-        state_hash=episode.state_hash(),
+        episode=episode,
         grading=grading,
         stop_reason=stop_reason,
         turn_snapshots=turn_states,
@@ -335,10 +386,8 @@ def replay_transcript(
         faults=False,
         transcript=out,
         tools=spec.openai_tools(),
-        audit_log=[e.to_dict() for e in episode.audit_log],
         exogenous_log=list(episode.exogenous_log),
-        final_state=episode.state_snapshot(),
-        state_hash=episode.state_hash(),
+        episode=episode,
         grading=grading,
         stop_reason=stop_reason,
         turn_snapshots=turn_states,

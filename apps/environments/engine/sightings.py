@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .attachments import message_text
@@ -22,6 +22,7 @@ READ_OPS = ("list", "search", "get")
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _ID_PARAM = re.compile(r"(^|_)id$")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 _RECIPIENT = ("to", "email", "recipient", "recipients", "attendees", "assignee", "owner")
 
 
@@ -36,19 +37,43 @@ class Seen:
     records: list[dict[str, Any]]
     ids: list[str]
     fields: dict[str, list[Any]]
+    # derived values, dropped by the Harvester whenever it adds to the lists above
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def record_scalars(self) -> list[str]:
+        """Every scalar of every record, in order (as text, like ``_scalars``)."""
+        flat = self._derived.get("flat")
+        if flat is None:
+            flat = self._derived["flat"] = [s for r in self.records for s in _scalars(r)]
+        return flat
 
     def scalars(self) -> list[str]:
-        out: list[str] = []
-        for text in self.user_text:
-            out.append(text)
-        for record in self.records:
-            out.extend(_scalars(record))
-        return list(dict.fromkeys(out))
+        cached = self._derived.get("scalars")
+        if cached is None:
+            out = list(self.user_text)
+            out.extend(self.record_scalars())
+            cached = self._derived["scalars"] = list(dict.fromkeys(out))
+        return list(cached)
+
+    def stamps(self) -> list[str]:
+        """Field values shaped like UTC date-times, field by field in order."""
+        cached = self._derived.get("stamps")
+        if cached is None:
+            cached = self._derived["stamps"] = [
+                v
+                for values in self.fields.values()
+                for v in values
+                if isinstance(v, str) and _STAMP.fullmatch(v)
+            ]
+        return list(cached)
 
     @property
     def emails(self) -> list[str]:
-        found = [m for t in self.user_text for m in _EMAIL.findall(t)]
-        return list(dict.fromkeys(found))
+        cached = self._derived.get("emails")
+        if cached is None:
+            found = [m for t in self.user_text for m in _EMAIL.findall(t)]
+            cached = self._derived["emails"] = list(dict.fromkeys(found))
+        return list(cached)
 
 
 def _scalars(value: Any) -> Iterator[str]:
@@ -74,31 +99,88 @@ def _records_in(content: Any) -> list[dict[str, Any]]:
     return []
 
 
-def harvest(messages: list[dict[str, Any]], *, user_turns: int | None = None) -> Seen:
-    """What the conversation shows; ``user_turns`` keeps only the first n user messages."""
-    seen = Seen([], [], [], {})
-    users = 0
-    for m in messages:
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in equal to another's exactly when the JSON values are equal (==):
+    dicts whatever their key order, 1 == 1.0 == True as Python compares them."""
+    if isinstance(value, dict):
+        return frozenset((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return ("[]", *map(_frozen, value))
+    return value
+
+
+class Harvester:
+    """``harvest`` over a conversation that only grows: each call reads the messages added
+    since the last one (a policy's view is the transcript so far, a copy of the same
+    message objects). A conversation that is not the last one extended starts over.
+    Membership tests use hashed stand-ins (``_frozen``) instead of list scans, with the
+    same equality, so the result is exactly ``harvest``'s."""
+
+    def __init__(self, *, user_turns: int | None = None):
+        self.user_turns = user_turns
+        self._restart()
+
+    def _restart(self) -> None:
+        self.seen = Seen([], [], [], {})
+        self._count = 0
+        self._last: Any = None
+        self._users = 0
+        self._records: set[Any] = set()
+        self._ids: set[Any] = set()
+        self._values: dict[str, set[Any]] = {}
+
+    def update(self, messages: list[dict[str, Any]]) -> Seen:
+        n = self._count
+        if n > len(messages) or (n and messages[n - 1] is not self._last):
+            self._restart()
+            n = 0
+        if n < len(messages):
+            seen = self.seen
+            flat, known = seen._derived.get("flat"), len(seen.records)
+            for m in messages[n:]:
+                self._add(m)
+            self._count = len(messages)
+            self._last = messages[-1]
+            seen._derived.clear()
+            if flat is not None:  # records are only ever appended: extend, do not redo
+                flat.extend(s for r in seen.records[known:] for s in _scalars(r))
+                seen._derived["flat"] = flat
+        return self.seen
+
+    def _add(self, m: dict[str, Any]) -> None:
+        seen = self.seen
         role = m.get("role")
         if role == "user":
-            users += 1
-            if user_turns is None or users <= user_turns:
+            self._users += 1
+            if self.user_turns is None or self._users <= self.user_turns:
                 seen.user_text.append(str(m.get("content") or ""))
         elif role == "tool":
             try:
                 content = json.loads(message_text(m.get("content")) or "null")
             except ValueError:
-                continue
+                return
             for record in _records_in(content):
-                if record not in seen.records:
+                key = _frozen(record)
+                if key not in self._records:
+                    self._records.add(key)
                     seen.records.append(record)
-                if record["id"] not in seen.ids:
-                    seen.ids.append(record["id"])
-                for key, value in record.items():
-                    values = seen.fields.setdefault(key, [])
-                    if value not in values:
+                record_id = record["id"]
+                key = _frozen(record_id)
+                if key not in self._ids:
+                    self._ids.add(key)
+                    seen.ids.append(record_id)
+                for name, value in record.items():
+                    values = seen.fields.setdefault(name, [])
+                    known = self._values.setdefault(name, set())
+                    key = _frozen(value)
+                    if key not in known:
+                        known.add(key)
                         values.append(value)
-    return seen
+
+
+def harvest(messages: list[dict[str, Any]], *, user_turns: int | None = None) -> Seen:
+    """What the conversation shows; ``user_turns`` keeps only the first n user messages."""
+    return Harvester(user_turns=user_turns).update(messages)
 
 
 def _paste(seen: Seen) -> str:

@@ -48,6 +48,7 @@ __all__ = [
     "Update",
     "UserSpec",
     "canonical_dump",
+    "canonical_hash",
     "canonical_json",
     "load_spec",
     "parse_spec",
@@ -471,6 +472,12 @@ def canonical_json(value: Any) -> str:
         ensure_ascii=False,
         allow_nan=False,
     )
+
+
+def canonical_hash(canonical: dict[str, Any]) -> str:
+    """``spec_hash`` of a document that is already canonical (``canonical_dump``'s output,
+    which it returns unchanged), without schema-validating it again."""
+    return hashlib.sha256(canonical_json(canonical).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def spec_hash(doc_or_spec: Any) -> str:

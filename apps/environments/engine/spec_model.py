@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,4 +185,7 @@ class EnvironmentSpec:
 
     def openai_tools(self) -> list[dict[str, Any]]:
         """The tool list in OpenAI function-tool format (``tools=`` of chat completions)."""
-        return [t.openai() for t in self.tools]
+        text = self._cache.get("openai_tools")
+        if text is None:  # built once per spec; each caller gets its own copy
+            text = self._cache["openai_tools"] = json.dumps([t.openai() for t in self.tools])
+        return json.loads(text)

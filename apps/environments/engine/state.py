@@ -10,7 +10,8 @@ audit log is safe. Reset is therefore O(number of collections), not O(number of 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 Key = tuple[str, str]
@@ -31,6 +32,14 @@ class BaseState:
     collections: dict[Key, Collection]
     order: tuple[Key, ...]
     size_bytes: int
+    # (id(record), fields) -> (record, its normalised search text), shared by the episodes
+    # of this task: records are never changed in place, so a record's text never changes.
+    search_texts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], str]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+
+MAX_SEARCH_TEXTS = 20_000  # cached texts per task's base state (then computed each time)
 
 
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
@@ -123,6 +132,23 @@ class WorldState:
         for service, name in self._base.order:
             out.setdefault(service, {})[name] = self._cols[(service, name)].records
         return out
+
+    def search_text(
+        self,
+        record: dict[str, Any],
+        fields: tuple[str, ...],
+        make: Callable[[dict[str, Any], tuple[str, ...]], str],
+    ) -> str:
+        """``make(record, fields)``, computed once per record object and fields."""
+        cache = self._base.search_texts
+        key = (id(record), fields)
+        hit = cache.get(key)
+        if hit is not None and hit[0] is record:
+            return hit[1]
+        text = make(record, fields)
+        if len(cache) < MAX_SEARCH_TEXTS:
+            cache[key] = (record, text)  # the record kept alive: its id is not reused
+        return text
 
     def record_count(self) -> int:
         return sum(len(c.records) for c in self._cols.values())

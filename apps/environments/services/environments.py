@@ -8,12 +8,20 @@ from apps.core.safeinput import UnsafeInput, json_check
 from apps.core.text import count_of
 from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.problems import SpecError
+from apps.environments.engine.spec_model import EnvironmentSpec
 from apps.environments.models import Environment, EnvironmentSource, EnvironmentStatus
 from apps.environments.specs import environment_spec, spec_rows_create, spec_rows_delete
 
 
 def spec_canonical(document) -> dict:
-    """The canonical form of a document, or ApplicationError listing every schema problem."""
+    """The canonical form of a document, or ApplicationError listing every schema problem.
+
+    ``document`` may also be the engine's typed spec of a document that already passed the
+    schema (``validate_spec(doc).spec``): it is dumped without a second schema pass."""
+    if isinstance(document, EnvironmentSpec):
+        canonical = engine_spec.canonical_dump(document)
+        input_screened(canonical)
+        return canonical
     if not isinstance(document, dict):
         raise ApplicationError(
             "A spec must be a JSON object.",
@@ -54,9 +62,12 @@ def _problem(code: str, pointer: str, message: str, hint: str = "") -> dict:
 
 @transaction.atomic
 def environment_import(
-    *, project, spec: dict, user, source: str = EnvironmentSource.IMPORTED
+    *, project, spec: dict | EnvironmentSpec, user, source: str = EnvironmentSource.IMPORTED
 ) -> Environment:
-    """Store a spec as a new draft environment; a spec that is not schema-valid saves nothing."""
+    """Store a spec as a new draft environment; a spec that is not schema-valid saves nothing.
+
+    ``spec`` is a document, or the typed spec the validator built from one
+    (``validate_spec(doc).spec``), which is stored without a second schema pass."""
     document = spec_canonical(spec)
     environment = Environment(
         project=project,
@@ -69,7 +80,7 @@ def environment_import(
     environment.full_clean(exclude=["collections", "clock", "metadata", "attachments"])
     environment.save()
     spec_rows_create(environment=environment, document=document)
-    environment.spec_hash = engine_spec.spec_hash(document)
+    environment.spec_hash = engine_spec.canonical_hash(document)
     environment.save(update_fields=["collections", "clock", "metadata", "attachments", "spec_hash"])
     return environment
 
@@ -119,7 +130,7 @@ def _record_edit(environment: Environment) -> Environment:
             "That change would make the spec invalid: " + problems[0]["message"],
             {"problems": problems},
         ) from None
-    environment.spec_hash = engine_spec.spec_hash(document)
+    environment.spec_hash = engine_spec.canonical_hash(document)
     environment.revision = F("revision") + 1
     environment.status = EnvironmentStatus.DRAFT
     environment.full_clean(exclude=["revision"])
@@ -139,7 +150,7 @@ def environment_duplicate(*, environment: Environment, user) -> Environment:
     copy.name = f"{environment.name} (copy)"[:200]
     copy.duplicated_from = environment
     copy.save(update_fields=["name", "duplicated_from"])
-    copy.spec_hash = engine_spec.spec_hash(environment_spec(copy))
+    copy.spec_hash = engine_spec.canonical_hash(environment_spec(copy))
     copy.save(update_fields=["spec_hash"])
     return copy
 

@@ -19,7 +19,7 @@ def environment_validation_record(
     hashes the canonical form); a mismatch is a programming error and raises ValueError.
     """
     # Every write keeps Environment.spec_hash current, so the rows need not be read again.
-    spec_hash = environment.spec_hash or engine_spec.spec_hash(environment_spec(environment))
+    spec_hash = environment.spec_hash or engine_spec.canonical_hash(environment_spec(environment))
     if result.get("spec_hash") and result["spec_hash"] != spec_hash:
         raise ValueError(
             f"The validation result is for spec {result['spec_hash'][:12]}, "

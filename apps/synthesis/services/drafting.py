@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from apps.capabilities.models import Capability
 from apps.environments.engine.spec import spec_json_schema
+from apps.environments.engine.spec_model import EnvironmentSpec
 from apps.llm.client import llm_chat, parse_json_answer
 from apps.llm.exceptions import LLMError, LLMOutputError
 from apps.synthesis.generators import generate_environment
@@ -38,6 +39,7 @@ class Answer:
     cost: Decimal = Decimal("0")
     call_ids: list[int] = field(default_factory=list)
     model: str = ""
+    spec: EnvironmentSpec | None = None  # built by validation when the schema passed
 
     @classmethod
     def from_output_error(cls, exc: LLMOutputError) -> "Answer":

@@ -3,6 +3,7 @@
 import logging
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 
 from apps.environments.models import Environment
 from apps.environments.specs import environment_spec
@@ -26,21 +27,14 @@ def signature_store(*, environment: Environment, sketch: list[int], shingles: in
 
 def signatures_refresh(*, project) -> int:
     """Sketch every environment of the project whose sketch is missing or out of date (its
-    spec changed since). Two queries when everything is current. Returns how many it made."""
-    current = dict(
-        EnvironmentSignature.objects.filter(project=project).values_list(
-            "environment_id", "spec_hash"
-        )
+    spec changed since). One query when everything is current: only the stale
+    environments are read (the index is kept incrementally, never rebuilt). Returns how
+    many it made."""
+    current = EnvironmentSignature.objects.filter(
+        environment=OuterRef("pk"), spec_hash=OuterRef("spec_hash")
     )
-    stale = [
-        pk
-        for pk, spec_hash in Environment.objects.filter(project=project).values_list(
-            "pk", "spec_hash"
-        )
-        if current.get(pk) != spec_hash
-    ]
     made = 0
-    for environment in Environment.objects.filter(pk__in=stale):
+    for environment in Environment.objects.filter(project=project).exclude(Exists(current)):
         sketch, shingles = document_sketch(environment_spec(environment))
         try:
             with transaction.atomic():

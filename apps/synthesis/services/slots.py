@@ -242,7 +242,9 @@ def _produce(slot: SynthesisSlot, lease: SlotLease) -> Final:
         lease.checkpoint()
         if answer.document is not None:
             started = time.monotonic()
-            answer.report = validate_spec(answer.document).to_dict()
+            report = validate_spec(answer.document)
+            answer.report = report.to_dict()
+            answer.spec = report.spec
             answer.validation_ms = round((time.monotonic() - started) * 1000)
         attempts.append(_store_attempt(slot, lease, next_round, answer))
 
@@ -278,7 +280,7 @@ def _final_from(attempts: list[SynthesisAttempt]) -> Final:
         return Final(SlotStatus.VALID, last)
     # Keep the latest draft that can be stored (schema-valid) for inspection.
     for attempt in reversed(attempts):
-        if attempt.document is not None and _storable(attempt.document):
+        if attempt.document is not None and _storable(attempt):
             rounds = len(attempts)
             return Final(
                 SlotStatus.INVALID,
@@ -294,9 +296,12 @@ def _final_from(attempts: list[SynthesisAttempt]) -> Final:
     )
 
 
-def _storable(document: dict) -> bool:
+def _storable(attempt: SynthesisAttempt) -> bool:
+    """Schema-valid: validation built its typed spec (this process), or it dumps."""
+    if getattr(attempt, "parsed_spec", None) is not None:
+        return True
     try:
-        engine_spec.canonical_dump(document)
+        engine_spec.canonical_dump(attempt.document)
     except SpecError:
         return False
     return True
@@ -343,6 +348,9 @@ def _store_attempt(
             attempt.save()
     except IntegrityError:
         raise SlotLost from None  # another holder stored this round
+    # In memory only: the typed spec validation built (schema passed), which the import
+    # stores without a second schema pass. An attempt read back after a takeover has none.
+    attempt.parsed_spec = answer.spec
     return attempt
 
 
@@ -373,7 +381,7 @@ def _finish(slot: SynthesisSlot, lease: SlotLease, final: Final, *, fenced_only=
             raise SlotLost
         environment = environment_import(
             project=synthesis.project,
-            spec=document,
+            spec=getattr(final.attempt, "parsed_spec", None) or document,
             user=synthesis.created_by,
             source=EnvironmentSource.SYNTHESIZED,
         )

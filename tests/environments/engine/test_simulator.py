@@ -305,3 +305,35 @@ def test_arguments_are_the_episodes_own_copy(spec):
     created = ep.audit_log[0].diff[0]["after"]
     assert (created["title"], created["attendees"]) == ("X", ["me@acme.test"])
     assert ep.audit_log[0].arguments["attendees"] is not created["attendees"]
+
+
+def test_search_text_is_cached_per_record_and_follows_changes(doc):
+    """A record's search text is computed once and shared by the task's episodes; an update
+    replaces the record (a new object), so a search sees the new text at once."""
+    doc["tasks"][0]["turns"][1]["updates"] = [
+        {
+            "op": "update",
+            "service": "email",
+            "collection": "inbox",
+            "id": "m2",
+            "values": {"subject": "Done", "body": "Rotated already."},
+            "silent": True,
+        }
+    ]
+    spec = load_spec(doc)
+
+    def found(ep, query):
+        return [r["id"] for r in ep.call("search_email", {"query": query}).content["results"]]
+
+    first = Episode(spec, "book")
+    first.advance_turn()
+    assert found(first, "password expires") == ["m2"]
+    cached = len(base_state(spec, "book").search_texts)
+    assert cached >= 2
+    first.advance_turn()
+    assert found(first, "password") == []
+    assert found(first, "rotated") == ["m2"]
+    second = Episode(spec, "book")  # the base records again, their texts from the cache
+    second.advance_turn()
+    assert found(second, "password") == ["m2"]
+    assert found(second, "rotated") == []

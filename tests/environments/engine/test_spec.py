@@ -92,6 +92,15 @@ def test_hash_ignores_omitted_defaults_key_order_and_integral_floats(doc):
     assert S.spec_hash(changed) != h
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_canonical_hash_of_a_canonical_document_is_its_spec_hash(doc, seed):
+    from apps.synthesis.generators import generate_environment
+
+    for document in (doc, generate_environment(seed=seed, capabilities=["resolve-conflicts"])):
+        canonical = S.canonical_dump(document)
+        assert S.canonical_hash(canonical) == S.spec_hash(document) == S.spec_hash(canonical)
+
+
 def test_spec_hash_of_invalid_document_hashes_raw_canonical_json():
     assert S.spec_hash({"b": 1, "a": 2.0}) == S.spec_hash({"a": 2, "b": 1})
     assert len(S.spec_hash([1, 2])) == 64

@@ -32,6 +32,10 @@ class ValidationReport:
     tasks: list[TaskReport] = field(default_factory=list)
     spec_hash: str | None = None
     dynamic: bool = True
+    # The typed spec built from the document once it passed the schema (None before): a
+    # caller that stores the document hands it on (e.g. to environment_import) instead of
+    # schema-validating the same document again. Not part of to_dict().
+    spec: EnvironmentSpec | None = field(default=None, repr=False, compare=False)
 
     @property
     def valid(self) -> bool:
@@ -98,6 +102,7 @@ def validate_spec(
             progress(1, 1, "schema")
             return report
         spec: EnvironmentSpec = _build(doc)
+        report.spec = spec
         report.spec_hash = spec_hash(spec)
         report.problems.extend(static_problems(doc, spec))
         if attachments is not None:

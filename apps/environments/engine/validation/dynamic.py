@@ -200,7 +200,10 @@ def validate_task(
             )
         )
 
-    first = run(OraclePolicy(), faults=True, seed=0)
+    uses_faults = _uses_faults(spec, task)
+    # Without a faulty tool among the reference's, a run with faults on is the fault-free
+    # run call for call: the oracle run above is the first of the two compared replays.
+    first = run(OraclePolicy(), faults=True, seed=0) if uses_faults else oracle
     replay = run(OraclePolicy(), faults=True, seed=0)
     report.deterministic = _fingerprint(first) == _fingerprint(replay)
     if not report.deterministic:
@@ -213,9 +216,9 @@ def validate_task(
                 "use temperature 0 for the judge.",
             )
         )
-    if _uses_faults(spec, task):
+    if uses_faults:
         problems.extend(probability_problems(spec, k))
-    if _uses_faults(spec, task) and oracle.grading.strict:
+    if uses_faults and oracle.grading.strict:
         for seed in FAULT_SEEDS:
             faulty = first if seed == 0 else run(OraclePolicy(), faults=True, seed=seed)
             if not faulty.grading.strict:
