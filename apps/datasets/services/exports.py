@@ -268,7 +268,7 @@ def split_has_images(version: DatasetVersion, split: str) -> bool:
     """Whether any demonstration of the split shows an image (one read of the split)."""
     return any(
         has_images(normalize_messages(transcript))
-        for _, transcript, _ in row_source(version, split)
+        for _, transcript, _, _ in row_source(version, split)
     )
 
 
