@@ -66,7 +66,8 @@ def test_every_list_declares_its_pagination(schema):
             }:
                 lists.append(path)
     assert arrays == []
-    assert len(lists) == 21
+    assert len(lists) == 22
+    assert "/api/v1/environments/{id}/attachments/" in lists
     assert "/api/v1/run-batches/{id}/groups/" in lists
     assert "/api/v1/projects/{id}/training-jobs/" in lists
     assert "/api/v1/projects/{id}/datasets/" in lists

@@ -135,7 +135,8 @@ def test_api_uploads_and_lists_attachments(api_client_for, author, environment):
     }
     listed = api.get(url).json()
     names = [f"receipt-rc-{i}.png" for i in (1, 2, 3, 4)]
-    assert [a["name"] for a in listed] == [*names, "chart.png"]
+    assert (listed["count"], listed["next"], listed["previous"]) == (5, None, None)
+    assert [a["name"] for a in listed["results"]] == [*names, "chart.png"]
 
 
 def test_api_refuses_bad_base64_and_a_too_low_role(api_client_for, author, viewer, environment):

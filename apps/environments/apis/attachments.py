@@ -8,6 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from apps.accounts.models import Role
+from apps.core.api import StandardPagination, paginated_response
 from apps.core.exceptions import ApplicationError
 from apps.environments.access import environment_get_for_user
 from apps.environments.apis.common import READ_ERRORS, WRITE_ERRORS, JsonApiView, validated
@@ -39,6 +40,8 @@ def _payload(entry: dict) -> dict:
 
 
 class AttachmentListApi(JsonApiView):
+    pagination_class = StandardPagination
+
     @extend_schema(
         tags=[TAG],
         summary="List an environment's attachments",
@@ -46,7 +49,8 @@ class AttachmentListApi(JsonApiView):
     )
     def get(self, request, pk):
         environment = environment_get_for_user(request.user, pk)
-        return Response([_payload(entry) for entry in environment.attachments])
+        entries = [_payload(entry) for entry in environment.attachments]
+        return paginated_response(request, self, entries, AttachmentOutput)
 
     @extend_schema(
         tags=[TAG],

@@ -1,6 +1,7 @@
 """The environment page's Claw-Eval and ClawMark downloads, Claw-Eval archives on the import
 page, the lineage shown, and the same over the API."""
 
+import base64
 import io
 import json
 import zipfile
@@ -168,32 +169,41 @@ def test_api_exports(api_client_for, viewer, outsider, environment, kind, marker
     assert api_client_for().get(url).status_code == 401
 
 
+def archive_body(project, files, filename="t.tar.gz") -> dict:
+    return {
+        "project": project.pk,
+        "filename": filename,
+        "content_base64": base64.b64encode(tarball(files)).decode(),
+    }
+
+
 def test_api_import(api_client_for, author, project):
     response = api_client_for(author).post(
         f"{API}/environments/import/claw-eval/",
-        {"project": project.pk, "file": upload("t.tar.gz", tarball(foreign_files()))},
-        format="multipart",
+        archive_body(project, foreign_files()),
+        format="json",
     )
     assert response.status_code == 201
-    [row] = response.json()
+    [row] = response.json()["environments"]
     assert row["name"] == "Follow up on the supplier email"
     assert row["status"] == "draft"
 
 
 def test_api_import_bad_input_and_roles(api_client_for, author, viewer, outsider, project):
     files = {"t/task.yaml": yaml.safe_dump({"task_id": "T1"}).encode()}
-    response = api_client_for(author).post(
-        f"{API}/environments/import/claw-eval/",
-        {"project": project.pk, "file": upload("t.tar.gz", tarball(files))},
-        format="multipart",
-    )
+    url = f"{API}/environments/import/claw-eval/"
+    response = api_client_for(author).post(url, archive_body(project, files), format="json")
     assert response.status_code == 400
     assert response.json()["message"] == "t/task.yaml has no 'prompt'."
-    body = {"project": project.pk, "file": upload("t.tar.gz", tarball(foreign_files()))}
-    url = f"{API}/environments/import/claw-eval/"
-    assert api_client_for(viewer).post(url, body, format="multipart").status_code == 403
-    body["file"] = upload("t.tar.gz", tarball(foreign_files()))
-    assert api_client_for(outsider).post(url, body, format="multipart").status_code == 404
+    not_base64 = {**archive_body(project, files), "content_base64": "not base64!"}
+    refused = api_client_for(author).post(url, not_base64, format="json")
+    assert (refused.status_code, refused.json()["message"]) == (
+        400,
+        "content_base64 is not valid base64.",
+    )
+    body = archive_body(project, foreign_files())
+    assert api_client_for(viewer).post(url, body, format="json").status_code == 403
+    assert api_client_for(outsider).post(url, body, format="json").status_code == 404
     assert not Environment.objects.exists()
     assert (
         json.loads(json.dumps(response.json()["details"]["problems"][0]))["file"] == "t/task.yaml"
