@@ -15,6 +15,7 @@ app.conf.task_routes = {
     "apps.synthesis.tasks.*": {"queue": "llm"},
     "apps.runs.tasks.*": {"queue": "llm"},
     "apps.llm.tasks.*": {"queue": "llm"},
+    "apps.environments.tasks.propose_checks_task": {"queue": "llm"},
     "apps.training.tasks.*": {"queue": "gpu"},
 }
 app.autodiscover_tasks()

@@ -11,9 +11,13 @@ import zipfile
 from pathlib import Path
 
 from django.db import transaction
+from django.urls import reverse
 from django.utils.text import slugify
 
 from apps.core.exceptions import ApplicationError
+from apps.core.models import Job
+from apps.core.services import JobContext, job_create
+from apps.core.text import count_of
 from apps.environments.engine import spec as engine_spec
 from apps.environments.engine.problems import SpecError
 from apps.environments.engine.spec import spec_json_schema
@@ -33,6 +37,7 @@ from apps.environments.services.environments import (
 from apps.environments.services.imports import human_size, max_unpacked_bytes, max_upload_bytes
 from apps.environments.specs import environment_spec
 from apps.llm.client import llm_json
+from apps.llm.models import ModelEndpoint
 
 
 def _zip(files: dict[str, bytes]) -> bytes:
@@ -282,3 +287,46 @@ def claw_eval_checks_propose(*, environment: Environment, endpoint) -> Environme
             {"problems": problems},
         ) from None
     return environment_replace_spec(environment=environment, spec=candidate)
+
+
+PROPOSE_JOB_KIND = "claw_eval_propose_checks"
+
+
+def claw_eval_checks_propose_start(*, environment: Environment, endpoint, started_by) -> Job:
+    """Queue the proposal on the ``llm`` queue: a model may take minutes, a page must not."""
+    from apps.environments.tasks import propose_checks_task
+
+    tasks = environment_spec(environment)["tasks"]
+    if len(tasks) != 1 or "claw_eval" not in (tasks[0].get("metadata") or {}):
+        raise ApplicationError(
+            "Only an environment imported from a Claw-Eval task has a grader to propose "
+            "checks from."
+        )
+    return job_create(
+        project=environment.project,
+        kind=PROPOSE_JOB_KIND,
+        title=f"Propose checks for “{environment.name}”"[:200],
+        started_by=started_by,
+        params={"environment": environment.pk, "endpoint": endpoint.pk},
+        total=1,
+        task=propose_checks_task,
+    )
+
+
+def claw_eval_checks_propose_run(context: JobContext) -> str:
+    """The job's work: one proposal; the result links to the task's checks."""
+    params = context.job.params
+    environment = Environment.objects.filter(pk=params["environment"]).first()
+    endpoint = ModelEndpoint.objects.filter(pk=params["endpoint"]).first()
+    if environment is None or endpoint is None:
+        raise ApplicationError("The environment or the judge endpoint was deleted meanwhile.")
+    environment = claw_eval_checks_propose(environment=environment, endpoint=endpoint)
+    count = environment.tasks.get().graders.count()
+    context.progress(1, 1)
+    link = {
+        "label": f"The checks of “{environment.name}”",
+        "url": reverse("environments:tab", args=[environment.pk, "tasks"]),
+        "note": "review them, then validate",
+    }
+    Job.objects.filter(pk=context.job.pk).update(result={"links": [link]})
+    return f"{endpoint.name} proposed {count_of(count, 'check')}; review them, then validate."

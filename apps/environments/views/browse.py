@@ -16,7 +16,6 @@ from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
-from apps.core.text import count_of
 from apps.environments.access import environment_get_for_user
 from apps.environments.forms import EnvironmentImportForm
 from apps.environments.models import (
@@ -50,7 +49,7 @@ from apps.environments.services import (
 )
 from apps.environments.services.imports import human_size, max_upload_bytes
 from apps.environments.services.interop import (
-    claw_eval_checks_propose,
+    claw_eval_checks_propose_start,
     claw_eval_export_filename,
     claw_eval_import_upload,
     clawmark_export_filename,
@@ -349,15 +348,16 @@ def environment_propose_checks_view(request, pk):
         )
         return redirect_after_post(request, _detail_url(environment))
     try:
-        environment = claw_eval_checks_propose(environment=environment, endpoint=endpoint)
+        job = claw_eval_checks_propose_start(
+            environment=environment, endpoint=endpoint, started_by=request.user
+        )
     except ApplicationError as exc:
         messages.error(request, exc.message)
         return redirect_after_post(request, _detail_url(environment))
-    count = environment.tasks.get().graders.count()
     return redirect_after_post(
         request,
-        reverse("environments:tab", args=[environment.pk, "tasks"]),
-        f"{endpoint.name} proposed {count_of(count, 'check')}; review them, then validate.",
+        reverse("core:job_detail", args=[job.pk]),
+        f"{endpoint.name} is proposing checks; they replace the task's when it is done.",
     )
 
 

@@ -6,11 +6,15 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from apps.core.exceptions import ApplicationError
+from apps.core.models import Job, JobStatus
+from apps.core.services import job_execute
 from apps.environments.models import Environment
 from apps.environments.services import environment_import
 from apps.environments.services.interop import (
+    PROPOSE_JOB_KIND,
     PROPOSE_PURPOSE,
     claw_eval_checks_propose,
+    claw_eval_checks_propose_run,
     claw_eval_import_upload,
 )
 from apps.environments.specs import environment_spec
@@ -136,8 +140,37 @@ def test_page_button_uses_the_project_judge(client_for, author, project, importe
         server.script(Reply.json(PROPOSED))
         project_judge_set(project=project, endpoint=make_endpoint(project, server))
         response = client_for(author).post(url)
-    assert response["Location"] == reverse("environments:tab", args=[imported.pk, "tasks"])
+        # the model is asked by a job on the llm queue, never inside the request
+        job = Job.objects.get(kind=PROPOSE_JOB_KIND)
+        assert server.requests == []
+        assert response["Location"] == reverse("core:job_detail", args=[job.pk])
+        assert (job.task_name, job.params) == (
+            "apps.environments.tasks.propose_checks_task",
+            {"environment": imported.pk, "endpoint": job.params["endpoint"]},
+        )
+        job_execute(job_id=job.pk, work=claw_eval_checks_propose_run)
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    assert job.message == "teacher proposed 3 checks; review them, then validate."
+    assert job.result["links"][0]["url"] == reverse("environments:tab", args=[imported.pk, "tasks"])
     assert imported.tasks.get().graders.count() == 3
+
+
+def test_a_proposal_job_for_a_deleted_environment_fails_clearly(
+    client_for, author, project, imported
+):
+    with LoopbackLLMServer() as server:
+        project_judge_set(project=project, endpoint=make_endpoint(project, server))
+        client_for(author).post(reverse("environments:propose_checks", args=[imported.pk]))
+        job = Job.objects.get(kind=PROPOSE_JOB_KIND)
+        imported.delete()
+        job_execute(job_id=job.pk, work=claw_eval_checks_propose_run)
+        assert server.requests == []
+    job.refresh_from_db()
+    assert (job.status, job.message) == (
+        JobStatus.FAILED,
+        "The environment or the judge endpoint was deleted meanwhile.",
+    )
 
 
 def test_page_button_htmx_and_access(client_for, author, viewer, outsider, imported):
