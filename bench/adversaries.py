@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-ADVERSARIES = HERE / "apps/environments/engine/adversaries.py"
+ADVERSARIES = HERE / "engine/coworkenv_engine/adversaries.py"
 
 
 def main() -> None:
@@ -34,15 +34,15 @@ def main() -> None:
     root = args.root.resolve()
     if root != HERE:
         for name in ("adversaries.py", "adversary_greedy.py", "guessing.py", "sightings.py"):
-            shutil.copy(ADVERSARIES.parent / name, root / "apps/environments/engine" / name)
+            shutil.copy(ADVERSARIES.parent / name, root / "engine/coworkenv_engine" / name)
     sys.path.insert(0, str(root))
     import json
 
-    from apps.environments.engine.adversaries import ADVERSARIES as REG
-    from apps.environments.engine.runner import run_task
-    from apps.environments.engine.spec import load_spec, parse_spec
     from apps.synthesis.generators.patterns import CAPABILITY_PATTERNS
     from apps.synthesis.generators.template import generate_environment
+    from coworkenv_engine.adversaries import ADVERSARIES as REG
+    from coworkenv_engine.runner import run_task
+    from coworkenv_engine.spec import load_spec, parse_spec
 
     caps = sorted(CAPABILITY_PATTERNS)
     docs = [json.loads(p.read_text()) for p in sorted((root / "samples").glob("*.json"))]
@@ -133,7 +133,7 @@ def main() -> None:
     for line in examples:
         print("   ", line)
     if args.timing:
-        from apps.environments.engine.validation import validate_spec
+        from coworkenv_engine.validation import validate_spec
 
         t0 = time.perf_counter()
         for doc in docs:

@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from apps.environments.engine.bindings import OpContext, ToolError, execute  # noqa: E402
-from apps.environments.engine.library import standard_tools  # noqa: E402
-from apps.environments.engine.simulator import Episode, Limits, _bounded_text  # noqa: E402
-from apps.environments.engine.spec import load_spec  # noqa: E402
+from coworkenv_engine.bindings import OpContext, ToolError, execute  # noqa: E402
+from coworkenv_engine.library import standard_tools  # noqa: E402
+from coworkenv_engine.simulator import Episode, Limits, _bounded_text  # noqa: E402
+from coworkenv_engine.spec import load_spec  # noqa: E402
 
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))
 TARGET_US = 34.0  # issue 15: 100x Claw-Eval's harness (3.4 ms a call on this machine)
@@ -448,7 +448,7 @@ def typical_doc(events: list | None = None, n_records: int = 200) -> dict:
 _VALIDATE_IN_TREE = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from apps.environments.engine.validation import validate_spec
+from coworkenv_engine.validation import validate_spec
 repeat = int(sys.argv[2])
 out = {}
 for label, doc in json.load(sys.stdin):

@@ -5,7 +5,7 @@
 * the in-process engine: ``EpisodeSession.act`` steps per second (whole episodes, session
   creation and start included, as the server's resets are) and per-step latency, replaying
   the oracle's actions on every sample task (fault-free);
-* the same actions through the OpenEnv-protocol server (``python -m apps.environments.engine
+* the same actions through the OpenEnv-protocol server (``python -m coworkenv_engine
   serve`` in a subprocess on loopback, WebSocket sessions) at 1, 64 and 256 concurrent
   sessions: steps per second, p50 / p99 step latency (send to reply), and the ratio to the
   in-process engine; the p99 overhead over the in-process step is the issue's target
@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from apps.environments.engine.policies import OraclePolicy, PolicyView, ToolCall  # noqa: E402
-from apps.environments.engine.session import EpisodeSession  # noqa: E402
-from apps.environments.engine.spec import load_spec  # noqa: E402
+from coworkenv_engine.policies import OraclePolicy, PolicyView, ToolCall  # noqa: E402
+from coworkenv_engine.session import EpisodeSession  # noqa: E402
+from coworkenv_engine.spec import load_spec  # noqa: E402
 
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))
 
@@ -105,7 +105,7 @@ def start_server() -> tuple[subprocess.Popen, str]:
         [
             sys.executable,
             "-m",
-            "apps.environments.engine",
+            "coworkenv_engine",
             "serve",
             *map(str, SAMPLES),
             "--port",

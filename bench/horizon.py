@@ -38,13 +38,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from apps.environments.engine.policies import OraclePolicy  # noqa: E402
-from apps.environments.engine.runner import reference_footprint, run_task  # noqa: E402
-from apps.environments.engine.simulator import Episode, Limits  # noqa: E402
-from apps.environments.engine.spec import load_spec  # noqa: E402
-from apps.environments.engine.validation import validate_spec  # noqa: E402
 from apps.synthesis.generators import generate_environment  # noqa: E402
 from apps.synthesis.generators.long_horizon import Shape  # noqa: E402
+from coworkenv_engine.policies import OraclePolicy  # noqa: E402
+from coworkenv_engine.runner import reference_footprint, run_task  # noqa: E402
+from coworkenv_engine.simulator import Episode, Limits  # noqa: E402
+from coworkenv_engine.spec import load_spec  # noqa: E402
+from coworkenv_engine.validation import validate_spec  # noqa: E402
 
 
 def shape_for(size: int) -> Shape:

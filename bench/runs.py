@@ -50,7 +50,7 @@ SEND = {"to": "dana@acme.test", "subject": "Q3 review", "body": "Booked Thursday
 
 
 def spec(index: int) -> dict:
-    from apps.environments.engine.library import standard_tools
+    from coworkenv_engine.library import standard_tools
 
     tools = standard_tools("calendar", names=["list_events"]) + standard_tools(
         "email", names=["send_email"]
@@ -187,9 +187,9 @@ def wait(job_id: int, timeout: float) -> None:
 
 def engine_step_ms(repeats: int = 200) -> float:
     """The engine alone: the same episode with an in-process scripted policy, per step."""
-    from apps.environments.engine.policies import PolicyAction, ToolCall
-    from apps.environments.engine.runner import run_task
-    from apps.environments.engine.spec import load_spec
+    from coworkenv_engine.policies import PolicyAction, ToolCall
+    from coworkenv_engine.runner import run_task
+    from coworkenv_engine.spec import load_spec
 
     class Scripted:
         name = "scripted"

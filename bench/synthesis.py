@@ -259,8 +259,8 @@ def bench_llm(args) -> None:
 
 
 def bench_template(args) -> None:
-    from apps.environments.engine.validation import validate_spec
     from apps.synthesis.generators import generate_environment
+    from coworkenv_engine.validation import validate_spec
 
     started = time.perf_counter()
     documents = [

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from apps.environments.engine.validation import validate_spec  # noqa: E402
 from apps.synthesis.generators import CAPABILITY_PATTERNS, FAMILIES, generate_environment  # noqa: E402
+from coworkenv_engine.validation import validate_spec  # noqa: E402
 
 CATALOGUE = ROOT / "apps" / "capabilities" / "catalogue.json"
 

@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 
 def rows(count: int) -> list[dict]:
     from apps.datasets.formats import normalize_messages, normalize_tools, trl_row
-    from apps.environments.engine import policies, runner
+    from coworkenv_engine import policies, runner
 
     base = []
     for path in sorted((ROOT / "samples").glob("*.json")):

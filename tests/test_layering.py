@@ -16,18 +16,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUND_FLOOR = {"core", "accounts"}
-ENGINE = "apps.environments.engine"
+ENGINE = "coworkenv_engine"
 
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for path in sorted((ROOT / "apps").rglob("*.py")):
-        relative = path.relative_to(ROOT)
-        if "migrations" in relative.parts:
-            continue
-        name = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
-        if name != "apps":  # the namespace itself belongs to no app
-            found[name] = path
+    # the apps, and the engine's own distribution (engine/coworkenv_engine)
+    for base, package in ((ROOT, "apps"), (ROOT / "engine", ENGINE)):
+        for path in sorted((base / package).rglob("*.py")):
+            relative = path.relative_to(base)
+            if "migrations" in relative.parts:
+                continue
+            name = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
+            if name != "apps":  # the namespace itself belongs to no app
+                found[name] = path
     return found
 
 
@@ -65,12 +67,19 @@ def imports_of(module: str) -> frozenset[str]:
 def project_edges() -> dict[str, set[str]]:
     edges = {}
     for module in MODULES:
-        targets = {_resolve(name) for name in imports_of(module) if name.startswith("apps.")}
+        targets = {
+            _resolve(name)
+            for name in imports_of(module)
+            if name.startswith(("apps.", f"{ENGINE}.")) or name == ENGINE
+        }
         edges[module] = {t for t in targets if t and t != module}
     return edges
 
 
 def app_of(module: str) -> str:
+    """The app a module belongs to; the engine counts as one (below environments)."""
+    if module.split(".")[0] == ENGINE:
+        return "engine"
     return module.split(".")[1]
 
 
@@ -125,7 +134,7 @@ def test_the_checker_finds_a_circle_and_its_modules():
     assert cycles({"a": {"b"}, "b": set()}) == []
     assert imports_of("apps.workspace.demo") >= {"apps.curation.demo", "apps.runs.demo"}
     # relative imports are resolved: ``from .spec_model import Binding`` in the engine
-    assert "apps.environments.engine.spec_model" in imports_of(f"{ENGINE}.bindings")
+    assert "coworkenv_engine.spec_model" in imports_of(f"{ENGINE}.bindings")
     # a function-level import counts like any other
     assert f"{ENGINE}.validation.static" in imports_of(f"{ENGINE}.spec")
 
@@ -178,6 +187,6 @@ def test_the_engine_imports_nothing_from_django_or_the_project():
         if module.startswith(ENGINE)
         for name in imports_of(module)
         if name.split(".")[0] in {"django", "rest_framework", "celery"}
-        or (name.startswith("apps.") and not name.startswith(ENGINE))
+        or name.split(".")[0] in {"apps", "coworkenv_web", "tests"}
     )
     assert offending == []

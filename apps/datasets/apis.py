@@ -42,8 +42,8 @@ from apps.datasets.services import (
     rollout_version_create,
 )
 from apps.datasets.services.prompts import MAX_SEEDS
-from apps.environments.engine.rewards import GROUP_METHODS, REWARD_VARIANTS
 from apps.runs.rollouts import CREDITS, Variant
+from coworkenv_engine.rewards import GROUP_METHODS, REWARD_VARIANTS
 
 
 class DatasetOutput(serializers.Serializer):

@@ -15,7 +15,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.urls import reverse
 
-from apps.environments.engine.attachments import SHA256, Attachment, data_url
+from coworkenv_engine.attachments import SHA256, Attachment, data_url
 
 
 def attachment_storage():

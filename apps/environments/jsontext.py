@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 
 from apps.core.safeinput import UnsafeInput, json_loads
-from apps.environments.engine.problems import pointer as make_pointer
+from coworkenv_engine.problems import pointer as make_pointer
 
 _DECODER = json.JSONDecoder()
 _WHITESPACE = " \t\n\r"

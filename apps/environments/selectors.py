@@ -16,7 +16,6 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from apps.core.safeinput import is_id, parse_id
-from apps.environments.engine.validation import validate_spec
 from apps.environments.models import (
     Environment,
     EnvironmentSource,
@@ -29,6 +28,7 @@ from apps.environments.models import (
     ToolSchema,
 )
 from apps.environments.specs import environment_spec
+from coworkenv_engine.validation import validate_spec
 
 SORTS = {
     "updated": "-updated_at",

@@ -25,9 +25,9 @@ from asgiref.sync import sync_to_async
 
 from apps.accounts.models import Membership, Project
 from apps.accounts.services import api_token_authenticate
-from apps.environments.engine import spec as engine_spec
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.specs import environment_spec
+from coworkenv_engine import spec as engine_spec
 
 SERVED_STATUSES = (EnvironmentStatus.VALID, EnvironmentStatus.APPROVED)
 
@@ -92,7 +92,7 @@ def project_envserver_app(*, project: Project, refresh_interval: float | None = 
     project's tokens, the catalogue read again every ``refresh_interval`` seconds (None:
     never). ``options`` go to ``engine.server.create_app`` (session limits). Raises
     ValueError when the project has no servable environment at start."""
-    from apps.environments.engine.server import create_app  # the envserver extra
+    from coworkenv_engine.server import create_app  # the envserver extra
 
     loaded: dict = {}
     catalogue = project_catalogue(project=project, loaded=loaded)

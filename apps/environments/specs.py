@@ -8,7 +8,6 @@ used by the services (which own transactions, revisions and status).
 from collections import defaultdict
 
 from apps.capabilities.models import Capability
-from apps.environments.engine import spec as engine_spec
 from apps.environments.models import (
     Environment,
     Grader,
@@ -17,6 +16,7 @@ from apps.environments.models import (
     TaskCapability,
     ToolSchema,
 )
+from coworkenv_engine import spec as engine_spec
 
 
 def environment_document(environment: Environment) -> dict:

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from apps.environments.attachments import attachment_data_url
-from apps.environments.engine.attachments import Attachment, lift_tool_images, url_sha256
-from apps.environments.engine.policies import PolicyAction, PolicyView, ToolCall
-from apps.environments.engine.runner import UserTurnView
 from apps.llm.client import LLMResult, llm_chat
 from apps.runs.context import ContextManager, summary_request
+from coworkenv_engine.attachments import Attachment, lift_tool_images, url_sha256
+from coworkenv_engine.policies import PolicyAction, PolicyView, ToolCall
+from coworkenv_engine.runner import UserTurnView
 
 AGENT_PURPOSE = "run.agent"
 USER_PURPOSE = "run.user"

@@ -13,7 +13,6 @@ from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX, INT32_MAX
-from apps.environments.engine.rewards import GROUP_METHODS, REWARD_VARIANTS
 from apps.environments.models import EnvironmentStatus, Split
 from apps.llm.models import ModelEndpoint
 from apps.runs.access import batch_get_for_user, run_get_for_user
@@ -38,6 +37,7 @@ from apps.runs.services import (
     run_batch_resume,
 )
 from apps.runs.services.batches import DEFAULT_STATUSES
+from coworkenv_engine.rewards import GROUP_METHODS, REWARD_VARIANTS
 
 
 class RunBatchOutput(serializers.Serializer):

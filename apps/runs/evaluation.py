@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from apps.environments.engine.scoring import pass_at_k, pass_hat_k
 from apps.environments.horizon import DAY_BUCKETS, TURN_BUCKETS, UNKNOWN, bucket, task_horizon
+from coworkenv_engine.scoring import pass_at_k, pass_hat_k
 
 __all__ = ["DAY_BUCKETS", "TURN_BUCKETS", "task_horizon"]  # the evaluation groups runs by them
 

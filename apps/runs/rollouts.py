@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apps.core.exceptions import ApplicationError
-from apps.environments.engine.rewards import CREDIT_METHODS, GROUP_METHODS, REWARD_VARIANTS
 from apps.runs.models import RolloutGroup, Run, RunBatch
+from coworkenv_engine.rewards import CREDIT_METHODS, GROUP_METHODS, REWARD_VARIANTS
 
 REWARD_LABELS = {
     "score": "Safety-gated score",

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from apps.core.text import count_of
-from apps.environments.engine.attachments import (
+from coworkenv_engine.attachments import (
     image_urls,
     message_text,
     references,

@@ -10,7 +10,6 @@ from apps.capabilities.models import Capability
 from apps.core.api import StandardPagination, paginated_response
 from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX
-from apps.environments.engine import library
 from apps.llm.models import ModelEndpoint
 from apps.synthesis.access import synthesis_get_for_user
 from apps.synthesis.models import (
@@ -26,6 +25,7 @@ from apps.synthesis.models import (
 )
 from apps.synthesis.selectors import synthesis_list, synthesis_slots, synthesis_summary
 from apps.synthesis.services import synthesis_cancel, synthesis_start
+from coworkenv_engine import library
 
 
 class SlotOutput(serializers.Serializer):

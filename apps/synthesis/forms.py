@@ -1,7 +1,6 @@
 from django import forms
 
 from apps.capabilities.models import Capability
-from apps.environments.engine import library
 from apps.llm.models import ModelEndpoint
 from apps.synthesis.models import (
     MAX_ENVIRONMENTS_PER_JOB,
@@ -13,6 +12,7 @@ from apps.synthesis.models import (
     Generator,
     Horizon,
 )
+from coworkenv_engine import library
 
 
 class SynthesisForm(forms.Form):

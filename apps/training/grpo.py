@@ -32,7 +32,7 @@ trajectory-level; per-turn credit (reward-to-go over turn rewards) is computed o
 engine (``rewards.turn_advantages``), not reachable through this trainer.
 
 With ``env_server`` the episodes run on a CoworkEnv environment server (OpenEnv's WebSocket
-session protocol, ``python -m apps.environments.engine serve specs… --token …``) instead of in
+session protocol, ``python -m coworkenv_engine serve specs… --token …``) instead of in
 this process: each rollout holds one session; the spec files still give the tools' schemas
 (the server must serve the same specs, by name).
 
@@ -55,9 +55,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from apps.environments.engine.rewards import episode_reward, sample_std
-from apps.environments.engine.spec import load_spec
-from apps.environments.engine.trl_env import OVER, coworkenv_reward, environment_class
 from apps.training.hyperparameters import (
     ADVANTAGES,
     TINY_PRESET_MODEL,
@@ -72,6 +69,9 @@ from apps.training.sft import (
     make_callback,
     sha256_file,
 )
+from coworkenv_engine.rewards import episode_reward, sample_std
+from coworkenv_engine.spec import load_spec
+from coworkenv_engine.trl_env import OVER, coworkenv_reward, environment_class
 
 logger = logging.getLogger("apps.training.grpo")
 

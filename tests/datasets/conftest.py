@@ -9,9 +9,9 @@ import pytest
 
 from apps.capabilities.models import Capability
 from apps.curation.models import Demonstration, DemonstrationStatus, DemonstrationVersion
-from apps.environments.engine import policies, runner
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.services import environment_import
+from coworkenv_engine import policies, runner
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))

@@ -19,7 +19,7 @@ from apps.datasets.formats.lint import lint_lines
 from apps.datasets.formats.openai import OpenAILinter
 from apps.datasets.formats.sharegpt import ShareGptLinter
 from apps.datasets.formats.trl import TrlLinter
-from apps.environments.engine import policies, runner
+from coworkenv_engine import policies, runner
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "samples").glob("*.json"))

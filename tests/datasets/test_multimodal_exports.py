@@ -12,10 +12,10 @@ import zipfile
 import pytest
 
 from apps.datasets.services import export_absolute_path
-from apps.environments.engine import policies, runner
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.services import environment_import_with_files
 from apps.synthesis.generators.receipts import generate_receipts_environment
+from coworkenv_engine import policies, runner
 from tests.datasets.conftest import build_version, make_demonstration, variant
 
 datasets = pytest.importorskip("datasets")  # the `train` extra (with Pillow)

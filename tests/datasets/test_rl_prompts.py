@@ -33,10 +33,10 @@ from apps.datasets.services import (
     export_absolute_path,
     prompt_version_create,
 )
-from apps.environments.engine import spec as engine_spec
-from apps.environments.engine.session import EpisodeSession
-from apps.environments.engine.trl_env import environment_class
 from apps.environments.specs import environment_spec
+from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.session import EpisodeSession
+from coworkenv_engine.trl_env import environment_class
 
 TOOL = {
     "type": "function",

@@ -259,7 +259,7 @@ def test_api_creates_a_rollout_version_and_refuses_bad_input(
 
 
 def _scores(credit, transcript, grading, n_calls):
-    from apps.environments.engine.rewards import turn_rewards
+    from coworkenv_engine.rewards import turn_rewards
 
     n_turns = sum(1 for m in transcript if m["role"] == "user")
     turns = turn_rewards(grading, n_turns)
@@ -281,7 +281,7 @@ def _scores(credit, transcript, grading, n_calls):
 def test_real_engine_rollouts_pass_the_rollouts_linter(credit):
     from apps.datasets.formats import normalize_messages, normalize_tools
     from apps.datasets.formats.rollouts import RolloutLinter, rollout_row
-    from apps.environments.engine import policies, runner
+    from coworkenv_engine import policies, runner
     from tests.datasets.conftest import SAMPLES
 
     linter = RolloutLinter("train")

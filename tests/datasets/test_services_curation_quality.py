@@ -12,8 +12,8 @@ from apps.core.exceptions import ApplicationError
 from apps.datasets.models import DatasetRow
 from apps.datasets.services import dataset_create, export_absolute_path
 from apps.datasets.services.datasets import dataset_update
-from apps.environments.engine import policies, runner
 from apps.environments.models import Environment
+from coworkenv_engine import policies, runner
 from tests.datasets.conftest import (
     SAMPLES,
     build_version,

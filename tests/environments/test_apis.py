@@ -10,8 +10,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from apps.core.models import Job, JobStatus
-from apps.environments.engine import spec as engine_spec
-from apps.environments.engine.spec import spec_json_schema
 from apps.environments.models import (
     Environment,
     EnvironmentSource,
@@ -26,6 +24,8 @@ from apps.environments.services import (
     environment_validate,
 )
 from apps.environments.specs import environment_spec
+from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.spec import spec_json_schema
 
 pytestmark = pytest.mark.django_db
 

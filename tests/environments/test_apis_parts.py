@@ -2,7 +2,6 @@
 
 import pytest
 
-from apps.environments.engine import spec as engine_spec
 from apps.environments.models import (
     Environment,
     Grader,
@@ -12,6 +11,7 @@ from apps.environments.models import (
 )
 from apps.environments.services import environment_import, environment_validate
 from apps.environments.specs import environment_spec
+from coworkenv_engine import spec as engine_spec
 
 pytestmark = pytest.mark.django_db
 

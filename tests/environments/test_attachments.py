@@ -16,7 +16,7 @@ from apps.environments.services import (
 )
 from apps.environments.specs import environment_spec
 from apps.synthesis.generators.receipts import generate_receipts_environment
-from tests.environments.engine.test_attachments import PDF, tiny_png
+from tests.engine.test_attachments import PDF, tiny_png
 
 pytestmark = pytest.mark.django_db
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from apps.environments.engine.validation import validate_spec
 from apps.environments.models import EnvironmentStatus
 from apps.environments.services import environment_import
 from apps.environments.services.validation import environment_validate
 from apps.llm.exceptions import LLMUnavailable
 from apps.llm.models import JudgeVerdict
 from apps.llm.services import project_judge_set
+from coworkenv_engine.validation import validate_spec
 from tests.llm_server import LoopbackLLMServer, Reply, judge_responder
 from tests.runs.test_llm_runs import KEY, make_endpoint
 

@@ -7,7 +7,6 @@ from apps.capabilities.models import Capability
 from apps.core.exceptions import ApplicationError
 from apps.core.models import JobStatus
 from apps.core.services import job_execute
-from apps.environments.engine import spec as engine_spec
 from apps.environments.models import Environment, EnvironmentStatus, Grader, ValidationReport
 from apps.environments.services import (
     environment_approve,
@@ -26,6 +25,7 @@ from apps.environments.services import (
     task_update,
 )
 from apps.environments.specs import environment_spec
+from coworkenv_engine import spec as engine_spec
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +61,7 @@ def test_round_trip_keeps_the_canonical_document(project, author, path):
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
 def test_import_of_the_validated_spec_stores_the_same_document(project, author, path):
     """validate_spec(doc).spec (schema already passed) imports exactly like the document."""
-    from apps.environments.engine.validation import validate_spec
+    from coworkenv_engine.validation import validate_spec
 
     document = load(path)
     report = validate_spec(document, dynamic=False)
@@ -72,7 +72,7 @@ def test_import_of_the_validated_spec_stores_the_same_document(project, author, 
 
 
 def test_import_of_a_validated_spec_still_refuses_unstorable_text(project, author, example_spec):
-    from apps.environments.engine.validation import validate_spec
+    from coworkenv_engine.validation import validate_spec
 
     example_spec["description"] = "NUL \u0000 here"
     spec = validate_spec(example_spec, dynamic=False).spec

@@ -7,7 +7,6 @@ from django.test import override_settings
 
 from apps.capabilities.models import Capability
 from apps.core.exceptions import ApplicationError
-from apps.environments.engine import spec as engine_spec
 from apps.environments.models import Environment, EnvironmentSource, EnvironmentStatus, Task
 from apps.environments.services import (
     MAX_ZIP_MEMBERS,
@@ -18,6 +17,7 @@ from apps.environments.services import (
     environments_export_zip,
 )
 from apps.environments.specs import environment_spec
+from coworkenv_engine import spec as engine_spec
 
 pytestmark = pytest.mark.django_db
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from apps.environments.engine.validation import validate_spec
 from apps.environments.models import EnvironmentStatus, ValidationReport
 from apps.environments.services import environment_validation_record
 from apps.environments.specs import environment_spec
+from coworkenv_engine.validation import validate_spec
 
 pytestmark = pytest.mark.django_db
 

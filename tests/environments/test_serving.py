@@ -15,15 +15,15 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from apps.accounts.services import api_token_create, api_token_revoke
-from apps.environments.engine.adversaries import policy_by_name
-from apps.environments.engine.runner import run_task
-from apps.environments.engine.spec import load_spec
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.services import environment_import
 from apps.environments.services.validation import environment_validate
 from apps.environments.serving import project_catalogue, project_envserver_app
-from tests.environments.engine.drive import play
-from tests.environments.engine.serving import running
+from coworkenv_engine.adversaries import policy_by_name
+from coworkenv_engine.runner import run_task
+from coworkenv_engine.spec import load_spec
+from tests.engine.drive import play
+from tests.engine.serving import running
 
 from .conftest import SAMPLES
 
@@ -224,8 +224,8 @@ def test_200_concurrent_sessions_on_the_app_server_stay_isolated(served, project
 
     from websockets.asyncio.client import connect as aconnect
 
-    from apps.environments.engine.policies import ToolCall
-    from apps.environments.engine.session import EpisodeSession
+    from coworkenv_engine.policies import ToolCall
+    from coworkenv_engine.session import EpisodeSession
 
     spec = served["spec"]
     jobs = [

@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from apps.environments.engine.library import standard_tools
 from apps.llm.models import LLMCall
 from apps.llm.services import endpoint_create
 from apps.runs.models import Executor, PolicyKind, Run, RunRole, RunStatus, UserSide
@@ -15,6 +14,7 @@ from apps.runs.services import (
     run_batch_create,
     run_batch_execute_inline,
 )
+from coworkenv_engine.library import standard_tools
 from tests.llm_server import LoopbackLLMServer, Reply
 from tests.runs.conftest import import_valid
 

@@ -9,13 +9,13 @@ import json
 import pytest
 
 from apps.environments.attachments import attachment_name, attachment_storage
-from apps.environments.engine.attachments import describe
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.services import environment_import_with_files
 from apps.llm.models import LLMCall
 from apps.runs.models import Executor, Run, RunStatus
 from apps.runs.services import TaskSelection, run_batch_create, run_batch_execute_inline
 from apps.synthesis.generators.receipts import generate_receipts_environment
+from coworkenv_engine.attachments import describe
 from tests.llm_server import LoopbackLLMServer, Reply
 from tests.runs.test_llm_runs import KEY, KEY_ENV, make_endpoint, run_one
 
@@ -118,7 +118,7 @@ def test_an_image_gone_from_storage_is_sent_as_a_note_not_a_broken_part(
 @pytest.fixture
 def oracle_run(project, author):
     """An oracle run on a receipts environment whose receipt also refers to a PDF policy."""
-    from tests.environments.engine.test_attachments import PDF
+    from tests.engine.test_attachments import PDF
 
     doc, files = generate_receipts_environment(seed=1, tasks=1, eval_fraction=0)
     pdf = describe(PDF, name="expense-policy.pdf")

@@ -1,9 +1,9 @@
 """The record diffs every trajectory page shows (run detail, compare, review) come from
 ``apps.runs.timeline.record_diff``; the diffs here are the engine's own, from real calls."""
 
-from apps.environments.engine.simulator import Episode
 from apps.runs.timeline import record_diff, run_timeline
-from tests.environments.engine.helpers import mini_doc
+from coworkenv_engine.simulator import Episode
+from tests.engine.helpers import mini_doc
 
 S = {"type": "string"}
 

@@ -9,12 +9,12 @@ import pytest
 from django.db import connection
 
 from apps.core.models import JobStatus
-from apps.environments.engine.validation import validate_spec
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.llm.models import LLMCall
 from apps.synthesis.generators import generate_environment
 from apps.synthesis.models import SlotStatus, SynthesisAttempt
 from apps.synthesis.services import synthesis_run_inline, synthesis_slot_run, synthesis_start
+from coworkenv_engine.validation import validate_spec
 from tests.llm_server import Reply
 from tests.synthesis.conftest import CAPS
 

@@ -1,7 +1,7 @@
 """The repair prompt carries the validator's problems and says how to fix each class."""
 
-from apps.environments.engine.problems import CODES
 from apps.synthesis.services.prompts import render_repair
+from coworkenv_engine.problems import CODES
 
 # the codes of the soundness checks (issue 11): each has fix guidance in the prompt
 SOUNDNESS_CODES = [

@@ -6,8 +6,8 @@ import json
 
 from PIL import Image
 
-from apps.environments.engine.validation import validate_spec
 from apps.synthesis.generators.receipts import generate_receipts_environment
+from coworkenv_engine.validation import validate_spec
 
 
 def test_the_receipts_family_is_valid_at_sensitivity_one_and_keeps_facts_in_the_images():

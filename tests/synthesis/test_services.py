@@ -212,8 +212,8 @@ def test_a_valid_draft_passes_the_schema_once_from_draft_to_environment(
 ):
     """Validation builds the typed spec once; the import stores it without a second schema
     pass, and its hash is the one validation reported (issue 15: one schema pass a draft)."""
-    from apps.environments.engine import spec as engine_spec
-    from apps.environments.engine import validation
+    from coworkenv_engine import spec as engine_spec
+    from coworkenv_engine import validation
 
     passes = []
 

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from apps.environments.engine.validation import validate_spec
 from apps.llm.models import LLMCall
 from apps.synthesis.generators import generate_environment
 from apps.synthesis.models import SlotStatus, SynthesisAttempt
@@ -20,6 +19,7 @@ from apps.synthesis.services.staged import (
     owner_of,
     turn_step,
 )
+from coworkenv_engine.validation import validate_spec
 from tests.llm_server import Reply
 from tests.synthesis.conftest import CAPS
 

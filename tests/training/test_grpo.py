@@ -12,13 +12,13 @@ import pytest
 pytest.importorskip("trl")  # the `train` extra
 
 from apps.core.models import JobStatus
-from apps.environments.engine.rewards import group_advantages, sample_std
-from apps.environments.engine.spec import load_spec
-from apps.environments.engine.trl_env import OVER, environment_class
 from apps.training.grpo import make_reward, reward_scale, task_dataset_rows
 from apps.training.models import ModelKind, TrainedModel
 from apps.training.services import training_job_create, training_job_execute
-from tests.environments.engine.helpers import SAMPLES, load_json
+from coworkenv_engine.rewards import group_advantages, sample_std
+from coworkenv_engine.spec import load_spec
+from coworkenv_engine.trl_env import OVER, environment_class
+from tests.engine.helpers import SAMPLES, load_json
 
 ACME = load_spec(load_json(SAMPLES[0]))
 EVAL_TASK = "notice-moved-dentist"  # Acme's only eval task; doing nothing scores 0.2
@@ -167,9 +167,9 @@ def test_rollouts_through_the_environment_server_get_the_same_rewards():
     """The ``env_server`` mode: the same tool calls through a real server (OpenEnv's session
     socket, token in the path) give the same rewards and gradings as in process."""
     pytest.importorskip("uvicorn")
-    from apps.environments.engine.server import create_app
     from apps.training.grpo import EnvServerError, remote_environment_class, ws_url
-    from tests.environments.engine.serving import running
+    from coworkenv_engine.server import create_app
+    from tests.engine.serving import running
 
     assert ws_url("https://h:1/base/", "tok") == "wss://h:1/base/t/tok/ws"
     assert ws_url("http://h:1", None) == "ws://h:1/ws"

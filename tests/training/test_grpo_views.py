@@ -20,7 +20,7 @@ from apps.training.services import (
 )
 from apps.training.services.evaluation import trained_model_evaluate
 from tests.conftest import HTMX_HEADERS
-from tests.environments.engine.helpers import SAMPLES
+from tests.engine.helpers import SAMPLES
 
 
 def _grpo_data(chosen, **extra):

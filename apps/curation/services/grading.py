@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from apps.curation.models import Demonstration
-from apps.environments.engine import spec as engine_spec
-from apps.environments.engine.problems import SpecError
-from apps.environments.engine.runner import replay_transcript
 from apps.environments.specs import environment_spec
+from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.problems import SpecError
+from coworkenv_engine.runner import replay_transcript
 
 
 class NotGradable(Exception):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from apps.environments.engine.attachments import (
+from coworkenv_engine.attachments import (
     EXTENSIONS,
     data_url,
     image_urls,

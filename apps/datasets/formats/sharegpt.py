@@ -42,7 +42,7 @@ from typing import Any
 from apps.core.text import noun_for
 from apps.datasets.formats.lint import Linter
 from apps.datasets.formats.media import IMAGE_TOKEN, Media, sharegpt_images
-from apps.environments.engine.attachments import message_text
+from coworkenv_engine.attachments import message_text
 
 HUMAN_SIDE = ("human", "observation")
 MODEL_SIDE = ("gpt", "function_call")

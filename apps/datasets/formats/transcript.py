@@ -26,7 +26,7 @@ import json
 import math
 from typing import Any
 
-from apps.environments.engine.attachments import image_urls
+from coworkenv_engine.attachments import image_urls
 
 ROLES = ("system", "user", "assistant", "tool")
 

@@ -59,10 +59,10 @@ from apps.datasets.models import (
     VersionStatus,
 )
 from apps.datasets.splitting import token_stats
-from apps.environments.engine import spec as engine_spec
-from apps.environments.engine.session import EpisodeSession
 from apps.environments.models import Environment, EnvironmentStatus, Split, Task
 from apps.environments.specs import environment_spec
+from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.session import EpisodeSession
 
 PROMPT_FORMATS = (
     ExportFormat.GRPO,
@@ -478,7 +478,7 @@ def prompt_card_markdown(version: DatasetVersion) -> str:
         "",
         "Every row names its environment (`environment`), task (`task_key`) and `seed`; a "
         "trainer's environment resets that task on CoworkEnv's environment server "
-        "(`manage.py envserver`, or `python -m apps.environments.engine serve`) or in "
+        "(`manage.py envserver`, or `python -m coworkenv_engine serve`) or in "
         "process (`engine/trl_env.py`).",
         "",
         "- `grpo`: TRL `GRPOTrainer` rows (`prompt` messages; `environment`, `task_key`, "

@@ -12,8 +12,8 @@ from apps.core.api import StandardPagination, paginated_response
 from apps.core.exceptions import ApplicationError
 from apps.environments.access import environment_get_for_user
 from apps.environments.apis.common import READ_ERRORS, WRITE_ERRORS, JsonApiView, validated
-from apps.environments.engine.attachments import SIZE_LIMITS
 from apps.environments.services import attachment_add
+from coworkenv_engine.attachments import SIZE_LIMITS
 
 TAG = "environments"
 MAX_BASE64_CHARS = (max(SIZE_LIMITS.values()) * 4) // 3 + 4

@@ -28,7 +28,6 @@ from apps.environments.apis.serializers import (
     EnvironmentUpdateInput,
     EnvironmentWithProblemsOutput,
 )
-from apps.environments.engine.spec import spec_json_schema
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.selectors import (
     EnvironmentFilters,
@@ -49,6 +48,7 @@ from apps.environments.services import (
     environment_validation_start,
 )
 from apps.environments.specs import environment_spec
+from coworkenv_engine.spec import spec_json_schema
 
 TAG = "environments"
 

@@ -26,9 +26,6 @@ from typing import Any
 
 import yaml
 
-from apps.environments.engine.checks import leaf_kinds
-from apps.environments.engine.simulator import Episode
-from apps.environments.engine.spec import parse_spec
 from apps.environments.interop.package import (
     engine_files,
     identifier,
@@ -37,6 +34,9 @@ from apps.environments.interop.package import (
     python_literal,
     shipped,
 )
+from coworkenv_engine.checks import leaf_kinds
+from coworkenv_engine.simulator import Episode
+from coworkenv_engine.spec import parse_spec
 
 SERVICE = "coworkenv"
 PORT = 9200

@@ -23,9 +23,9 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from apps.environments.engine.library import service_kind
 from apps.environments.interop.claw_eval import TASK_FILE, _prompt_text
 from apps.environments.interop.package import identifier
+from coworkenv_engine.library import service_kind
 
 MAX_MEMBERS = 5000
 MAX_TASKS = 50

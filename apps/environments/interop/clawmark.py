@@ -18,9 +18,6 @@ from __future__ import annotations
 import json
 import re
 
-from apps.environments.engine.checks import leaf_kinds
-from apps.environments.engine.simulator import Episode
-from apps.environments.engine.spec import parse_spec
 from apps.environments.interop.package import (
     engine_files,
     identifier,
@@ -29,6 +26,9 @@ from apps.environments.interop.package import (
     python_literal,
     shipped,
 )
+from coworkenv_engine.checks import leaf_kinds
+from coworkenv_engine.simulator import Episode
+from coworkenv_engine.spec import parse_spec
 
 HELPER_DIR = "_coworkenv"
 EXPORTED_KINDS = {"state"}

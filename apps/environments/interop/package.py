@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import coworkenv_engine
+
 INTEROP = Path(__file__).resolve().parent
-ENGINE = INTEROP.parent / "engine"
+ENGINE = Path(coworkenv_engine.__file__).resolve().parent
 SHIPPED = INTEROP / "shipped"
 _SAFE = re.compile(r"[^A-Za-z0-9_]+")
 

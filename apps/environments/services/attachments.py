@@ -8,9 +8,9 @@ from django.db import transaction
 
 from apps.core.exceptions import ApplicationError
 from apps.environments.attachments import attachment_bytes, attachment_save
-from apps.environments.engine.attachments import Attachment, content_problem, describe
 from apps.environments.models import Environment, EnvironmentSource
 from apps.environments.services.environments import environment_edited, environment_import
+from coworkenv_engine.attachments import Attachment, content_problem, describe
 
 
 def attachment_check(*, data: bytes, name: str, media_type: str | None = None) -> Attachment:

@@ -6,11 +6,11 @@ from django.db.models import F
 from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import UnsafeInput, json_check
 from apps.core.text import count_of
-from apps.environments.engine import spec as engine_spec
-from apps.environments.engine.problems import SpecError
-from apps.environments.engine.spec_model import EnvironmentSpec
 from apps.environments.models import Environment, EnvironmentSource, EnvironmentStatus
 from apps.environments.specs import environment_spec, spec_rows_create, spec_rows_delete
+from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.problems import SpecError
+from coworkenv_engine.spec_model import EnvironmentSpec
 
 
 def spec_canonical(document) -> dict:

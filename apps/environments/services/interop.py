@@ -18,9 +18,6 @@ from apps.core.exceptions import ApplicationError
 from apps.core.models import Job
 from apps.core.services import JobContext, job_create
 from apps.core.text import count_of
-from apps.environments.engine import spec as engine_spec
-from apps.environments.engine.problems import SpecError
-from apps.environments.engine.spec import spec_json_schema
 from apps.environments.interop import claw_eval, clawmark
 from apps.environments.interop.claw_eval_import import (
     ImportProblem,
@@ -38,6 +35,9 @@ from apps.environments.services.imports import human_size, max_unpacked_bytes, m
 from apps.environments.specs import environment_spec
 from apps.llm.client import llm_json
 from apps.llm.models import ModelEndpoint
+from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.problems import SpecError
+from coworkenv_engine.spec import spec_json_schema
 
 
 def _zip(files: dict[str, bytes]) -> bytes:

@@ -4,9 +4,9 @@ draft before saving it), instead of running the engine a second time on the same
 from django.db import transaction
 from django.utils import timezone
 
-from apps.environments.engine import spec as engine_spec
 from apps.environments.models import Environment, EnvironmentStatus, ValidationReport
 from apps.environments.specs import environment_spec
+from coworkenv_engine import spec as engine_spec
 
 
 @transaction.atomic

@@ -8,11 +8,11 @@ from apps.core.exceptions import ApplicationError
 from apps.core.models import Job
 from apps.core.services import JobContext, job_create
 from apps.environments.attachments import attachment_bytes
-from apps.environments.engine import spec as engine_spec
-from apps.environments.engine.validation import validate_spec
 from apps.environments.models import Environment, EnvironmentStatus, ValidationReport
 from apps.environments.specs import environment_spec
 from apps.llm.judge import judge_for_project
+from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.validation import validate_spec
 
 VALIDATION_JOB_KIND = "environment_validation"
 MAX_ENVIRONMENTS_PER_VALIDATION_JOB = 500

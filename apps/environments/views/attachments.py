@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 
 from apps.environments.access import environment_get_for_user
 from apps.environments.attachments import attachment_bytes
-from apps.environments.engine.attachments import IMAGE_TYPES, Attachment
+from coworkenv_engine.attachments import IMAGE_TYPES, Attachment
 
 
 def environment_attachment(environment, sha256: str) -> Attachment:

@@ -28,8 +28,6 @@ from apps.environments.access import (
     task_get_for_user,
     tool_get_for_user,
 )
-from apps.environments.engine.problems import SpecError
-from apps.environments.engine.validation import validate_spec
 from apps.environments.forms import (
     NEW_TASK_INITIAL,
     EnvironmentEditForm,
@@ -81,6 +79,8 @@ from apps.environments.services import (
     tool_update,
 )
 from apps.environments.specs import environment_spec
+from coworkenv_engine.problems import SpecError
+from coworkenv_engine.validation import validate_spec
 
 DETAIL = "environments/detail.html"
 TASK_RECORDS_SHOWN = 50

@@ -32,11 +32,6 @@ from apps.core.leases import (
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 from apps.core.services import send_task
 from apps.core.text import count_of
-from apps.environments.engine import spec as engine_spec
-from apps.environments.engine.policies import OraclePolicy
-from apps.environments.engine.problems import SpecError
-from apps.environments.engine.runner import run_task
-from apps.environments.engine.simulator import Limits
 from apps.environments.specs import environment_spec
 from apps.llm.exceptions import LLMError
 from apps.llm.judge import LLMJudge
@@ -52,6 +47,11 @@ from apps.runs.models import (
     UserSide,
 )
 from apps.runs.services.groups import rollout_group_score, rollout_groups_score
+from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.policies import OraclePolicy
+from coworkenv_engine.problems import SpecError
+from coworkenv_engine.runner import run_task
+from coworkenv_engine.simulator import Limits
 
 logger = logging.getLogger(__name__)
 

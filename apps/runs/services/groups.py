@@ -1,7 +1,7 @@
 """Rollout groups: score the G runs of one task in a student batch together, once every one
 of them is final, with every reward-processing and credit-assignment variant side by side.
 
-The formulas are the engine's (``apps.environments.engine.rewards.group_table``); this module
+The formulas are the engine's (``coworkenv_engine.rewards.group_table``); this module
 only gathers the members (each trial's final attempt, in trial order), hands their gradings,
 turn counts and audit logs to the engine, and stores what it returns. Scoring is idempotent
 (one row per (batch, task), updated in place), so the run that closes a group, a redelivered
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from apps.environments.engine.rewards import group_table, sample_std
-from apps.environments.engine.scoring import ScoringConfig
 from apps.runs.models import RolloutGroup, Run, RunBatch, RunStatus
+from coworkenv_engine.rewards import group_table, sample_std
+from coworkenv_engine.scoring import ScoringConfig
 
 DEFAULT_SCORING = {
     "completion_weight": ScoringConfig.completion_weight,

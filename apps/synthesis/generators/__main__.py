@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.validate:
         print(json.dumps(doc, indent=2, ensure_ascii=False))
         return 0
-    from apps.environments.engine.validation import validate_spec
+    from coworkenv_engine.validation import validate_spec
 
     started = time.perf_counter()
     report = validate_spec(doc)

@@ -23,8 +23,8 @@ import io
 import random
 from typing import Any
 
-from apps.environments.engine.attachments import describe
-from apps.environments.engine.spec import SCHEMA_ID
+from coworkenv_engine.attachments import describe
+from coworkenv_engine.spec import SCHEMA_ID
 
 FAMILY_KEY = "receipts"
 CAPABILITY = "extract-from-documents"  # the catalogue slug (capabilities/catalogue.json)

@@ -18,11 +18,11 @@ import random
 import re
 from typing import Any
 
-from apps.environments.engine import library
-from apps.environments.engine.policies import OraclePolicy
-from apps.environments.engine.runner import run_task
-from apps.environments.engine.spec import SCHEMA_ID, parse_spec
-from apps.environments.engine.validation.dynamic import FAULT_SEEDS
+from coworkenv_engine import library
+from coworkenv_engine.policies import OraclePolicy
+from coworkenv_engine.runner import run_task
+from coworkenv_engine.spec import SCHEMA_ID, parse_spec
+from coworkenv_engine.validation.dynamic import FAULT_SEEDS
 
 from .families import FAMILIES, Family, families_for, fill
 from .long_horizon import HORIZONS, SHAPES, Shape, extend_project, is_project

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from apps.environments.engine import library
+from coworkenv_engine import library
 
 from . import words
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from apps.capabilities.models import Capability
-from apps.environments.engine.spec import spec_json_schema
-from apps.environments.engine.spec_model import EnvironmentSpec
 from apps.llm.client import llm_chat, parse_json_answer
 from apps.llm.exceptions import LLMError, LLMOutputError
 from apps.synthesis.generators import generate_environment
 from apps.synthesis.models import SynthesisAttempt, SynthesisJob, SynthesisSlot
 from apps.synthesis.services.prompts import render_draft, render_repair, render_system
+from coworkenv_engine.spec import spec_json_schema
+from coworkenv_engine.spec_model import EnvironmentSpec
 
 MAX_AVOID_NAMES = 20
 MAX_RAW_ANSWER_CHARS = 200_000

@@ -13,7 +13,6 @@ from apps.core.exceptions import ApplicationError
 from apps.core.leases import stale_after
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 from apps.core.services import job_create, send_task
-from apps.environments.engine import library
 from apps.synthesis.generators import GENERATOR_VERSION
 from apps.synthesis.models import (
     FINISHED_SLOT_STATUSES,
@@ -31,6 +30,7 @@ from apps.synthesis.models import (
 )
 from apps.synthesis.selectors import synthesis_summary
 from apps.synthesis.services.prompts import CURRENT_PROMPT_VERSION
+from coworkenv_engine import library
 
 logger = logging.getLogger(__name__)
 

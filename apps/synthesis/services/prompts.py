@@ -11,8 +11,8 @@ from pathlib import Path
 
 from django.template import Context, Engine
 
-from apps.environments.engine import library
-from apps.environments.engine.spec import spec_json_schema
+from coworkenv_engine import library
+from coworkenv_engine.spec import spec_json_schema
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 CURRENT_PROMPT_VERSION = "v1"

@@ -25,9 +25,6 @@ from django.utils import timezone
 from apps.accounts.models import Project
 from apps.core.leases import TRANSIENT_DB_ERRORS, Heartbeat, max_claims, worker_name
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
-from apps.environments.engine import spec as engine_spec
-from apps.environments.engine.problems import SpecError
-from apps.environments.engine.validation import validate_spec
 from apps.environments.models import EnvironmentSource
 from apps.environments.services import environment_import, environment_validation_record
 from apps.llm.exceptions import LLMError, LLMOutputError
@@ -47,6 +44,9 @@ from apps.synthesis.services.duplicates import duplicate_find, signature_store, 
 from apps.synthesis.services.jobs import lease_seconds, synthesis_mark_running, synthesis_refresh
 from apps.synthesis.services.staged import drafts_in_stages
 from apps.synthesis.similarity import DUPLICATE_THRESHOLD, document_sketch
+from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.problems import SpecError
+from coworkenv_engine.validation import validate_spec
 
 logger = logging.getLogger(__name__)
 

@@ -29,12 +29,12 @@ import json
 import time
 from dataclasses import dataclass
 
-from apps.environments.engine.validation import validate_spec
 from apps.llm.client import llm_chat, parse_json_answer
 from apps.llm.exceptions import LLMError
 from apps.synthesis.models import Generator, SynthesisAttempt, SynthesisJob, SynthesisSlot
 from apps.synthesis.services.drafting import Answer, _avoid_names, capability_context
 from apps.synthesis.services.prompts import _render, render_draft, render_system
+from coworkenv_engine.validation import validate_spec
 
 STAGED_FROM_TURNS = 5
 OUTLINE = "outline"

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apps.environments.engine.policies import NullPolicy, OraclePolicy
-from apps.environments.engine.runner import run_task
-from apps.environments.engine.simulator import Episode
-from apps.environments.engine.spec import canonical_dump, load_spec
 from apps.environments.interop.claw_eval import PORT, export_files, task_id_for
+from coworkenv_engine.policies import NullPolicy, OraclePolicy
+from coworkenv_engine.runner import run_task
+from coworkenv_engine.simulator import Episode
+from coworkenv_engine.spec import canonical_dump, load_spec
 from tests.environments.interop.support import (
     MockService,
     claw_eval_checkout,

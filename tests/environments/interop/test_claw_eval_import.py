@@ -14,8 +14,6 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from apps.core.exceptions import ApplicationError
-from apps.environments.engine.simulator import Episode
-from apps.environments.engine.spec import load_spec, parse_spec
 from apps.environments.interop.claw_eval import export_files, task_id_for
 from apps.environments.models import Environment, EnvironmentSource, EnvironmentStatus, Task
 from apps.environments.services import environment_import
@@ -25,6 +23,8 @@ from apps.environments.services.interop import (
     environment_claw_eval_zip,
 )
 from apps.environments.specs import environment_spec
+from coworkenv_engine.simulator import Episode
+from coworkenv_engine.spec import load_spec, parse_spec
 from tests.environments.interop.support import write_tree
 
 pytestmark = pytest.mark.django_db

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from apps.environments.engine.checks import leaf_kinds
-from apps.environments.engine.policies import NullPolicy, OraclePolicy
-from apps.environments.engine.runner import run_task
-from apps.environments.engine.simulator import Episode
-from apps.environments.engine.spec import canonical_dump, load_spec
 from apps.environments.interop.clawmark import domain_of, export_files
+from coworkenv_engine.checks import leaf_kinds
+from coworkenv_engine.policies import NullPolicy, OraclePolicy
+from coworkenv_engine.runner import run_task
+from coworkenv_engine.simulator import Episode
+from coworkenv_engine.spec import canonical_dump, load_spec
 from tests.environments.interop.support import drive_clawmark, write_tree
 
 ROOT = Path(__file__).resolve().parents[3]

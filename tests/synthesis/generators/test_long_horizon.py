@@ -10,14 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apps.environments.engine.policies import MutantPolicy, OraclePolicy, state_changing_calls
-from apps.environments.engine.runner import run_task
-from apps.environments.engine.spec import parse_spec
-from apps.environments.engine.validation import validate_spec
 from apps.synthesis.generators import FAMILIES, generate_environment
 from apps.synthesis.generators.__main__ import main
 from apps.synthesis.generators.long_horizon import HORIZONS, SHAPES, plan
 from apps.synthesis.generators.patterns import CAPABILITY_PATTERNS
+from coworkenv_engine.policies import MutantPolicy, OraclePolicy, state_changing_calls
+from coworkenv_engine.runner import run_task
+from coworkenv_engine.spec import parse_spec
+from coworkenv_engine.validation import validate_spec
 
 SLUGS = sorted(CAPABILITY_PATTERNS)
 

@@ -12,9 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apps.environments.engine import library
-from apps.environments.engine.spec import canonical_json, spec_hash
-from apps.environments.engine.validation import validate_spec
 from apps.synthesis.generators import (
     CAPABILITY_PATTERNS,
     FAMILIES,
@@ -24,6 +21,9 @@ from apps.synthesis.generators import (
     pattern_for,
 )
 from apps.synthesis.generators.__main__ import main
+from coworkenv_engine import library
+from coworkenv_engine.spec import canonical_json, spec_hash
+from coworkenv_engine.validation import validate_spec
 
 CATALOGUE = Path(__file__).resolve().parents[3] / "apps" / "capabilities" / "catalogue.json"
 
@@ -127,7 +127,7 @@ def test_same_seed_same_hash_across_processes():
     """No dependence on string-hash randomisation (set order) anywhere."""
     code = (
         "from apps.synthesis.generators import generate_environment as g;"
-        "from apps.environments.engine.spec import spec_hash;"
+        "from coworkenv_engine.spec import spec_hash;"
         f"print(spec_hash(g(seed=5, capabilities={SLUGS!r}, tasks_per_environment=6)))"
     )
     root = Path(__file__).resolve().parents[3]

@@ -22,10 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from coworkenv_runtime import load_task
+
 from coworkenv_engine.runner import needs_footprint, reference_footprint
 from coworkenv_engine.scoring import grade_episode
 from coworkenv_engine.spec_model import Grader
-from coworkenv_runtime import load_task
 
 try:  # inside the Claw-Eval harness
     from claw_eval.graders.base import AbstractGrader

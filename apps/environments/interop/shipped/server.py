@@ -28,8 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from coworkenv_engine.simulator import Episode
 from coworkenv_runtime import http_status, load_task
+
+from coworkenv_engine.simulator import Episode
 
 MAX_BODY = 1_000_000
 PREFIX = "/coworkenv/"

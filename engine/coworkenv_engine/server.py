@@ -1,0 +1,375 @@
+"""An environment server speaking OpenEnv's protocol (openenv-core 0.3.0 wire format).
+
+Optional extra ``envserver`` (starlette + uvicorn); the rest of the engine does not import
+this module. ``python -m coworkenv_engine serve samples/*.json --port 8000``.
+
+Routes (each also under ``/t/<token>/…`` for clients that cannot send headers, such as
+OpenEnv's ``EnvClient``, whose base URL may then be ``http://host:port/t/<token>``):
+
+    GET  /health          {"status": "healthy"}   (never needs the token)
+    GET  /metadata        EnvironmentMetadata (name, description, readme_content, version, …)
+    GET  /schema          {"action", "observation", "state"} JSON Schemas
+    GET  /tasks           environments with their tasks, splits and capabilities
+    POST /reset           {seed?, episode_id?, environment?, task_key?, split?, capability?,
+                           faults?} -> {"observation", "reward", "done"}; starts (or restarts)
+                           the HTTP session ``observation.episode_id``
+    POST /step            {"action": {...}, "episode_id": "..."} -> {"observation", "reward",
+                           "done"}
+    GET  /state           ?episode_id=... -> State (episode_id, step_count, extra fields)
+    POST /close           {"episode_id": "..."} -> {"episode_id", "closed": true}
+    WS   /ws              OpenEnv's session protocol: reset / step / state / close messages
+
+OpenEnv 0.3.0's HTTP routes are stateless; here an HTTP episode is kept under its
+``episode_id`` (our extension) so that plain HTTP clients can run whole episodes, while the
+WebSocket session (one connection = one session) is what OpenEnv clients and TRL use.
+
+Action: ``{"tool_calls": [{"id"?, "name", "arguments"}], "reply": str | null, "metadata"?}``
+(an entry may also be OpenAI-shaped: ``{"id", "type": "function", "function": {"name",
+"arguments"}}``). Tool calls are run in order; an action without tool calls is the assistant's
+reply and ends the turn. Observation fields: see ``session.py``.
+
+Sessions: at most ``max_sessions`` at once (HTTP and WebSocket together; a WebSocket over the
+limit gets ``CAPACITY_REACHED`` and is closed, an HTTP reset gets 503), each dropped after
+``idle_timeout`` seconds without a reset/step or ``max_lifetime`` seconds after it began.
+Bearer-token auth when a token is set (``Authorization: Bearer <token>`` or the ``/t/<token>``
+prefix), or through ``authorise`` (an async callable given the presented token, empty when
+none, returning whether it may use the server: how the app checks its project API tokens).
+Engine steps run on the event loop (a step is well under a millisecond).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from .protocol import (
+    ACTION_SCHEMA,
+    OBSERVATION_SCHEMA,
+    STATE_SCHEMA,
+    VERSION,
+    Catalog,
+    ProtocolError,
+    SessionStore,
+    Slot,
+    invalid,
+    parse_action,
+    state_of,
+    wire,
+)
+from .session import EpisodeSession, SessionError
+from .spec import EnvironmentSpec
+
+logger = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------- app
+
+HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 503}
+
+
+def create_app(
+    specs: Sequence[EnvironmentSpec | dict[str, Any]],
+    *,
+    token: str | None = None,
+    authorise: Callable[[str], Awaitable[bool]] | None = None,
+    listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
+    refresh: Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]] | None = None,
+    refresh_interval: float = 60.0,
+    max_sessions: int = 256,
+    idle_timeout: float = 600.0,
+    max_lifetime: float = 3600.0,
+    reap_interval: float = 5.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> Starlette:
+    """``listing_extra``: fields added to an environment's entry in ``GET /tasks``, by
+    environment name (the app adds its database id, revision and spec hash).
+    ``refresh``: an async callable returning ``(specs, listing_extra)``, awaited every
+    ``refresh_interval`` seconds to replace the catalogue (new resets see it; running
+    sessions keep the spec they started with; a refresh that fails keeps the old one)."""
+    if token and authorise is not None:
+        raise ValueError("give a token or an authorise callable, not both")
+    current = _Current(Catalog(specs, listing_extra=listing_extra))
+    store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock)
+
+    async def authorised(request_or_ws: Request | WebSocket) -> bool:
+        if not token and authorise is None:
+            return True
+        given = request_or_ws.path_params.get("token")
+        if given is None:
+            header = request_or_ws.headers.get("authorization", "")
+            scheme, _, value = header.partition(" ")
+            given = value.strip() if scheme.lower() == "bearer" else ""
+        if authorise is not None:
+            return bool(await authorise(given))
+        return hmac.compare_digest(given.encode(), token.encode())
+
+    def error(exc: ProtocolError | SessionError) -> JSONResponse:
+        if isinstance(exc, SessionError):
+            return JSONResponse({"detail": str(exc), "code": "EXECUTION_ERROR"}, 409)
+        status = HTTP_STATUS.get(exc.code, 400)
+        detail: Any = exc.errors if exc.code == "VALIDATION_ERROR" else str(exc)
+        return JSONResponse({"detail": detail, "code": exc.code}, status)
+
+    async def body(request: Request) -> dict[str, Any]:
+        raw = await request.body()
+        if not raw:
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise ProtocolError("INVALID_JSON", "the body is not JSON") from exc
+        if not isinstance(data, dict):
+            raise invalid("body", "the body must be an object")
+        return data
+
+    def guarded(handler):
+        async def endpoint(request: Request) -> JSONResponse:
+            if not await authorised(request):
+                return JSONResponse({"detail": "missing or wrong token"}, 401)
+            try:
+                return await handler(request)
+            except (ProtocolError, SessionError) as exc:
+                return error(exc)
+
+        return endpoint
+
+    def start(slot: Slot, kwargs: dict[str, Any]) -> dict[str, Any]:
+        catalog = current.catalog
+        spec, task_key, seed, faults = catalog.resolve(kwargs)
+        slot.session = EpisodeSession(
+            spec, task_key, seed, faults=faults, tools=catalog.tools[spec.name]
+        )
+        slot.episode_id = kwargs.get("episode_id") or slot.id
+        store.touch(slot)
+        obs = slot.session.start()
+        obs["episode_id"] = slot.episode_id
+        return wire(obs)
+
+    def step(slot: Slot, data: Any) -> dict[str, Any]:
+        reply, calls = parse_action(data)
+        if slot.session is None:
+            raise SessionError("call reset first")
+        store.touch(slot)
+        obs = slot.session.act(reply, calls)
+        obs["episode_id"] = slot.episode_id
+        return wire(obs)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "healthy"})
+
+    async def metadata(request: Request) -> JSONResponse:
+        names = ", ".join(current.catalog.specs)
+        return JSONResponse(
+            {
+                "name": "coworkenv",
+                "description": f"CoworkEnv environments: {names}",
+                "readme_content": None,
+                "version": VERSION,
+                "author": "CoworkEnv",
+                "documentation_url": None,
+            }
+        )
+
+    async def schema(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {"action": ACTION_SCHEMA, "observation": OBSERVATION_SCHEMA, "state": STATE_SCHEMA}
+        )
+
+    async def tasks(request: Request) -> JSONResponse:
+        return JSONResponse(current.catalog.listing())
+
+    async def reset(request: Request) -> JSONResponse:
+        kwargs = await body(request)
+        current.catalog.resolve(kwargs)  # refuse bad input before taking a slot
+        episode_id = kwargs.get("episode_id")
+        slot = store.slots.get(episode_id) if episode_id else None
+        if slot is not None and store.expired(slot):
+            store.drop(slot.id)
+            slot = None
+        if slot is None or slot.websocket is not None:
+            slot = store.open(uuid.uuid4().hex if slot is not None else episode_id)
+        return JSONResponse(start(slot, kwargs))
+
+    async def http_step(request: Request) -> JSONResponse:
+        data = await body(request)
+        extra = sorted(set(data) - {"action", "episode_id", "timeout_s", "request_id"})
+        if extra:
+            raise invalid(extra[0], f"unknown field {extra[0]!r}")
+        if "action" not in data:
+            raise invalid("action", "field required")
+        episode_id = data.get("episode_id")
+        if not isinstance(episode_id, str):
+            raise invalid("episode_id", "episode_id (from the reset observation) is required")
+        slot = store.get(episode_id)
+        if slot.websocket is not None:
+            raise ProtocolError("NOT_FOUND", f"no HTTP session {episode_id!r}")
+        return JSONResponse(step(slot, data["action"]))
+
+    async def http_state(request: Request) -> JSONResponse:
+        episode_id = request.query_params.get("episode_id")
+        if not episode_id:
+            raise invalid("episode_id", "episode_id is required")
+        return JSONResponse(state_of(store.get(episode_id)))
+
+    async def close(request: Request) -> JSONResponse:
+        data = await body(request)
+        episode_id = data.get("episode_id")
+        if not isinstance(episode_id, str):
+            raise invalid("episode_id", "episode_id is required")
+        slot = store.get(episode_id)
+        store.drop(slot.id)
+        return JSONResponse({"episode_id": episode_id, "closed": True})
+
+    async def ws_send_error(ws: WebSocket, code: str, message: str, **extra: Any) -> None:
+        await ws.send_json({"type": "error", "data": {"message": message, "code": code, **extra}})
+
+    async def ws_endpoint(ws: WebSocket) -> None:
+        if not await authorised(ws):
+            await ws.close(code=1008)
+            return
+        await ws.accept()
+        try:
+            slot = store.open()
+        except ProtocolError as exc:
+            await ws_send_error(ws, exc.code, str(exc), **store.status())
+            await ws.close()
+            return
+        slot.websocket = ws
+        try:
+            while True:
+                try:
+                    raw = await ws.receive_text()
+                except WebSocketDisconnect:
+                    return
+                if store.slots.get(slot.id) is not slot or store.expired(slot):
+                    await ws_send_error(ws, "SESSION_ERROR", "the session expired")
+                    await ws.close()
+                    return
+                reply = ws_message(slot, raw)
+                if reply is None:  # close
+                    await ws.close()
+                    return
+                await ws.send_json(reply)
+        finally:
+            store.drop(slot.id)
+
+    def ws_message(slot: Slot, raw: str) -> dict[str, Any] | None:
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            return _ws_error("INVALID_JSON", "the message is not JSON")
+        if not isinstance(msg, dict):
+            return _ws_error("VALIDATION_ERROR", "a message must be an object")
+        kind = msg.get("type")
+        if kind not in ("reset", "step", "state", "close"):
+            return _ws_error("UNKNOWN_TYPE", f"unknown message type {kind!r}")
+        allowed = {"type", "data"} if kind in ("reset", "step") else {"type"}
+        extra = sorted(set(msg) - allowed)
+        if extra:
+            return _ws_error("VALIDATION_ERROR", f"unknown key {extra[0]!r}")
+        if kind == "close":
+            return None
+        if kind == "state":
+            return {"type": "state", "data": state_of(slot)}
+        try:
+            if kind == "reset":
+                data = msg.get("data") or {}
+                if not isinstance(data, dict):
+                    raise invalid("data", "reset data must be an object")
+                return {"type": "observation", "data": start(slot, data)}
+            if "data" not in msg:
+                raise invalid("data", "field required")
+            return {"type": "observation", "data": step(slot, msg["data"])}
+        except ProtocolError as exc:
+            code = (
+                exc.code if exc.code in ("VALIDATION_ERROR", "INVALID_JSON") else "EXECUTION_ERROR"
+            )
+            return _ws_error(code, str(exc), errors=exc.errors)
+        except SessionError as exc:
+            return _ws_error("EXECUTION_ERROR", str(exc))
+
+    async def reaper() -> None:
+        while True:
+            await asyncio.sleep(reap_interval)
+            for slot in store.reap():
+                if slot.websocket is not None:
+                    with contextlib.suppress(Exception):
+                        await ws_send_error(slot.websocket, "SESSION_ERROR", "the session expired")
+                        await slot.websocket.close()
+
+    async def refresher() -> None:
+        assert refresh is not None
+        while True:
+            await asyncio.sleep(refresh_interval)
+            try:
+                new_specs, extra = await refresh()
+                current.catalog = Catalog(new_specs, listing_extra=extra, allow_empty=True)
+            except Exception:  # a failed refresh keeps serving the catalogue it has
+                logger.exception("The environment catalogue could not be refreshed.")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        tasks = [asyncio.create_task(reaper())]
+        if refresh is not None:
+            tasks.append(asyncio.create_task(refresher()))
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    routes = [
+        Route("/metadata", guarded(metadata)),
+        Route("/schema", guarded(schema)),
+        Route("/tasks", guarded(tasks)),
+        Route("/reset", guarded(reset), methods=["POST"]),
+        Route("/step", guarded(http_step), methods=["POST"]),
+        Route("/state", guarded(http_state)),
+        Route("/close", guarded(close), methods=["POST"]),
+        WebSocketRoute("/ws", ws_endpoint),
+    ]
+    app = Starlette(
+        routes=[Route("/health", health), *routes, Mount("/t/{token}", routes=routes)],
+        lifespan=lifespan,
+    )
+    app.state.store = store
+    app.state.current = current
+    return app
+
+
+class _Current:
+    """The catalogue being served (replaced whole by a refresh)."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+
+
+def _ws_error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "error", "data": {"message": message, "code": code, **extra}}
+
+
+def serve(
+    specs: Sequence[EnvironmentSpec | dict[str, Any]],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    **options: Any,
+) -> None:
+    import uvicorn
+
+    uvicorn.run(create_app(specs, **options), host=host, port=port, log_level="warning")

@@ -1,0 +1,54 @@
+import pytest
+
+from coworkenv_engine.safe_regex import (
+    MAX_SUBJECT_CHARS,
+    UnsafeRegex,
+    check_pattern,
+    compile_safe,
+    safe_search,
+)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?i)dentist",
+        "\\?",
+        "16:00",
+        "[a-z]+@acme\\.test",
+        "\\d+(,\\d{3})*",
+        "(?:ab)*c",
+        "(\\w|-)+",
+        "a{1,3}b{2}",
+        "^(yes|no)$",
+    ],
+)
+def test_safe_patterns_are_allowed(pattern):
+    assert check_pattern(pattern) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("(a+)+b", "nested"),
+        ("(a*)*", "nested"),
+        ("(x+x+)+y", "nested"),
+        ("(.*a){20}", "nested"),
+        ("(a{1,2})*", "nested"),
+        ("(a|ab)*c", "alternation"),
+        ("(a)\\1", "back-references"),
+        (".*.*.*.*x", "unbounded"),
+        ("a" * 301, "longer"),
+        ("(", "does not compile"),
+    ],
+)
+def test_dangerous_or_broken_patterns_are_refused(pattern, reason):
+    assert reason in check_pattern(pattern)
+    with pytest.raises(UnsafeRegex):
+        compile_safe(pattern)
+
+
+def test_subject_is_clipped():
+    text = "a" * MAX_SUBJECT_CHARS + "NEEDLE"
+    assert safe_search("NEEDLE", text) is None
+    assert safe_search("NEEDLE", "x NEEDLE") is not None
