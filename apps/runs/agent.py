@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from apps.environments.engine.policies import PolicyAction, PolicyView, ToolCall
 from apps.environments.engine.runner import UserTurnView
-from apps.llm.client import LLMResult, llm_chat
+from apps.llm.client import CallLogBuffer, LLMResult, llm_chat
 
 AGENT_PURPOSE = "run.agent"
 USER_PURPOSE = "run.user"
@@ -50,11 +50,13 @@ class LLMAgentPolicy:
         job=None,
         usage: LLMUsage | None = None,
         before_call: Callable[[], None] | None = None,
+        call_log: CallLogBuffer | None = None,
     ):
         self.endpoint = endpoint
         self.job = job
         self.usage = usage if usage is not None else LLMUsage()
         self.before_call = before_call
+        self.call_log = call_log
         self.name = f"llm:{endpoint.model}"
 
     def act(self, view: PolicyView) -> PolicyAction:
@@ -66,6 +68,7 @@ class LLMAgentPolicy:
             tools=view.tools or None,
             purpose=AGENT_PURPOSE,
             job=self.job,
+            call_log=self.call_log,
         )
         self.usage.add(result)
         calls = [
@@ -112,11 +115,13 @@ class LLMUserSimulator:
         job=None,
         usage: LLMUsage | None = None,
         before_call: Callable[[], None] | None = None,
+        call_log: CallLogBuffer | None = None,
     ):
         self.endpoint = endpoint
         self.job = job
         self.usage = usage if usage is not None else LLMUsage()
         self.before_call = before_call
+        self.call_log = call_log
 
     def messages(self, view: UserTurnView) -> list[dict]:
         reveals = view.task.user.reveals_when_asked
@@ -142,6 +147,7 @@ class LLMUserSimulator:
             messages=self.messages(view),
             purpose=USER_PURPOSE,
             job=self.job,
+            call_log=self.call_log,
         )
         self.usage.add(result)
         text = (result.content or "").strip()
