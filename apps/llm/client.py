@@ -26,6 +26,7 @@ from decimal import Decimal
 import openai
 from django.conf import settings
 from django.db import transaction
+from openai.types.chat import ChatCompletion
 
 from apps.core.safeinput import UnsafeInput, json_check, storable
 from apps.core.timings import timed
@@ -244,7 +245,7 @@ def llm_chat(
                 started = time.monotonic()
                 try:
                     with timed("model"):
-                        completion = client.chat.completions.create(**kwargs)
+                        completion = _create_completion(client, kwargs)
                     failure = None
                 except openai.OpenAIError as exc:
                     completion = None
@@ -538,6 +539,18 @@ def _openai_client(base_url: str, api_key: str, timeout: float, networks: tuple)
         max_retries=0,
         http_client=guarded_http_client(timeout=timeout),
     )
+
+
+def _create_completion(client: openai.OpenAI, kwargs: dict):
+    """``client.chat.completions.create(**kwargs)``, without the SDK's transform of the
+    request: a typing-driven walk of every message and tool that cost more CPU than the
+    rest of a run's step (~15 ms a call in a profile of a run lane). The body is plain JSON
+    already (``_plain_json``), which the transform would return unchanged; the answer is
+    parsed, and errors raised, exactly as ``create`` does (same request path, same
+    ``cast_to``)."""
+    body = {key: value for key, value in kwargs.items() if key != "extra_body"}
+    body.update(kwargs.get("extra_body") or {})
+    return client.post("/chat/completions", body=body, cast_to=ChatCompletion)
 
 
 def _classify(exc: openai.OpenAIError, endpoint: ModelEndpoint, timeout: float) -> _Failure:

@@ -464,35 +464,66 @@ _PROGRESS_WRITTEN: dict[int, float] = {}
 
 
 def _refresh(batch: RunBatch, *, keep: bool) -> tuple[Job, int | None]:
-    """``batch_refresh``; with ``keep``, the first run the dispatch would send is returned
-    instead, for the caller to play (see ``run_execute``'s lanes)."""
+    """``batch_refresh``; with ``keep`` (a lane whose run just ended), the batch's next run
+    is taken for the caller to play (see ``run_execute``): the place the ended run held
+    goes to it, so the batch's in-flight count stays as it was and no batch-wide lock or
+    recount is needed. Progress is then written at most once a second per process. Only
+    when nothing is left to take does the lane do the full refresh (and may finish the
+    job)."""
     job = Job.objects.get(pk=batch.job_id)
+    if keep and not job.cancel_requested:
+        kept = _take_next(batch)
+        if kept is not None:
+            now = time.monotonic()
+            if now - _PROGRESS_WRITTEN.get(batch.pk, 0.0) >= 1.0:
+                _PROGRESS_WRITTEN[batch.pk] = now
+                _write_progress(batch)
+            return job, kept
     if job.cancel_requested:
         Run.objects.filter(batch=batch, status=RunStatus.PENDING).update(
             status=RunStatus.CANCELLED,
             finished_at=timezone.now(),
             error="Cancelled before it started.",
         )
-    final = Run.objects.filter(batch=batch).filter(final_runs_q(batch)).count()
-    total = batch.slot_count
-    now = time.monotonic()
-    if not keep or final >= total or now - _PROGRESS_WRITTEN.get(batch.pk, 0.0) >= 1.0:
-        # A lane (many per process) writes the batch's progress at most once a second.
-        _PROGRESS_WRITTEN[batch.pk] = now
-        Job.objects.filter(pk=job.pk).update(
-            progress_done=Greatest(F("progress_done"), Value(min(final, total))),
-            heartbeat_at=timezone.now(),
-        )
-    kept = None
-    if final >= total:
+    final = _write_progress(batch)
+    if final >= batch.slot_count:
         _finish_job(batch)
     elif job.cancel_requested:
         if not Run.objects.filter(batch=batch, status=RunStatus.RUNNING).exists():
             _finish_job(batch)
     else:
-        _, kept = _dispatch(batch, keep=keep)
+        batch_dispatch(batch=batch)
     job.refresh_from_db()
-    return job, kept
+    return job, None
+
+
+def _write_progress(batch: RunBatch) -> int:
+    """Count the batch's final runs into its job (progress only grows); returns the count."""
+    final = Run.objects.filter(batch=batch).filter(final_runs_q(batch)).count()
+    Job.objects.filter(pk=batch.job_id).update(
+        progress_done=Greatest(F("progress_done"), Value(min(final, batch.slot_count))),
+        heartbeat_at=timezone.now(),
+    )
+    return final
+
+
+def _take_next(batch: RunBatch) -> int | None:
+    """Mark the batch's first unsent pending run sent, for this lane; None if none is left.
+    A conditional UPDATE: two lanes never take the same run."""
+    if batch.executor != Executor.CELERY:
+        return None
+    while True:
+        candidates = list(
+            Run.objects.filter(batch=batch, status=RunStatus.PENDING, enqueued_at__isnull=True)
+            .order_by("id")
+            .values_list("pk", flat=True)[:8]
+        )
+        if not candidates:
+            return None
+        now = timezone.now()
+        for run_id in candidates:
+            if Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=now):
+                return run_id
 
 
 def _finish_job(batch: RunBatch) -> None:
@@ -532,18 +563,12 @@ def _finish_job(batch: RunBatch) -> None:
 
 def batch_dispatch(*, batch: RunBatch) -> int:
     """Enqueue pending runs until ``concurrency`` of them are in flight (Celery executor
-    only); each finished run calls this again, so the batch keeps that many going. Returns
-    how many runs were enqueued (after the transaction commits)."""
-    return _dispatch(batch, keep=False)[0]
-
-
-def _dispatch(batch: RunBatch, *, keep: bool) -> tuple[int, int | None]:
-    """``batch_dispatch``; with ``keep``, the first free place goes to the caller: that
-    run is marked sent but not sent, and its id returned (counted in the total)."""
+    only); each finished run calls this again (or its lane takes the next run itself), so
+    the batch keeps that many going. Returns how many runs were enqueued (after the
+    transaction commits)."""
     if batch.executor != Executor.CELERY:
-        return 0, None
+        return 0
     enqueued = 0
-    kept = None
     with transaction.atomic():
         # One dispatcher at a time per batch, so two finishing runs cannot both fill the
         # same free place.
@@ -555,7 +580,7 @@ def _dispatch(batch: RunBatch, *, keep: bool) -> tuple[int, int | None]:
         ).count()
         free = batch.concurrency - in_flight
         if free <= 0:
-            return 0, None
+            return 0
         candidates = list(
             Run.objects.filter(batch=batch, status=RunStatus.PENDING, enqueued_at__isnull=True)
             .order_by("id")
@@ -564,12 +589,9 @@ def _dispatch(batch: RunBatch, *, keep: bool) -> tuple[int, int | None]:
         now = timezone.now()
         for run_id in candidates:
             if Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=now):
-                if keep and kept is None:
-                    kept = run_id
-                else:
-                    transaction.on_commit(lambda pk=run_id: run_send(pk))
+                transaction.on_commit(lambda pk=run_id: run_send(pk))
                 enqueued += 1
-    return enqueued, kept
+    return enqueued
 
 
 def run_send(run_id: int) -> None:
