@@ -333,6 +333,8 @@ if not CELERY_BROKER_URL:
     (BROKER_DIR / "queue").mkdir(parents=True, exist_ok=True)
     (BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's filesystem transport, with messages written atomically (see its docstring).
+    CELERY_BROKER_TRANSPORT = "coworkenv_web.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # kombu's filesystem transport needs the in and out folders to be the same one.
         "data_folder_in": str(BROKER_DIR / "queue"),
