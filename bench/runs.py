@@ -338,7 +338,8 @@ PHASES = [
     ("dispatch", "batch progress + dispatch of the next run"),
     ("heartbeat", "heartbeat writes (background thread)"),
 ]
-IN_PLAY = ("slot_wait", "slot_release", "model", "call_log", "cancel_check")
+# Measured inside "play" (the run's call log is flushed after it, so it is not among them).
+IN_PLAY = ("slot_wait", "slot_release", "model", "cancel_check")
 
 
 def breakdown(runs) -> tuple[dict[str, float], int]:
@@ -419,6 +420,12 @@ def main() -> None:
     print(f"  wall time           {wall:8.2f} s")
     print(f"  ideal N*calls*L/C   {ideal:8.2f} s")
     print(f"  ratio               {wall / ideal:8.2f}x")
+    # What the CPU allows: all the CPU seconds spent (workers, and this process with the
+    # LLM server) over the machine's cores, as if nobody else used them.
+    cores = os.cpu_count() or 1
+    cpu_limit = (worker_cpu + own_cpu) / cores
+    print(f"  CPU limit           {cpu_limit:8.2f} s   ({worker_cpu + own_cpu:.1f} CPU-s / {cores} "
+          f"cores); wall / the larger of the two {wall / max(ideal, cpu_limit):.2f}x")  # fmt: skip
     print(f"  wall per step/lane  {step_wall_ms:8.2f} ms   (L = {args.latency * 1000:.0f} ms)")
     print(f"  worker CPU per step {worker_cpu / steps * 1000:8.2f} ms   "
           f"({worker_cpu:.1f} CPU-s in all; the bench process, LLM server included, "
