@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -137,6 +138,7 @@ class _CancelCheck:
 # worker replaying the same environment for many trials builds and checks it once.
 _SPEC_CACHE: dict[tuple, tuple] = {}
 _SPEC_CACHE_SIZE = 64
+_SPEC_CACHE_LOCK = threading.Lock()
 
 
 def _load_spec(environment) -> tuple[object, str]:
@@ -145,9 +147,10 @@ def _load_spec(environment) -> tuple[object, str]:
     if cached is None:
         document = environment_spec(environment)
         cached = (engine_spec.load_spec(document), engine_spec.spec_hash(document))
-        if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
-            _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
-        _SPEC_CACHE[key] = cached
+        with _SPEC_CACHE_LOCK:  # a threads-pool worker plays many runs at once
+            if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
+                _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
+            _SPEC_CACHE[key] = cached
     return cached
 
 
