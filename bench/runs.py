@@ -23,6 +23,9 @@ seconds per step, and where one lane's time goes, per run: every run appends its
 being claimed is read from its row. The engine's share of a step is measured apart: the
 same episode replayed in process with a scripted policy (no HTTP, no database).
 
+``--profile`` profiles one lane in process instead (cProfile on this thread's CPU time):
+how the breakdown above was found.
+
 Nothing asserts on time.
 """
 
@@ -58,6 +61,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--postgres", default="", help="A PostgreSQL URL: uses <name>_bench.")
     parser.add_argument("--redis", default="", help="A Redis URL (its database is flushed).")
     parser.add_argument("--lane-max", type=int, default=None, help="RUN_LANE_MAX_S (0: off).")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="Instead: profile one lane in this process (cProfile, thread CPU time).",
+    )
     return parser.parse_args()
 
 
@@ -360,8 +368,42 @@ def breakdown(runs) -> tuple[dict[str, float], int]:
     return {name: seconds / count for name, seconds in totals.items()}, len(lines)
 
 
+def profile_lane(args) -> None:
+    """One lane in this process: ``run_execute`` with a lane plays a batch's runs one after
+    another (no worker, no broker hop), under cProfile measuring this thread's CPU time (the
+    loopback server's threads are not counted). Prints the top functions by own CPU time."""
+    import cProfile
+    import pstats
+
+    from apps.runs.models import Run
+    from apps.runs.services import run_execute
+    from tests.llm_server import LoopbackLLMServer
+
+    server = LoopbackLLMServer(latency=args.latency, responder=teacher).start()
+    try:
+        project, user, envs, endpoint = setup(server, 1, 1)
+        for trials in (2, 20):  # a warm-up batch, then the profiled one
+            timed = batch(project, user, endpoint, envs, trials, 1)
+            first = Run.objects.filter(batch=timed).order_by("id").values_list("pk", flat=True)[0]
+            profiler = cProfile.Profile(time.thread_time)
+            cpu = time.thread_time()
+            profiler.enable()
+            run_execute(run_id=first, lane=lambda: True)
+            profiler.disable()
+            cpu = time.thread_time() - cpu
+    finally:
+        server.stop()
+    steps = 20 * CALLS_PER_TRIAL
+    print(f"one lane, 20 runs in process, L={args.latency:.3f}s: this thread's CPU "
+          f"{cpu / steps * 1000:.2f} ms per step (with the profiler's own overhead)")  # fmt: skip
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
 def main() -> None:
     args = ARGS
+    if args.profile:
+        profile_lane(args)
+        return
     from apps.runs.models import Run, RunStatus
     from tests.llm_server import LoopbackLLMServer
 
