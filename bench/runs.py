@@ -1,18 +1,30 @@
 """Runs benchmark: a teacher batch through the real Celery path, against the endpoint's limit.
 
-    python bench/runs.py [--n 100] [--latency 0.2] [--concurrency 4] [--workers 4]
+    python bench/runs.py [--n 100] [--latency 0.2] [--concurrency 4]
+                         [--pool threads|prefork] [--procs P] [--workers W]
+                         [--postgres postgres://postgres@127.0.0.1:5432/cw_x --redis redis://127.0.0.1:6379/4]
 
-Everything runs in a throw-away directory (SQLite database and filesystem broker). A
-loopback OpenAI-compatible server plays a fixed teacher script after a fixed latency L per
-answer, serving at most C requests at a time; the model endpoint's limit and the batch's
-concurrency are also C. Each trial of the task costs exactly 3 model calls (list the
-calendar, send the email, reply), so the ideal wall time of N task-trials is
-``N * 3 * L / C``. The bench prints the wall time (batch created → job finished; worker
-start-up is excluded by a warm-up batch), the ideal, their ratio (the run pipeline's
-overhead above the endpoint's own limit: claiming, the engine, grading, storing the run,
-progress, dispatch), and the engine's share of a step: the same episode replayed in process
-with a scripted policy (no HTTP, no database), per step, against the wall time per step of
-one concurrency lane.
+By default everything runs in a throw-away directory (SQLite database and filesystem
+broker). With ``--postgres`` and ``--redis`` it runs against a fresh database
+``<name>_bench`` (dropped and created) and that Redis database (flushed): the team-server
+mode, with the endpoint's limit in Redis. A loopback OpenAI-compatible server plays a fixed
+teacher script after a fixed latency L per answer, serving at most C requests at a time;
+the model endpoint's limit and the batch's concurrency are also C. Each trial of the task
+costs exactly 3 model calls (list the calendar, send the email, reply), so the ideal wall
+time of N task-trials is ``N * 3 * L / C``.
+
+Workers: ``--pool threads`` (default) starts ``--procs`` worker processes (default 2) of
+C/P threads each; ``--pool prefork`` starts one worker of ``--workers`` processes (default
+C). The bench prints the wall time (batch created → job finished; worker start-up is
+excluded by a warm-up batch), the ideal, their ratio (the run pipeline's overhead above the
+endpoint's own limit), the peak of requests in flight at the server, the workers' CPU
+seconds per step, and where one lane's time goes, per run: every run appends its phases
+(``RUN_TIMINGS_FILE``, see ``apps.core.timings``), and the time from a run being sent to
+being claimed is read from its row. The engine's share of a step is measured apart: the
+same episode replayed in process with a scripted policy (no HTTP, no database).
+
+``--profile`` profiles one lane in process instead (cProfile on this thread's CPU time):
+how the breakdown above was found.
 
 Nothing asserts on time.
 """
@@ -20,6 +32,7 @@ Nothing asserts on time.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -27,17 +40,72 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 TMP = Path(tempfile.mkdtemp(prefix="coworkenv-bench-runs-"))
-os.environ["COWORKENV_VAR_DIR"] = str(TMP)
-os.environ["DATABASE_URL"] = f"sqlite://{TMP / 'bench.sqlite3'}"
-os.environ.pop("CELERY_BROKER_URL", None)
-os.environ["DJANGO_SETTINGS_MODULE"] = "coworkenv_web.settings"
-os.environ["BENCH_LLM_API_KEY"] = "sk-bench"
+TIMINGS = TMP / "timings.jsonl"
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=100, help="Task-trials (multiple of 20).")
+    parser.add_argument("--latency", type=float, default=0.2, help="L: seconds per answer.")
+    parser.add_argument("--concurrency", type=int, default=4, help="C: endpoint limit.")
+    parser.add_argument("--pool", choices=["threads", "prefork"], default="threads")
+    parser.add_argument("--procs", type=int, default=2, help="Worker processes (threads pool).")
+    parser.add_argument("--workers", type=int, default=0, help="Pool processes (prefork; C).")
+    parser.add_argument("--postgres", default="", help="A PostgreSQL URL: uses <name>_bench.")
+    parser.add_argument("--redis", default="", help="A Redis URL (its database is flushed).")
+    parser.add_argument("--lane-max", type=int, default=None, help="RUN_LANE_MAX_S (0: off).")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="Instead: profile one lane in this process (cProfile, thread CPU time).",
+    )
+    return parser.parse_args()
+
+
+ARGS = arguments() if __name__ == "__main__" else None
+
+
+def configure(args) -> str:
+    """Point Django at the bench's database and broker; returns a label for the output."""
+    os.environ["COWORKENV_VAR_DIR"] = str(TMP)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "coworkenv_web.settings"
+    os.environ["BENCH_LLM_API_KEY"] = "sk-bench"
+    os.environ["RUN_TIMINGS_FILE"] = str(TIMINGS)
+    if args.lane_max is not None:
+        os.environ["RUN_LANE_MAX_S"] = str(args.lane_max)
+    if args.postgres:
+        import psycopg
+
+        url = urlparse(args.postgres)
+        name = url.path.lstrip("/") + "_bench"
+        admin = url._replace(path="/postgres").geturl()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        os.environ["DATABASE_URL"] = url._replace(path=f"/{name}").geturl()
+    else:
+        os.environ["DATABASE_URL"] = f"sqlite://{TMP / 'bench.sqlite3'}"
+    if args.redis:
+        import redis
+
+        redis.Redis.from_url(args.redis).flushdb()
+        os.environ["CELERY_BROKER_URL"] = args.redis
+    else:
+        os.environ.pop("CELERY_BROKER_URL", None)
+    database = "PostgreSQL" if args.postgres else "SQLite"
+    broker = "Redis broker, endpoint limit in Redis" if args.redis else "filesystem broker"
+    return f"{database} + {broker}"
+
+
+if ARGS is not None:
+    LABEL = configure(ARGS)
 
 import django  # noqa: E402
 
@@ -77,7 +145,9 @@ def spec(index: int) -> dict:
             {
                 "key": "tell-dana",
                 "system": "You are the assistant of me@acme.test.",
-                "turns": [{"message": "Check my Thursday, then tell Dana 16:00 works."}],
+                "turns": [
+                    {"message": "Check my Thursday, then tell Dana (dana@acme.test) 16:00 works."}
+                ],
                 "reference_solution": [
                     {
                         "turn": 0,
@@ -149,15 +219,66 @@ def setup(server, concurrency: int, environments: int):
     return project, user, envs, endpoint
 
 
-def start_worker(concurrency: int, log: Path) -> subprocess.Popen:
+def start_workers(args, log: Path) -> list[subprocess.Popen]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "coworkenv_web", "worker", "-Q", "llm",
-         "--concurrency", str(concurrency), "--loglevel", "WARNING", "--without-gossip",
-         "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )  # fmt: skip
+    if args.pool == "threads":
+        procs = max(1, min(args.procs, args.concurrency))
+        sizes = [args.concurrency // procs + (i < args.concurrency % procs) for i in range(procs)]
+    else:
+        sizes = [args.workers or args.concurrency]
+    return [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "coworkenv_web",
+                "worker",
+                "-Q",
+                "llm",
+                "--pool",
+                args.pool,
+                "--concurrency",
+                str(size),
+                "--loglevel",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--hostname",
+                f"bench{i}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log.with_suffix(f".{i}.log").open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for i, size in enumerate(sizes)
+    ]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of these processes and their children (from /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    seen = set()
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                children = (task / "children").read_text().split()
+                todo.extend(int(child) for child in children)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
 
 
 def batch(project, user, endpoint, envs, trials: int, concurrency: int):
@@ -211,14 +332,78 @@ def engine_step_ms(repeats: int = 200) -> float:
     return statistics.median(times) * 1000 / CALLS_PER_TRIAL
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=100, help="Task-trials (multiple of 20).")
-    parser.add_argument("--latency", type=float, default=0.2, help="L: seconds per answer.")
-    parser.add_argument("--concurrency", type=int, default=4, help="C: endpoint limit.")
-    parser.add_argument("--workers", type=int, default=0, help="Worker processes (default C).")
-    args = parser.parse_args()
+PHASES = [
+    ("queue_wait", "sent → claimed (broker, dispatch of the next run)"),
+    ("claim", "claim (conditional UPDATE + load)"),
+    ("start", "job marked running"),
+    ("slot_wait", "endpoint slot: acquire (incl. waiting)"),
+    ("slot_release", "endpoint slot: release"),
+    ("model", "model wait (HTTP request to the endpoint)"),
+    ("call_log", "LLM call log writes"),
+    ("cancel_check", "cancellation checks"),
+    ("engine", "engine + agent glue (play minus the above)"),
+    ("store", "transcript + outcome stored"),
+    ("dispatch", "batch progress + dispatch of the next run"),
+    ("heartbeat", "heartbeat writes (background thread)"),
+]
+# Measured inside "play" (the run's call log is flushed after it, so it is not among them).
+IN_PLAY = ("slot_wait", "slot_release", "model", "cancel_check")
 
+
+def breakdown(runs) -> tuple[dict[str, float], int]:
+    """Mean seconds per run for each phase, and how many runs reported."""
+    lines = [json.loads(line) for line in TIMINGS.read_text().splitlines() if line.strip()]
+    totals: dict[str, float] = dict.fromkeys([name for name, _ in PHASES] + ["play"], 0.0)
+    for line in lines:
+        for name, seconds in line["seconds"].items():
+            totals[name] = totals.get(name, 0.0) + seconds
+    totals["engine"] = totals.pop("play") - sum(totals[name] for name in IN_PLAY)
+    waits = [
+        (started - enqueued).total_seconds()
+        for enqueued, started in runs.values_list("enqueued_at", "started_at")
+        if enqueued and started
+    ]
+    totals["queue_wait"] = sum(max(0.0, w) for w in waits)
+    count = max(1, len(lines))
+    return {name: seconds / count for name, seconds in totals.items()}, len(lines)
+
+
+def profile_lane(args) -> None:
+    """One lane in this process: ``run_execute`` with a lane plays a batch's runs one after
+    another (no worker, no broker hop), under cProfile measuring this thread's CPU time (the
+    loopback server's threads are not counted). Prints the top functions by own CPU time."""
+    import cProfile
+    import pstats
+
+    from apps.runs.models import Run
+    from apps.runs.services import run_execute
+    from tests.llm_server import LoopbackLLMServer
+
+    server = LoopbackLLMServer(latency=args.latency, responder=teacher).start()
+    try:
+        project, user, envs, endpoint = setup(server, 1, 1)
+        for trials in (2, 20):  # a warm-up batch, then the profiled one
+            timed = batch(project, user, endpoint, envs, trials, 1)
+            first = Run.objects.filter(batch=timed).order_by("id").values_list("pk", flat=True)[0]
+            profiler = cProfile.Profile(time.thread_time)
+            cpu = time.thread_time()
+            profiler.enable()
+            run_execute(run_id=first, lane=lambda: True)
+            profiler.disable()
+            cpu = time.thread_time() - cpu
+    finally:
+        server.stop()
+    steps = 20 * CALLS_PER_TRIAL
+    print(f"one lane, 20 runs in process, L={args.latency:.3f}s: this thread's CPU "
+          f"{cpu / steps * 1000:.2f} ms per step (with the profiler's own overhead)")  # fmt: skip
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
+def main() -> None:
+    args = ARGS
+    if args.profile:
+        profile_lane(args)
+        return
     from apps.runs.models import Run, RunStatus
     from tests.llm_server import LoopbackLLMServer
 
@@ -227,45 +412,79 @@ def main() -> None:
     n = environments * trials
     server = LoopbackLLMServer(latency=args.latency, capacity=args.concurrency, responder=teacher)
     server.start()
-    worker = None
+    workers = []
     try:
         project, user, envs, endpoint = setup(server, args.concurrency, environments)
-        worker = start_worker(args.workers or args.concurrency, TMP / "worker.log")
-        warm = batch(project, user, endpoint, envs[:1], 1, 1)
+        workers = start_workers(args, TMP / "worker.log")
+        warm = batch(project, user, endpoint, envs[:1], max(2, len(workers) * 2), len(workers) * 2)
         wait(warm.job_id, 120)
         server.reset()
         server.responder = teacher
+        TIMINGS.write_text("")
 
+        pids = [w.pid for w in workers]
+        cpu_before = cpu_seconds(pids)
+        own_before = sum(os.times()[:2])
         started = time.monotonic()
         timed = batch(project, user, endpoint, envs, trials, args.concurrency)
-        wait(timed.job_id, 600)
+        wait(timed.job_id, 900)
         wall = time.monotonic() - started
+        worker_cpu = cpu_seconds(pids) - cpu_before
+        own_cpu = sum(os.times()[:2]) - own_before
     finally:
-        if worker is not None:
+        for worker in workers:
             worker.terminate()
+        for worker in workers:
             worker.wait(timeout=30)
         server.stop()
 
     runs = Run.objects.filter(batch=timed)
     graded = runs.filter(status=RunStatus.SUCCEEDED, passed=True).count()
     calls = len(server.chat_requests())
-    ideal = n * CALLS_PER_TRIAL * args.latency / args.concurrency
-    step_wall_ms = wall / (n * CALLS_PER_TRIAL) * args.concurrency * 1000
+    steps = n * CALLS_PER_TRIAL
+    ideal = steps * args.latency / args.concurrency
+    lane_run_ms = wall / n * args.concurrency * 1000
+    step_wall_ms = lane_run_ms / CALLS_PER_TRIAL
     engine_ms = engine_step_ms()
-    print(
-        f"runs bench: N={n} task-trials, L={args.latency:.3f}s, C={args.concurrency}, "
-        f"{args.workers or args.concurrency} worker processes, SQLite + filesystem broker"
-    )
+    phases, reported = breakdown(runs)
+    lanes = runs.exclude(enqueued_at=None).count()
+    load = os.getloadavg()
+    if args.pool == "threads":
+        shape = f"threads pool: {len(workers)} worker processes, {args.concurrency} threads in all"
+    else:
+        shape = f"prefork pool: {args.workers or args.concurrency} processes"
+    print(f"runs bench: N={n} task-trials, L={args.latency:.3f}s, C={args.concurrency}, {LABEL}")
+    print(f"  {shape}; lanes up to RUN_LANE_MAX_S; load average {load[0]:.2f} {load[1]:.2f}")
     print(
         f"  passed runs         {graded}/{n}   model calls {calls} "
-        f"(expected {n * CALLS_PER_TRIAL}), peak in flight {server.max_in_flight}"
+        f"(expected {steps}), peak in flight {server.max_in_flight} (limit {args.concurrency})"
     )
     print(f"  wall time           {wall:8.2f} s")
     print(f"  ideal N*calls*L/C   {ideal:8.2f} s")
     print(f"  ratio               {wall / ideal:8.2f}x")
+    # What the CPU allows: all the CPU seconds spent (workers, and this process with the
+    # LLM server) over the machine's cores, as if nobody else used them.
+    cores = os.cpu_count() or 1
+    cpu_limit = (worker_cpu + own_cpu) / cores
+    print(f"  CPU limit           {cpu_limit:8.2f} s   ({worker_cpu + own_cpu:.1f} CPU-s / {cores} "
+          f"cores); wall / the larger of the two {wall / max(ideal, cpu_limit):.2f}x")  # fmt: skip
     print(f"  wall per step/lane  {step_wall_ms:8.2f} ms   (L = {args.latency * 1000:.0f} ms)")
+    print(f"  worker CPU per step {worker_cpu / steps * 1000:8.2f} ms   "
+          f"({worker_cpu:.1f} CPU-s in all; the bench process, LLM server included, "
+          f"{own_cpu:.1f} CPU-s)")  # fmt: skip
     print(f"  engine per step     {engine_ms:8.3f} ms   "
           f"(share of a step: {engine_ms / step_wall_ms * 100:.2f}%)")  # fmt: skip
+    print(f"  one lane, per run ({reported} runs reported, {lanes} sent; lane time per run "
+          f"{lane_run_ms:.0f} ms = {CALLS_PER_TRIAL} steps):")  # fmt: skip
+    accounted = 0.0
+    for name, label in PHASES:
+        ms = phases.get(name, 0.0) * 1000
+        if name != "heartbeat":
+            accounted += ms
+        print(f"    {label:<52} {ms:8.2f} ms  {ms / lane_run_ms * 100:5.1f}%")
+    rest = lane_run_ms - accounted
+    print(f"    {'other (lane idle: batch start/end, polling)':<52} {rest:8.2f} ms  "
+          f"{rest / lane_run_ms * 100:5.1f}%")  # fmt: skip
     print(f"  files in {TMP}")
 
 

@@ -114,6 +114,20 @@ if django.VERSION < (6, 0):
     TEMPLATES[0]["OPTIONS"]["builtins"].append("template_partials.templatetags.partials")
 
 
+# SQLite: processes sharing the file wait for the write lock (``timeout``), and write-ahead
+# logging with synchronous=NORMAL makes a commit an append instead of two fsyncs (each
+# worker write cost tens of milliseconds without it); readers never wait for the writer.
+_SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    **(
+        {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"}
+        if env_bool("SQLITE_WAL", True)
+        else {}
+    ),
+}
+
+
 def _database_from_url(url: str) -> dict:
     parsed = urlparse(url)
     if parsed.scheme in ("postgres", "postgresql", "pgsql"):
@@ -140,7 +154,7 @@ def _database_from_url(url: str) -> dict:
             "NAME": unquote(parsed.path) or ":memory:",
             # As in the default local mode: processes sharing the file wait for the write lock
             # (``?timeout=`` seconds, then "database is locked", which workers retry).
-            "OPTIONS": {"timeout": timeout, "transaction_mode": "IMMEDIATE"},
+            "OPTIONS": {**_SQLITE_OPTIONS, "timeout": timeout},
         }
     raise ImproperlyConfigured(
         f"DATABASE_URL must start with postgres:// or sqlite://, not {parsed.scheme!r}://."
@@ -157,7 +171,7 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "coworkenv.sqlite3",
             # The web server and the local worker write to the same file: wait for the lock.
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            "OPTIONS": dict(_SQLITE_OPTIONS),
         }
     }
 
@@ -349,6 +363,8 @@ if not CELERY_BROKER_URL:
     (BROKER_DIR / "queue").mkdir(parents=True, exist_ok=True)
     (BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's filesystem transport, with messages written atomically (see its docstring).
+    CELERY_BROKER_TRANSPORT = "coworkenv_web.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # kombu's filesystem transport needs the in and out folders to be the same one.
         "data_folder_in": str(BROKER_DIR / "queue"),
@@ -356,6 +372,9 @@ if not CELERY_BROKER_URL:
         "processed_folder": str(BROKER_DIR / "processed"),
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
+        # How often an idle worker looks for new files (kombu's default is 1 s, which a
+        # run batch paid on every hand-over to the next run).
+        "polling_interval": float(env_str("CELERY_FILESYSTEM_POLL_S", "0.1")),
     }
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {}
@@ -375,6 +394,26 @@ LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 4)
 LLM_MAX_TOTAL_WAIT_S = env_int("LLM_MAX_TOTAL_WAIT_S", 180)  # sleeping between attempts
 LLM_RETRY_AFTER_CAP_S = env_int("LLM_RETRY_AFTER_CAP_S", 60)  # longest Retry-After honoured
 LLM_SLOT_WAIT_S = env_int("LLM_SLOT_WAIT_S", 900)  # longest wait for a free concurrency slot
+# Where the per-endpoint concurrency limit lives: "redis" (a semaphore with leases, shared by
+# every worker host; the default when the broker is Redis), "file" (lock files under
+# COWORKENV_VAR_DIR, shared by the processes of one host; the default with SQLite, which is
+# one host anyway) or "database" (slot rows; PostgreSQL without Redis).
+# LLM_SLOT_REDIS_URL defaults to the broker's URL.
+LLM_SLOT_REDIS_URL = env_secret("LLM_SLOT_REDIS_URL") or (
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else ""
+)
+LLM_SLOT_BACKEND = env_str(
+    "LLM_SLOT_BACKEND",
+    "redis"
+    if LLM_SLOT_REDIS_URL
+    else "file"
+    if DATABASES["default"]["ENGINE"].endswith("sqlite3")
+    else "database",
+)
+if LLM_SLOT_BACKEND not in ("redis", "database", "file"):
+    raise ImproperlyConfigured("LLM_SLOT_BACKEND is redis, database or file.")
+if LLM_SLOT_BACKEND == "redis" and not LLM_SLOT_REDIS_URL:
+    raise ImproperlyConfigured("LLM_SLOT_BACKEND=redis needs LLM_SLOT_REDIS_URL or a Redis broker.")
 
 
 def _key_hosts(value: str | None) -> dict[str, list[str]]:
@@ -442,6 +481,12 @@ if DATASET_TOKENIZER_DEFAULT and DATASET_TOKENIZER_DEFAULT not in DATASET_TOKENI
 JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 45)
 JOB_SWEEP_EVERY_S = env_int("JOB_SWEEP_EVERY_S", 15)
 JOB_MAX_CLAIMS = env_int("JOB_MAX_CLAIMS", 5)
+# A worker that finishes a run takes its batch's next run itself, without a trip through the
+# broker, for up to RUN_LANE_MAX_S seconds; then it hands the next one to the queue (so other
+# batches get their turn). 0 sends every run through the broker.
+RUN_LANE_MAX_S = env_int("RUN_LANE_MAX_S", 300)
+# Benchmarks: a file that every run appends its phase timings to (one JSON line each).
+RUN_TIMINGS_FILE = env_str("RUN_TIMINGS_FILE", "")
 if JOB_STALE_AFTER_S < 2 or JOB_SWEEP_EVERY_S < 1 or JOB_MAX_CLAIMS < 1:
     raise ImproperlyConfigured(
         "JOB_STALE_AFTER_S must be at least 2, JOB_SWEEP_EVERY_S and JOB_MAX_CLAIMS at least 1."

@@ -52,11 +52,17 @@ class WorkerProcess:
         concurrency: int = 2,
         log_path=None,
         sqlite_timeout: float | None = None,
+        pool: str = "prefork",
+        hostname: str | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.queues = queues
         self.concurrency = concurrency
         self.log_path = log_path
         self.sqlite_timeout = sqlite_timeout
+        self.pool = pool
+        self.hostname = hostname
+        self.env = env or {}
         self.process: subprocess.Popen | None = None
 
     def arguments(self) -> list[str]:
@@ -66,11 +72,14 @@ class WorkerProcess:
             self.queues,
             "--concurrency",
             str(self.concurrency),
+            "--pool",
+            self.pool,
             "--loglevel",
             "INFO",
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
+            *(["--hostname", self.hostname] if self.hostname else []),
         ]
 
     def start(self) -> "WorkerProcess":
@@ -78,7 +87,7 @@ class WorkerProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "coworkenv_web", *self.arguments()],
             cwd=ROOT,
-            env=worker_environment(sqlite_timeout=self.sqlite_timeout),
+            env={**worker_environment(sqlite_timeout=self.sqlite_timeout), **self.env},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -1,14 +1,32 @@
 """A per-endpoint limit on requests in flight, shared by every worker on every machine.
 
-Each endpoint has ``max_concurrency`` ``EndpointSlot`` rows. A request leases one slot for
-its duration: acquiring is a conditional UPDATE of a free (or expired) slot in a short
-transaction of its own, releasing is a conditional UPDATE by the holder's token. A lease
-expires after the request timeout plus a margin, so a worker killed mid-request frees its
-slot without anyone's help. Only the database is needed (PostgreSQL or SQLite).
+Two places can hold the limit, chosen by ``LLM_SLOT_BACKEND``:
+
+- ``redis`` (the default when the broker is Redis): one sorted set per endpoint, of lease
+  holders scored by their expiry. Acquiring is one Lua script (drop expired leases; add ours
+  if fewer than ``max_concurrency`` remain), releasing removes ours and pushes a wake-up
+  token onto the endpoint's wake list, on which waiters block (``BLPOP``) instead of
+  sleeping: a freed slot is taken within a round trip, by a worker on any host. Time is the
+  Redis server's, so hosts with skewed clocks agree on expiry.
+- ``file`` (the local mode, SQLite: one host): ``max_concurrency`` lock files per endpoint
+  under ``COWORKENV_VAR_DIR/llm-slots/``; a request holds an exclusive ``flock`` on one of
+  them. No database write at all, and the kernel frees the lock of a killed process.
+- ``database`` (PostgreSQL without Redis): ``max_concurrency`` ``EndpointSlot`` rows per endpoint. A
+  request leases one slot for its duration: acquiring is a conditional UPDATE of a free (or
+  expired) slot in a short transaction of its own, releasing is a conditional UPDATE by the
+  holder's token. Waiters in the same process (a worker's threads) are woken by the release
+  at once; a release in another process is seen at the next short poll (≤ 50 ms).
+
+A database or Redis lease expires after the request timeout plus a margin, so a worker killed
+mid-request frees its slot without anyone's help.
 """
 
 import contextlib
+import fcntl
+import functools
+import os
 import random
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,11 +37,14 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apps.core.timings import timed
 from apps.llm.models import EndpointSlot, ModelEndpoint
 
 LEASE_MARGIN_S = 30.0
-POLL_MIN_S = 0.02
-POLL_MAX_S = 0.25
+POLL_MIN_S = 0.005
+POLL_MAX_S = 0.05
+# A waiter looks again at least this often (a lease that expired, a lost wake-up token).
+REDIS_WAKE_S = 0.5
 
 
 class SlotTimeout(Exception):
@@ -40,8 +61,9 @@ class SlotTimeout(Exception):
 @dataclass(frozen=True)
 class SlotLease:
     endpoint_id: int
-    index: int
+    index: int  # the slot row's index (database backend); -1 for a Redis lease
     holder: str
+    backend: str = "database"
 
 
 def ensure_outside_transaction(what: str) -> None:
@@ -117,23 +139,95 @@ def _claim_first(candidates, holder: str, now, lease_s: float, endpoint) -> Slot
 
 def slot_release(*, lease: SlotLease) -> bool:
     """Free the slot if this lease still holds it (an expired, re-claimed one is left alone)."""
-    return bool(
+    if lease.backend == "redis":
+        return _redis_release(lease)
+    if lease.backend == "file":
+        return _file_release(lease)
+    released = bool(
         EndpointSlot.objects.filter(
             endpoint_id=lease.endpoint_id, index=lease.index, holder=lease.holder
         ).update(holder="", lease_expires_at=None, acquired_at=None)
     )
+    if released:
+        _local_wake(lease.endpoint_id)
+    return released
 
 
 def slot_acquire(
     *, endpoint: ModelEndpoint, timeout: float | None = None, lease_s: float | None = None
 ) -> SlotLease:
-    """Wait (polling with small jittered sleeps) until a slot is ours; SlotTimeout after
-    ``timeout`` seconds (default ``settings.LLM_SLOT_WAIT_S``)."""
+    """Wait until a slot is ours; SlotTimeout after ``timeout`` seconds (default
+    ``settings.LLM_SLOT_WAIT_S``). Where the limit lives: ``settings.LLM_SLOT_BACKEND``."""
     ensure_outside_transaction("Acquiring an endpoint slot")
     timeout = settings.LLM_SLOT_WAIT_S if timeout is None else timeout
+    lease_s = lease_seconds(endpoint) if lease_s is None else lease_s
+    if settings.LLM_SLOT_BACKEND == "redis":
+        return _redis_acquire(endpoint, timeout, lease_s)
+    if settings.LLM_SLOT_BACKEND == "file":
+        return _file_acquire(endpoint, timeout)
+    return _database_acquire(endpoint, timeout, lease_s)
+
+
+def _slot_files(endpoint_id: int):
+    folder = settings.VAR_DIR / "llm-slots" / str(endpoint_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _file_try_acquire(endpoint: ModelEndpoint) -> SlotLease | None:
+    folder = _slot_files(endpoint.pk)
+    for index in range(endpoint.max_concurrency):
+        fd = os.open(folder / f"{index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        holder = uuid.uuid4().hex
+        with _FILE_LEASES_LOCK:
+            _FILE_LEASES[holder] = fd
+        return SlotLease(endpoint_id=endpoint.pk, index=index, holder=holder, backend="file")
+    return None
+
+
+# The locked file of each lease this process holds (file backend), by holder token.
+_FILE_LEASES: dict[str, int] = {}
+_FILE_LEASES_LOCK = threading.Lock()
+
+
+def _file_acquire(endpoint: ModelEndpoint, timeout: float) -> SlotLease:
+    started = time.monotonic()
+    delay = POLL_MIN_S
+    wake = _local_condition(endpoint.pk)
+    while True:
+        lease = _file_try_acquire(endpoint)
+        if lease is not None:
+            return lease
+        waited = time.monotonic() - started
+        if waited >= timeout:
+            raise SlotTimeout(endpoint, waited)
+        with wake:
+            wake.wait(min(random.uniform(POLL_MIN_S, delay), max(0.0, timeout - waited)))
+        delay = min(POLL_MAX_S, delay * 1.5)
+
+
+def _file_release(lease: SlotLease) -> bool:
+    with _FILE_LEASES_LOCK:
+        fd = _FILE_LEASES.pop(lease.holder, None)
+    if fd is None:
+        return False  # released already
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+    _local_wake(lease.endpoint_id)
+    return True
+
+
+def _database_acquire(endpoint: ModelEndpoint, timeout: float, lease_s: float) -> SlotLease:
     started = time.monotonic()
     synced = False
     delay = POLL_MIN_S
+    wake = _local_condition(endpoint.pk)
     while True:
         lease = slot_try_acquire(endpoint=endpoint, lease_s=lease_s)
         if lease is not None:
@@ -146,15 +240,128 @@ def slot_acquire(
         waited = time.monotonic() - started
         if waited >= timeout:
             raise SlotTimeout(endpoint, waited)
-        time.sleep(min(random.uniform(POLL_MIN_S, delay), max(0.0, timeout - waited)))
+        # A release in this process wakes us at once; one in another process is seen at the
+        # next poll (short, jittered, so waiting processes do not poll in step).
+        with wake:
+            wake.wait(min(random.uniform(POLL_MIN_S, delay), max(0.0, timeout - waited)))
         delay = min(POLL_MAX_S, delay * 1.5)
+
+
+_CONDITIONS: dict[int, threading.Condition] = {}
+_CONDITIONS_LOCK = threading.Lock()
+
+
+def _local_condition(endpoint_id: int) -> threading.Condition:
+    with _CONDITIONS_LOCK:
+        condition = _CONDITIONS.get(endpoint_id)
+        if condition is None:
+            condition = _CONDITIONS[endpoint_id] = threading.Condition()
+        return condition
+
+
+def _local_wake(endpoint_id: int) -> None:
+    condition = _CONDITIONS.get(endpoint_id)
+    if condition is not None:
+        with condition:
+            condition.notify()
+
+
+# --- Redis ------------------------------------------------------------------------------
+
+# KEYS: the lease set. ARGV: holder, limit, lease seconds.
+_ACQUIRE = """
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
+  local lease_ms = math.floor(tonumber(ARGV[3]) * 1000)
+  redis.call('ZADD', KEYS[1], now_ms + lease_ms, ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], lease_ms + 60000)
+  return 1
+end
+return 0
+"""
+
+# KEYS: the lease set, the wake list, the waiters counter. ARGV: holder. A token is pushed
+# only while someone waits, and never more tokens than waiters.
+_RELEASE = """
+local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+local waiters = tonumber(redis.call('GET', KEYS[3]) or '0')
+if removed == 1 and waiters > 0 then
+  redis.call('LPUSH', KEYS[2], '1')
+  redis.call('LTRIM', KEYS[2], 0, waiters - 1)
+  redis.call('EXPIRE', KEYS[2], 600)
+end
+return removed
+"""
+
+
+@functools.cache
+def _redis_client(url: str):
+    import redis
+
+    return redis.Redis.from_url(url, socket_keepalive=True, health_check_interval=30)
+
+
+@functools.cache
+def _scripts(url: str):
+    client = _redis_client(url)
+    return client.register_script(_ACQUIRE), client.register_script(_RELEASE)
+
+
+def _redis_keys(endpoint_id: int) -> list[str]:
+    prefix = f"coworkenv:llm-slots:{endpoint_id}"
+    return [prefix, f"{prefix}:wake", f"{prefix}:waiters"]
+
+
+def redis_in_flight(endpoint_id: int) -> int:
+    """Leases held now on an endpoint (expired ones included until the next acquire)."""
+    return _redis_client(settings.LLM_SLOT_REDIS_URL).zcard(_redis_keys(endpoint_id)[0])
+
+
+def _redis_acquire(endpoint: ModelEndpoint, timeout: float, lease_s: float) -> SlotLease:
+    url = settings.LLM_SLOT_REDIS_URL
+    acquire, _ = _scripts(url)
+    client = _redis_client(url)
+    keys = _redis_keys(endpoint.pk)
+    holder = uuid.uuid4().hex
+    args = [holder, endpoint.max_concurrency, lease_s]
+    lease = SlotLease(endpoint_id=endpoint.pk, index=-1, holder=holder, backend="redis")
+    started = time.monotonic()
+    while True:
+        if acquire(keys=keys[:1], args=args, client=client):
+            return lease
+        waited = time.monotonic() - started
+        if waited >= timeout:
+            raise SlotTimeout(endpoint, waited)
+        # Count ourselves as a waiter, look once more (a release may have come in between),
+        # then block until a release pushes a token, or look again after REDIS_WAKE_S (a
+        # lease that expired frees its slot without any release).
+        pipe = client.pipeline()
+        pipe.incr(keys[2]).expire(keys[2], 600).execute()
+        try:
+            if acquire(keys=keys[:1], args=args, client=client):
+                return lease
+            wait = min(REDIS_WAKE_S, timeout - waited)
+            client.blpop([keys[1]], timeout=max(wait, 0.01))
+        finally:
+            client.decr(keys[2])
+
+
+def _redis_release(lease: SlotLease) -> bool:
+    url = settings.LLM_SLOT_REDIS_URL
+    _, release = _scripts(url)
+    keys = _redis_keys(lease.endpoint_id)
+    return bool(release(keys=keys, args=[lease.holder], client=_redis_client(url)))
 
 
 @contextlib.contextmanager
 def endpoint_slot(endpoint: ModelEndpoint, *, timeout: float | None = None):
     """Hold one of the endpoint's concurrency slots for the duration of the block."""
-    lease = slot_acquire(endpoint=endpoint, timeout=timeout)
+    with timed("slot_wait"):
+        lease = slot_acquire(endpoint=endpoint, timeout=timeout)
     try:
         yield lease
     finally:
-        slot_release(lease=lease)
+        with timed("slot_release"):
+            slot_release(lease=lease)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from apps.environments.attachments import attachment_data_url
-from apps.llm.client import LLMResult, llm_chat
+from apps.llm.client import CallLogBuffer, LLMResult, llm_chat
 from apps.runs.context import ContextManager, summary_request
 from coworkenv_engine.attachments import Attachment, lift_tool_images, url_sha256
 from coworkenv_engine.policies import PolicyAction, PolicyView, ToolCall
@@ -83,6 +83,7 @@ class LLMAgentPolicy:
         before_call: Callable[[], None] | None = None,
         image_url: ImageURL = attachment_data_url,
         temperature: float | None = None,
+        call_log: CallLogBuffer | None = None,
     ):
         self.endpoint = endpoint
         self.job = job
@@ -90,6 +91,7 @@ class LLMAgentPolicy:
         self.before_call = before_call
         self.image_url = image_url
         self.temperature = temperature  # None: the endpoint's
+        self.call_log = call_log
         self.name = f"llm:{endpoint.model}"
         self.requests = 0
         self.context = None
@@ -112,6 +114,7 @@ class LLMAgentPolicy:
             messages=summary_request(messages),
             purpose=COMPACT_PURPOSE,
             job=self.job,
+            call_log=self.call_log,
         )
         self.usage.add(result)
         return result.content or ""
@@ -184,11 +187,13 @@ class LLMUserSimulator:
         job=None,
         usage: LLMUsage | None = None,
         before_call: Callable[[], None] | None = None,
+        call_log: CallLogBuffer | None = None,
     ):
         self.endpoint = endpoint
         self.job = job
         self.usage = usage if usage is not None else LLMUsage()
         self.before_call = before_call
+        self.call_log = call_log
 
     def messages(self, view: UserTurnView) -> list[dict]:
         reveals = view.task.user.reveals_when_asked
@@ -214,6 +219,7 @@ class LLMUserSimulator:
             messages=self.messages(view),
             purpose=USER_PURPOSE,
             job=self.job,
+            call_log=self.call_log,
         )
         self.usage.add(result)
         text = (result.content or "").strip()

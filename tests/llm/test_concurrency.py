@@ -1,5 +1,7 @@
-"""The per-endpoint concurrency limit: slots in the database, shared by threads and processes."""
+"""The per-endpoint concurrency limit, shared by threads and processes: slot rows in the
+database, lock files (one host) or a Redis semaphore (every host)."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -14,6 +16,7 @@ from apps.llm.client import llm_chat
 from apps.llm.concurrency import (
     SlotTimeout,
     endpoint_slot,
+    redis_in_flight,
     slot_acquire,
     slot_release,
     slot_try_acquire,
@@ -23,6 +26,35 @@ from apps.llm.services import endpoint_create, endpoint_update
 from tests.llm.conftest import TEST_KEY_ENV
 from tests.llm_server import Reply
 from tests.workers import ROOT, wait_for, worker_environment
+
+REDIS_URL = os.environ.get("CELERY_BROKER_URL", "")
+BACKENDS = [
+    "database",
+    "file",
+    pytest.param(
+        "redis",
+        marks=pytest.mark.skipif(
+            not REDIS_URL.startswith("redis://"),
+            reason="The Redis semaphore needs CELERY_BROKER_URL=redis://…",
+        ),
+    ),
+]
+
+
+@pytest.fixture(autouse=True)
+def database_slots(settings):
+    """The slot-row tests below exercise the database backend, whatever the default."""
+    settings.LLM_SLOT_BACKEND = "database"
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, settings, monkeypatch):
+    """Each backend in turn, here and in the processes a test starts."""
+    settings.LLM_SLOT_BACKEND = request.param
+    monkeypatch.setenv("LLM_SLOT_BACKEND", request.param)
+    if request.param == "redis":
+        settings.LLM_SLOT_REDIS_URL = REDIS_URL
+    return request.param
 
 
 def _slots(endpoint):
@@ -129,8 +161,73 @@ def slow_endpoint(project, llm_server, api_key):
     )
 
 
+@pytest.mark.django_db
+def test_each_backend_hands_out_exactly_the_limit_then_times_out(backend, endpoint):
+    first = slot_acquire(endpoint=endpoint, timeout=1)
+    second = slot_acquire(endpoint=endpoint, timeout=1)
+    assert (first.backend, second.backend) == (backend, backend)
+    assert first.holder != second.holder
+    started = time.monotonic()
+    with pytest.raises(SlotTimeout, match="All 2 concurrent-request slots"):
+        slot_acquire(endpoint=endpoint, timeout=0.2)
+    assert time.monotonic() - started >= 0.2
+    assert slot_release(lease=first) is True
+    assert slot_release(lease=first) is False  # a second release frees nothing
+    third = slot_acquire(endpoint=endpoint, timeout=1)
+    with pytest.raises(SlotTimeout):
+        slot_acquire(endpoint=endpoint, timeout=0.05)
+    slot_release(lease=second)
+    slot_release(lease=third)
+
+
+@pytest.mark.django_db(transaction=True)  # the waiting thread has a connection of its own
+def test_a_waiter_is_woken_by_a_release_at_once(backend, endpoint):
+    held = [slot_acquire(endpoint=endpoint, timeout=1) for _ in range(2)]
+    got = []
+
+    def waiter():
+        try:
+            lease = slot_acquire(endpoint=endpoint, timeout=5)
+            got.append(time.monotonic())
+            slot_release(lease=lease)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(0.3)  # the waiter is blocked on its wait now
+    released = time.monotonic()
+    slot_release(lease=held[0])
+    thread.join(5)
+    slot_release(lease=held[1])
+    assert len(got) == 1
+    # The old polling slept up to 250 ms; a release now wakes a waiter of this process
+    # within a few milliseconds (generous bound for a loaded machine).
+    assert got[0] - released < 0.15
+
+
+@pytest.mark.django_db
+def test_redis_leases_expire_and_follow_a_lowered_limit(settings, endpoint):
+    if not REDIS_URL.startswith("redis://"):
+        pytest.skip("The Redis semaphore needs CELERY_BROKER_URL=redis://…")
+    settings.LLM_SLOT_BACKEND = "redis"
+    settings.LLM_SLOT_REDIS_URL = REDIS_URL
+    dead = slot_acquire(endpoint=endpoint, timeout=1, lease_s=0.2)  # its worker was killed
+    alive = slot_acquire(endpoint=endpoint, timeout=1)
+    assert redis_in_flight(endpoint.pk) == 2
+    taken_over = slot_acquire(endpoint=endpoint, timeout=2)  # once the dead lease expires
+    assert slot_release(lease=dead) is False
+    endpoint = endpoint_update(endpoint=endpoint, max_concurrency=1)
+    slot_release(lease=alive)
+    with pytest.raises(SlotTimeout):  # one still held, and the limit is one now
+        slot_acquire(endpoint=endpoint, timeout=0.1)
+    slot_release(lease=taken_over)
+    slot_release(lease=slot_acquire(endpoint=endpoint, timeout=1))
+    assert redis_in_flight(endpoint.pk) == 0
+
+
 @pytest.mark.django_db(transaction=True)
-def test_threads_never_exceed_the_limit(slow_endpoint, llm_server):
+def test_threads_never_exceed_the_limit(backend, slow_endpoint, llm_server):
     gate = threading.Event()
 
     def held_answer(request):
@@ -190,7 +287,7 @@ print("done", flush=True)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_processes_share_the_limit(slow_endpoint, llm_server):
+def test_two_processes_share_the_limit(backend, slow_endpoint, llm_server):
     endpoint = endpoint_update(endpoint=slow_endpoint, max_concurrency=1)
     llm_server.latency = 0.2
     llm_server.responder = lambda request: Reply.text("ok")

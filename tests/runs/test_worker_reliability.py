@@ -126,9 +126,10 @@ def test_a_killed_pool_process_does_not_leave_its_run_running(start_batch, proce
     assert taken_over.worker != run.worker
 
 
-def test_a_killed_worker_mid_batch_is_finished_by_the_next_one(start_batch, processes):
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_a_killed_worker_mid_batch_is_finished_by_the_next_one(start_batch, processes, pool):
     processes(BeatProcess, "beat")
-    first = processes(WorkerProcess, "worker1", queues="default,llm", concurrency=3)
+    first = processes(WorkerProcess, "worker1", queues="default,llm", concurrency=3, pool=pool)
     batch = start_batch()
     runs = Run.objects.filter(batch=batch)
 
@@ -147,7 +148,7 @@ def test_a_killed_worker_mid_batch_is_finished_by_the_next_one(start_batch, proc
     assert interrupted
     assert runs.filter(status=RunStatus.PENDING).exists()
 
-    processes(WorkerProcess, "worker2", queues="default,llm", concurrency=3)
+    processes(WorkerProcess, "worker2", queues="default,llm", concurrency=3, pool=pool)
     wait_for(lambda: finished(batch), timeout=60, interval=0.3, message="the batch to finish")
     assert_exactly_the_requested_runs(batch)
     assert set(runs.filter(pk__in=interrupted).values_list("claims", flat=True)) == {2}

@@ -12,11 +12,15 @@ batch along, so no batch waits for a person.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
@@ -32,7 +36,9 @@ from apps.core.leases import (
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 from apps.core.services import send_task
 from apps.core.text import count_of
+from apps.core.timings import Timings, collecting, timed
 from apps.environments.specs import environment_spec
+from apps.llm.client import CallLogBuffer
 from apps.llm.exceptions import LLMError
 from apps.llm.judge import LLMJudge
 from apps.runs.agent import LLMAgentPolicy, LLMUsage, LLMUserSimulator
@@ -105,24 +111,36 @@ def run_claim(*, run_id: int, stale: timedelta | None = None) -> Run | None:
 
 
 class _CancelCheck:
-    """Called before every model request: stops the run if its batch was cancelled or
-    another worker took the run over (the heartbeat thread found its claim gone)."""
+    """Called before every model request: stops the run if another worker took the run over
+    (the heartbeat thread found its claim gone) or its batch was cancelled. The batch is
+    looked up at most every ``EVERY_S`` seconds (the first request always looks), not once
+    per step."""
+
+    EVERY_S = 1.0
 
     def __init__(self, run: Run, heartbeat: Heartbeat):
         self.run = run
         self.heartbeat = heartbeat
+        self._checked = float("-inf")
 
     def __call__(self) -> None:
         if self.heartbeat.lost:
             raise RunCancelled
-        if Job.objects.filter(pk=self.run.batch.job_id, cancel_requested=True).exists():
-            raise RunCancelled
+        now = time.monotonic()
+        if now - self._checked < self.EVERY_S:
+            return
+        self._checked = now
+        with timed("cancel_check"):
+            cancelled = Job.objects.filter(pk=self.run.batch.job_id, cancel_requested=True)
+            if cancelled.exists():
+                raise RunCancelled
 
 
 # Loaded specs by (environment id, revision, spec hash): every edit bumps the revision, so a
 # worker replaying the same environment for many trials builds and checks it once.
 _SPEC_CACHE: dict[tuple, tuple] = {}
 _SPEC_CACHE_SIZE = 64
+_SPEC_CACHE_LOCK = threading.Lock()
 
 
 def _load_spec(environment) -> tuple[object, str]:
@@ -131,42 +149,78 @@ def _load_spec(environment) -> tuple[object, str]:
     if cached is None:
         document = environment_spec(environment)
         cached = (engine_spec.load_spec(document), engine_spec.spec_hash(document))
-        if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
-            _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
-        _SPEC_CACHE[key] = cached
+        with _SPEC_CACHE_LOCK:  # a threads-pool worker plays many runs at once
+            if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
+                _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
+            _SPEC_CACHE[key] = cached
     return cached
 
 
-def run_execute(*, run_id: int) -> Run | None:
+def run_execute(*, run_id: int, lane: Callable[[], bool] | None = None) -> Run | None:
     """Play one run and move its batch along. Returns the run, or None if it was not
     claimable (already finished, or running elsewhere).
 
+    ``lane``: when given (a worker's task), the batch's next run is taken here instead of
+    through the broker, run after run, while ``lane()`` says the worker goes on and for at
+    most ``RUN_LANE_MAX_S`` seconds; the next one is then sent to the queue as usual. A run
+    taken that way is marked sent (``enqueued_at``) first, so a worker that dies before
+    claiming it leaves it to the sweeper, like a lost message.
+
     A database that cannot be reached is not the run's fault: the claim is given back and
     the error raised again, so the task is retried (or the sweeper sends the run again)."""
-    run = run_claim(run_id=run_id)
-    if run is None:
-        logger.info("Run %s is not claimable (finished or running elsewhere).", run_id)
-        finished = Run.objects.filter(pk=run_id).exclude(status=RunStatus.RUNNING)
-        batch = RunBatch.objects.filter(runs__in=finished).first()
-        if batch is not None:
-            # A redelivered message of a finished run: make sure its batch moved along (the
-            # first delivery may have died between closing the run and refreshing the batch).
-            batch_refresh(batch=batch)
-        return None
-    try:
-        _execute_claimed(run)
-    except TRANSIENT_DB_ERRORS:
-        _release(run)
-        raise
-    run.refresh_from_db()
-    batch = run.batch
-    if run.status == RunStatus.ERRORED and run.retryable and run.attempt < batch.max_attempts:
-        _retry(run)
-    elif batch.group_size:
-        # the run closed its slot: its rollout group is scored once its last member closes
-        _score_groups(batch, run.task_ref)
-    batch_refresh(batch=batch)
-    return run
+    deadline = time.monotonic() + settings.RUN_LANE_MAX_S
+    first, own = None, True
+    while run_id is not None:
+        keep = lane is not None and time.monotonic() < deadline and lane()
+        run, run_id = _execute_one(run_id, keep_next=keep, own_message=own)
+        if own:
+            first, own = run, False
+    return first
+
+
+def _execute_one(
+    run_id: int, *, keep_next: bool, own_message: bool
+) -> tuple[Run | None, int | None]:
+    """Play one run; returns it (None if not claimable) and the id of the batch's next run
+    when ``keep_next`` asked to take it here."""
+    timings = Timings() if settings.RUN_TIMINGS_FILE else None
+    with collecting(timings) if timings is not None else contextlib.nullcontext():
+        with timed("claim"):
+            run = run_claim(run_id=run_id)
+        if run is None:
+            logger.info("Run %s is not claimable (finished or running elsewhere).", run_id)
+            finished = Run.objects.filter(pk=run_id).exclude(status=RunStatus.RUNNING)
+            batch = RunBatch.objects.filter(runs__in=finished).first()
+            if batch is not None:
+                # A redelivered message of a finished run: make sure its batch moved along
+                # (the first delivery may have died between closing the run and refreshing
+                # the batch).
+                batch_refresh(batch=batch)
+            return None, None
+        try:
+            _execute_claimed(run, timings)
+        except TRANSIENT_DB_ERRORS:
+            # A run this lane took without a message of its own is handed back to the
+            # dispatcher (the retried message is another run's).
+            _release(run, resend=not own_message)
+            raise
+        with timed("dispatch"):
+            run.refresh_from_db()
+            batch = run.batch
+            if (
+                run.status == RunStatus.ERRORED
+                and run.retryable
+                and run.attempt < batch.max_attempts
+            ):
+                _retry(run)
+            elif batch.group_size:
+                # the run closed its slot: its rollout group is scored once its last member
+                # closes
+                _score_groups(batch, run.task_ref)
+            _, next_id = _refresh(batch, keep=keep_next)
+    if timings is not None:
+        timings.append_to(settings.RUN_TIMINGS_FILE, run=run.pk, lane=not own_message)
+    return run, next_id
 
 
 def _score_groups(batch: RunBatch, task_ref: int | None = None) -> None:
@@ -184,18 +238,24 @@ def _score_groups(batch: RunBatch, task_ref: int | None = None) -> None:
         logger.exception("Batch %s: scoring its rollout groups failed", batch.pk)
 
 
-def _release(run: Run) -> None:
+def _release(run: Run, *, resend: bool = False) -> None:
     """Give the claim back: the run is pending again and its retried message takes it at
-    once. If the database is still away, the claim just goes stale and is swept."""
+    once (``resend``: it had no message of its own, so the next dispatch sends it). If the
+    database is still away, the claim just goes stale and is swept."""
+    extra = {"enqueued_at": None} if resend else {}
     try:
         Run.objects.filter(pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING).update(
-            status=RunStatus.PENDING, claim_token="", heartbeat_at=None, claims=F("claims") - 1
+            status=RunStatus.PENDING,
+            claim_token="",
+            heartbeat_at=None,
+            claims=F("claims") - 1,
+            **extra,
         )
     except TRANSIENT_DB_ERRORS:
         logger.warning("Run %s: could not give its claim back; it will be swept.", run.pk)
 
 
-def _execute_claimed(run: Run) -> None:
+def _execute_claimed(run: Run, timings: Timings | None = None) -> None:
     batch = run.batch
     if run.claims > max_claims():
         _close(
@@ -205,25 +265,35 @@ def _execute_claimed(run: Run) -> None:
             "perhaps for lack of memory); it was not started again.",
             retryable=False,
         )
-    elif Job.objects.filter(pk=batch.job_id, cancel_requested=True).exists():
+    elif batch.job.cancel_requested:  # the job as loaded with the claim, a moment ago
         _close(run, status=RunStatus.CANCELLED, error="Cancelled before it started.")
     else:
-        Job.objects.filter(pk=batch.job_id, status=JobStatus.PENDING).update(
-            status=JobStatus.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now()
-        )
+        if batch.job.status == JobStatus.PENDING:
+            with timed("start"):
+                Job.objects.filter(pk=batch.job_id, status=JobStatus.PENDING).update(
+                    status=JobStatus.RUNNING,
+                    started_at=timezone.now(),
+                    heartbeat_at=timezone.now(),
+                )
         usage = LLMUsage()
         started = time.monotonic()
-        heartbeat = Heartbeat(
-            lambda: bool(
-                Run.objects.filter(
-                    pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
-                ).update(heartbeat_at=timezone.now())
-            ),
-            name=f"run {run.pk}",
-        )
+
+        def renew() -> bool:
+            with timings.timed("heartbeat") if timings else contextlib.nullcontext():
+                return bool(
+                    Run.objects.filter(
+                        pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
+                    ).update(heartbeat_at=timezone.now())
+                )
+
+        heartbeat = Heartbeat(renew, name=f"run {run.pk}")
+        call_log = CallLogBuffer()
         try:
-            with heartbeat:
-                fields = _play(run, usage, heartbeat)
+            try:
+                with heartbeat, timed("play"):
+                    fields = _play(run, usage, heartbeat, call_log)
+            finally:
+                call_log.flush()  # the run's model calls, in one write
         except TRANSIENT_DB_ERRORS:
             raise
         except RunCancelled:
@@ -271,7 +341,9 @@ def _usage_fields(usage: LLMUsage, started: float) -> dict:
     }
 
 
-def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
+def _play(
+    run: Run, usage: LLMUsage, heartbeat: Heartbeat, call_log: CallLogBuffer | None = None
+) -> dict:
     batch = run.batch
     task = run.task
     if task is None:
@@ -296,6 +368,7 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
             usage=usage,
             before_call=before_call,
             temperature=batch.temperature,
+            call_log=call_log,
         )
     user_turn = None
     if batch.user_side == UserSide.SIMULATOR:
@@ -306,6 +379,7 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
             job=batch.job,
             usage=usage,
             before_call=before_call,
+            call_log=call_log,
         )
     judge = None
     if batch.judge_endpoint is not None:
@@ -363,17 +437,18 @@ def _play(run: Run, usage: LLMUsage, heartbeat: Heartbeat) -> dict:
 
 def _close(run: Run, *, status: str, error: str = "", retryable: bool = False, **fields) -> bool:
     """Write the outcome, only if this worker still holds the claim (a run taken over by
-    another worker keeps that worker's result)."""
-    written = Run.objects.filter(
-        pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
-    ).update(
-        status=status,
-        error=error,
-        retryable=retryable,
-        finished_at=timezone.now(),
-        heartbeat_at=timezone.now(),
-        **fields,
-    )
+    another worker keeps that worker's result). The transcript is stored here, once."""
+    with timed("store"):
+        written = Run.objects.filter(
+            pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
+        ).update(
+            status=status,
+            error=error,
+            retryable=retryable,
+            finished_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+            **fields,
+        )
     if not written:
         logger.warning("Run %s was taken over by another worker; dropping this result.", run.pk)
     return bool(written)
@@ -417,20 +492,37 @@ def batch_refresh(*, batch: RunBatch) -> Job:
     Race-free: progress only grows (GREATEST of the stored and the recounted value), and the
     job is finished by a conditional UPDATE that only one caller wins.
     """
+    return _refresh(batch, keep=False)[0]
+
+
+# When this process last wrote each batch's progress (lanes write it at most once a second).
+_PROGRESS_WRITTEN: dict[int, float] = {}
+
+
+def _refresh(batch: RunBatch, *, keep: bool) -> tuple[Job, int | None]:
+    """``batch_refresh``; with ``keep`` (a lane whose run just ended), the batch's next run
+    is taken for the caller to play (see ``run_execute``): the place the ended run held
+    goes to it, so the batch's in-flight count stays as it was and no batch-wide lock or
+    recount is needed. Progress is then written at most once a second per process. Only
+    when nothing is left to take does the lane do the full refresh (and may finish the
+    job)."""
     job = Job.objects.get(pk=batch.job_id)
+    if keep and not job.cancel_requested:
+        kept = _take_next(batch)
+        if kept is not None:
+            now = time.monotonic()
+            if now - _PROGRESS_WRITTEN.get(batch.pk, 0.0) >= 1.0:
+                _PROGRESS_WRITTEN[batch.pk] = now
+                _write_progress(batch)
+            return job, kept
     if job.cancel_requested:
         Run.objects.filter(batch=batch, status=RunStatus.PENDING).update(
             status=RunStatus.CANCELLED,
             finished_at=timezone.now(),
             error="Cancelled before it started.",
         )
-    final = Run.objects.filter(batch=batch).filter(final_runs_q(batch)).count()
-    total = batch.slot_count
-    Job.objects.filter(pk=job.pk).update(
-        progress_done=Greatest(F("progress_done"), Value(min(final, total))),
-        heartbeat_at=timezone.now(),
-    )
-    if final >= total:
+    final = _write_progress(batch)
+    if final >= batch.slot_count:
         _score_groups(batch)  # groups whose own scoring call was lost
         _finish_job(batch)
     elif job.cancel_requested:
@@ -438,7 +530,37 @@ def batch_refresh(*, batch: RunBatch) -> Job:
             _finish_job(batch)
     else:
         batch_dispatch(batch=batch)
-    return Job.objects.get(pk=job.pk)
+    job.refresh_from_db()
+    return job, None
+
+
+def _write_progress(batch: RunBatch) -> int:
+    """Count the batch's final runs into its job (progress only grows); returns the count."""
+    final = Run.objects.filter(batch=batch).filter(final_runs_q(batch)).count()
+    Job.objects.filter(pk=batch.job_id).update(
+        progress_done=Greatest(F("progress_done"), Value(min(final, batch.slot_count))),
+        heartbeat_at=timezone.now(),
+    )
+    return final
+
+
+def _take_next(batch: RunBatch) -> int | None:
+    """Mark the batch's first unsent pending run sent, for this lane; None if none is left.
+    A conditional UPDATE: two lanes never take the same run."""
+    if batch.executor != Executor.CELERY:
+        return None
+    while True:
+        candidates = list(
+            Run.objects.filter(batch=batch, status=RunStatus.PENDING, enqueued_at__isnull=True)
+            .order_by("id")
+            .values_list("pk", flat=True)[:8]
+        )
+        if not candidates:
+            return None
+        now = timezone.now()
+        for run_id in candidates:
+            if Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=now):
+                return run_id
 
 
 def _finish_job(batch: RunBatch) -> None:
@@ -478,8 +600,9 @@ def _finish_job(batch: RunBatch) -> None:
 
 def batch_dispatch(*, batch: RunBatch) -> int:
     """Enqueue pending runs until ``concurrency`` of them are in flight (Celery executor
-    only); each finished run calls this again, so the batch keeps that many going. Returns
-    how many runs were enqueued (after the transaction commits)."""
+    only); each finished run calls this again (or its lane takes the next run itself), so
+    the batch keeps that many going. Returns how many runs were enqueued (after the
+    transaction commits)."""
     if batch.executor != Executor.CELERY:
         return 0
     enqueued = 0
