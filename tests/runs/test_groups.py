@@ -189,7 +189,7 @@ def test_batches_without_a_group_size_have_no_groups(project, author, sample_env
 
 
 @pytest.mark.parametrize(
-    ("role", "settings", "message"),
+    ("role", "batch_settings", "message"),
     [
         (RunRole.EVAL, BatchSettings(group_size=4), "Rollout groups are for student batches"),
         (RunRole.STUDENT, BatchSettings(group_size=0), "The group size must be between 1 and 64."),
@@ -200,11 +200,15 @@ def test_batches_without_a_group_size_have_no_groups(project, author, sample_env
     ],
 )
 def test_bad_group_settings_are_refused(
-    project, author, sample_environments, role, settings, message
+    project, author, sample_environments, role, batch_settings, message
 ):
     with pytest.raises(ApplicationError) as exc:
         run_batch_create(
-            project=project, user=author, role=role, settings=settings, executor=Executor.INLINE
+            project=project,
+            user=author,
+            role=role,
+            settings=batch_settings,
+            executor=Executor.INLINE,
         )
     assert exc.value.message.startswith(message)
     assert RunBatch.objects.count() == 0 and Job.objects.count() == 0
