@@ -12,6 +12,7 @@ app.conf.task_routes = {
     # The sweepers stay on the default queue, never behind a backlog of long LLM work.
     "apps.runs.tasks.sweep_runs_task": {"queue": "default"},
     "apps.synthesis.tasks.sweep_synthesis_task": {"queue": "default"},
+    "apps.training.tasks.sweep_training_task": {"queue": "default"},
     "apps.synthesis.tasks.*": {"queue": "llm"},
     "apps.runs.tasks.*": {"queue": "llm"},
     "apps.llm.tasks.*": {"queue": "llm"},

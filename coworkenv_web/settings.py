@@ -506,6 +506,7 @@ CELERY_BEAT_SCHEDULE = {
         ("jobs", "apps.core.tasks.sweep_jobs_task"),
         ("runs", "apps.runs.tasks.sweep_runs_task"),
         ("synthesis", "apps.synthesis.tasks.sweep_synthesis_task"),
+        ("training", "apps.training.tasks.sweep_training_task"),
     )
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

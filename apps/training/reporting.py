@@ -29,6 +29,23 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 
+def sendable(value: Any) -> Any:
+    """``value`` with NUL and lone surrogates in its strings replaced by U+FFFD: the app's
+    API refuses both (a training script's stderr may carry either), and a refused
+    ``finished`` event would leave the job running."""
+    if isinstance(value, str):
+        if "\x00" in value or any("\ud800" <= c <= "\udfff" for c in value):
+            return "".join(
+                "\ufffd" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in value
+            )
+        return value
+    if isinstance(value, dict):
+        return {sendable(k): sendable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [sendable(v) for v in value]
+    return value
+
+
 class Reporter:
     cancel_requested = False
 
@@ -60,7 +77,7 @@ class HttpReporter(Reporter):
         self.timeout = timeout
 
     def emit(self, event: dict[str, Any]) -> None:
-        body = json.dumps({"events": [{**event, "time": time.time()}]}).encode()
+        body = json.dumps({"events": [sendable({**event, "time": time.time()})]}).encode()
         request = urllib.request.Request(
             self.url,
             data=body,

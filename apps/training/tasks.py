@@ -9,7 +9,7 @@ from celery.signals import worker_ready
 from apps.core.tasks import durable_task
 from apps.training.models import TrainingJob
 from apps.training.services import training_job_execute, training_jobs_recover
-from apps.training.services.jobs import training_queue
+from apps.training.services.jobs import training_jobs_sweep, training_queue
 
 logger = logging.getLogger(__name__)
 
@@ -17,8 +17,8 @@ logger = logging.getLogger(__name__)
 @durable_task
 def run_training_task(job_id: int) -> None:
     """Claim and run a training job; a duplicate finds it claimed (or finished). Durable:
-    a database error gives the claim back (``job_execute``) and only the task's retry takes
-    the job again, since training jobs route their own messages and the sweeper skips them."""
+    a database error gives the claim back (``job_execute``) and the task's retry takes the
+    job again; a message lost with its worker is sent again by ``sweep_training_task``."""
     training_job_execute(job_id)
 
 
@@ -32,6 +32,14 @@ def recover_training_task() -> None:
         run_training_task.apply_async((job_id,), queue=training_queue(backend))
     if recheck_in is not None:
         recover_training_task.apply_async(countdown=recheck_in)
+
+
+@shared_task(ignore_result=True)
+def sweep_training_task() -> None:
+    """Celery beat sends this every JOB_SWEEP_EVERY_S (see ``training_jobs_sweep``)."""
+    outcome = training_jobs_sweep()
+    if outcome["sent"]:
+        logger.info("Sweeper sent training jobs again: %s", outcome["sent"])
 
 
 @worker_ready.connect

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from apps.core.models import JobStatus
 from apps.training.models import ModelKind, TrainedModel, TrainingMetric
+from apps.training.reporting import HttpReporter
 from apps.training.services import (
     command_template_create,
     training_job_cancel,
@@ -241,3 +242,28 @@ def test_template_placeholders_are_checked(project, author):
         command_template_create(
             project=project, user=author, name="x", kind="slurm", template="sbatch 'unclosed"
         )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_finished_event_with_nul_and_a_lone_surrogate_still_closes_the_job(
+    live_server, command_jobs
+):
+    """The API refuses NUL and lone surrogates anywhere in a body; the script's reporter
+    replaces them, so a crash message read from stderr still ends the job."""
+    (job, secret), _ = command_jobs
+    reporter = HttpReporter(
+        f"{live_server.url}/api/v1/training-jobs/{job.pk}/callback/", secret, attempts=1
+    )
+    reporter.emit({"type": "log", "line": "step 3\x00 nan \ud800"})
+    reporter.emit({"type": "finished", "status": "failed", "message": "CUDA\x00 error \udcff"})
+    job.job.refresh_from_db()
+    assert (job.job.status, job.job.message) == (JobStatus.FAILED, "CUDA\ufffd error \ufffd")
+    assert reporter.cancel_requested is False
+    # the same raw text straight to the API is refused with the input gate's one message
+    raw = APIClient().post(
+        f"/api/v1/training-jobs/{command_jobs[1][0].pk}/callback/",
+        '{"events": [{"type": "log", "line": "a\\u0000b"}]}',
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {command_jobs[1][1]}",
+    )
+    assert raw.status_code == 400

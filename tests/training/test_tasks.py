@@ -16,8 +16,9 @@ def test_the_training_task_retries_database_errors_and_survives_a_killed_pool_pr
     assert run_training_task.reject_on_worker_lost is True
 
 
-def test_training_jobs_are_not_swept(db, project, author, training_version):
-    """What makes the retry above necessary: the job row names no task for the sweeper."""
+def test_the_core_sweeper_leaves_training_jobs_to_their_own(db, project, author, training_version):
+    """The job row names no task for the core sweeper (training routes its messages by
+    backend); ``training_jobs_sweep`` sends them instead (tests/training/test_sweep.py)."""
     from apps.training.services import training_job_create
     from tests.training.conftest import TINY
 

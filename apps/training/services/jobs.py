@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import math
 import secrets
 from datetime import timedelta
@@ -20,6 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -46,6 +48,8 @@ from apps.training.models import (
     TrainingMethod,
     TrainingMetric,
 )
+
+logger = logging.getLogger(__name__)
 
 JOB_KIND = "training"
 METRIC_FIELDS = (
@@ -78,10 +82,55 @@ def training_queue(backend: str) -> str:
     return "gpu" if backend == Backend.LOCAL else "llm"
 
 
-def _enqueue(job_id: int, backend: str) -> None:
+def _send(job_id: int, backend: str) -> bool:
+    """Send the job to its backend's queue; a broker that is down is logged, not raised."""
     from apps.training.tasks import run_training_task
 
-    run_training_task.apply_async((job_id,), queue=training_queue(backend))
+    try:
+        run_training_task.apply_async((job_id,), queue=training_queue(backend))
+    except Exception:
+        logger.exception("Could not send training job %s; the sweeper will retry.", job_id)
+        return False
+    return True
+
+
+def _enqueue(job_id: int, backend: str) -> None:
+    """Launch: send the job and note when. If the broker is down the job stays pending with
+    no send time, and the sweeper sends it once the broker is back (``training_jobs_sweep``)."""
+    if _send(job_id, backend):
+        Job.objects.filter(pk=job_id).update(enqueued_at=timezone.now())
+
+
+def training_jobs_sweep(*, now=None) -> dict:
+    """What Celery beat runs every JOB_SWEEP_EVERY_S for training (the core sweeper skips
+    jobs that route their own messages):
+
+    - a pending job whose message never left (the broker was down at launch) is sent;
+    - a running local or openai job whose worker went silent for TRAINING_STALE_S is sent
+      again: the claim takes it over and local training resumes from its last checkpoint.
+
+    Each send is claimed by a conditional UPDATE of ``enqueued_at``, so two sweepers send a
+    job once. Command jobs report through their callback and are never re-sent."""
+    now = now or timezone.now()
+    stale_before = now - training_stale_after()
+    never_sent = Q(job__status=JobStatus.PENDING, job__enqueued_at__isnull=True)
+    silent = Q(
+        job__status=JobStatus.RUNNING,
+        backend__in=[Backend.LOCAL, Backend.OPENAI],
+    ) & (Q(job__heartbeat_at__isnull=True) | Q(job__heartbeat_at__lt=stale_before))
+    candidates = TrainingJob.objects.filter(never_sent | silent).values_list(
+        "job_id", "backend", "job__enqueued_at"
+    )
+    sent = []
+    for job_id, backend, enqueued_at in candidates:
+        if enqueued_at is not None and enqueued_at >= stale_before:
+            continue  # sent again recently: its worker has had no time to take it
+        claimed = Job.objects.filter(pk=job_id, enqueued_at=enqueued_at).update(enqueued_at=now)
+        if claimed and _send(job_id, backend):
+            sent.append(job_id)
+        elif claimed:
+            Job.objects.filter(pk=job_id, enqueued_at=now).update(enqueued_at=enqueued_at)
+    return {"sent": sent}
 
 
 def _field_error(field: str, message: str) -> ApplicationError:
