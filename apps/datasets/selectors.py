@@ -7,11 +7,29 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from apps.datasets.models import (
     Dataset,
     DatasetExport,
+    DatasetKind,
     DatasetRow,
     DatasetVersion,
     ExportFormat,
     PromptRow,
+    VersionKind,
+    VersionStatus,
 )
+
+
+def sft_versions_ready(*, project) -> QuerySet[DatasetVersion]:
+    """The project's built versions of demonstrations, what supervised training takes (not
+    RL prompt datasets nor scored-rollout versions), by dataset then newest first."""
+    return (
+        DatasetVersion.objects.filter(
+            dataset__project=project,
+            dataset__kind=DatasetKind.SFT,
+            kind=VersionKind.SFT,
+            status=VersionStatus.READY,
+        )
+        .select_related("dataset")
+        .order_by("dataset__name", "-number")
+    )
 
 
 def dataset_list(*, project) -> QuerySet[Dataset]:

@@ -16,7 +16,7 @@ from apps.core.http import (
     render_page,
 )
 from apps.core.safeinput import is_id, parse_id
-from apps.datasets.models import DatasetVersion, VersionStatus
+from apps.datasets.selectors import sft_versions_ready
 from apps.llm.selectors import endpoint_list
 from apps.training.access import trained_model_get_for_user, training_job_get_for_user
 from apps.training.charts import job_loss_chart, loss_chart, rl_compare_chart, rl_job_chart
@@ -44,14 +44,6 @@ JOBS_PER_PAGE = 25
 MAX_COMPARED = 6
 
 
-def _ready_versions(project):
-    return (
-        DatasetVersion.objects.filter(dataset__project=project, status=VersionStatus.READY)
-        .select_related("dataset")
-        .order_by("dataset__name", "-number")
-    )
-
-
 @login_required
 @require_GET
 def job_list_view(request, slug):
@@ -75,7 +67,7 @@ def _pick(queryset, value):
 @require_http_methods(["GET", "POST"])
 def job_create_view(request, slug):
     project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
-    versions = _ready_versions(project)
+    versions = sft_versions_ready(project=project)
     endpoints = endpoint_list(project=project)
     templates = command_template_list(project=project)
     initial = {}

@@ -29,7 +29,13 @@ from apps.core.exceptions import ApplicationError
 from apps.core.models import Job, JobStatus
 from apps.core.safeinput import storable
 from apps.core.services import job_cancel, job_create, job_finish
-from apps.datasets.models import DatasetExport, ExportStatus, VersionStatus
+from apps.datasets.models import (
+    DatasetExport,
+    DatasetKind,
+    ExportStatus,
+    VersionKind,
+    VersionStatus,
+)
 from apps.training.hyperparameters import (
     PRESETS,
     TINY_PRESET_MODEL,
@@ -204,6 +210,12 @@ def training_job_create(
     if dataset_version.status != VersionStatus.READY:
         raise _field_error(
             "dataset_version", "This dataset version is not ready (still building or failed)."
+        )
+    if dataset_version.dataset.kind != DatasetKind.SFT or dataset_version.kind != VersionKind.SFT:
+        raise _field_error(
+            "dataset_version",
+            "Supervised training takes a version of demonstrations, not RL prompts or scored "
+            "rollouts (for RL, launch a grpo job on environments).",
         )
     if backend not in Backend.values:
         raise _field_error("backend", f"Unknown backend “{backend}”: use local, openai or command.")
