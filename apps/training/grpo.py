@@ -46,7 +46,6 @@ strict), ``score`` (mean engine score, whatever the reward), ``kl`` (when ``beta
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -62,10 +61,10 @@ from apps.training.hyperparameters import (
 )
 from apps.training.reporting import reporter_from_config
 from apps.training.sft import (
-    EXIT_CANCELLED,
-    EXIT_FAILED,
     _last_checkpoint,
     build_tiny_preset,
+    entry_point,
+    finish_training,
     make_callback,
     sha256_file,
 )
@@ -398,53 +397,23 @@ def run(config: dict[str, Any]) -> int:
             }
         )
     trainer.train(resume_from_checkpoint=resume_path)
-    if callback.stop_reason:
-        if state.is_main_process:
-            if callback.stop_reason == "cancelled":
-                reporter.emit({"type": "finished", "status": "cancelled", "message": "Cancelled."})
-            else:
-                reporter.emit({"type": "log", "line": "The supervising worker is gone; stopping."})
-        return EXIT_CANCELLED
-    final = output_dir / "final"
-    trainer.save_model(str(final))
-    if state.is_main_process:
-        tokenizer.save_pretrained(str(final))
-        reporter.emit(
-            {
-                "type": "finished",
-                "status": "succeeded",
-                "message": f"Trained {trainer.state.global_step} GRPO steps.",
-                "artifacts": {
-                    "final": str(final),
-                    "kind": "adapter" if hp["lora"] else "full",
-                    "base_model": config["base_model"]
-                    if config["base_model"] != TINY_PRESET_MODEL
-                    else base,
-                    "steps": trainer.state.global_step,
-                    "data_sha256": spec_sha256,
-                },
-            }
-        )
-    return 0
+    return finish_training(
+        trainer=trainer,
+        tokenizer=tokenizer,
+        callback=callback,
+        reporter=reporter,
+        state=state,
+        output_dir=output_dir,
+        config=config,
+        base=base,
+        lora=hp["lora"],
+        data_sha256=spec_sha256,
+        what="GRPO steps",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m apps.training.grpo", description=__doc__)
-    parser.add_argument("--config", required=True, help="Path to job.json.")
-    options = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    config = json.loads(Path(options.config).read_text())
-    try:
-        return run(config)
-    except Exception as exc:
-        logger.exception("GRPO training failed")
-        try:
-            reporter_from_config(config).emit(
-                {"type": "finished", "status": "failed", "message": f"{type(exc).__name__}: {exc}"}
-            )
-        except Exception:
-            logger.exception("Could not report the failure")
-        return EXIT_FAILED
+    return entry_point(run, argv, prog="python -m apps.training.grpo", description=__doc__)
 
 
 if __name__ == "__main__":

@@ -450,6 +450,27 @@ def run(config: dict[str, Any]) -> int:
             }
         )
     trainer.train(resume_from_checkpoint=resume_path)
+    return finish_training(
+        trainer=trainer,
+        tokenizer=tokenizer,
+        callback=callback,
+        reporter=reporter,
+        state=state,
+        output_dir=output_dir,
+        config=config,
+        base=base,
+        lora=hp["lora"],
+        data_sha256=data_sha256,
+        what="steps",
+    )
+
+
+def finish_training(
+    *, trainer, tokenizer, callback, reporter, state, output_dir, config, base, lora,
+    data_sha256, what: str,
+) -> int:  # fmt: skip
+    """After ``trainer.train``: report a stop (cancelled, or the supervisor gone), or save the
+    final model with its (serving) chat template and report it. Shared by SFT and GRPO."""
     if callback.stop_reason:
         if state.is_main_process:
             if callback.stop_reason == "cancelled":
@@ -460,15 +481,15 @@ def run(config: dict[str, Any]) -> int:
     final = output_dir / "final"
     trainer.save_model(str(final))
     if state.is_main_process:
-        tokenizer.save_pretrained(str(final))  # with its own (serving) chat template
+        tokenizer.save_pretrained(str(final))
         reporter.emit(
             {
                 "type": "finished",
                 "status": "succeeded",
-                "message": f"Trained {trainer.state.global_step} steps.",
+                "message": f"Trained {trainer.state.global_step} {what}.",
                 "artifacts": {
                     "final": str(final),
-                    "kind": "adapter" if hp["lora"] else "full",
+                    "kind": "adapter" if lora else "full",
                     "base_model": config["base_model"]
                     if config["base_model"] != TINY_PRESET_MODEL
                     else base,
@@ -481,13 +502,19 @@ def run(config: dict[str, Any]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m apps.training.sft", description=__doc__)
+    return entry_point(run, argv, prog="python -m apps.training.sft", description=__doc__)
+
+
+def entry_point(run_config, argv, *, prog: str, description: str | None) -> int:
+    """``--config job.json`` → ``run_config(config)``; a crash is reported as the job's
+    ``finished`` event (failed, with its type and message) and exits ``EXIT_FAILED``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", required=True, help="Path to job.json.")
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     config = json.loads(Path(options.config).read_text())
     try:
-        return run(config)
+        return run_config(config)
     except Exception as exc:
         logger.exception("Training failed")
         try:
