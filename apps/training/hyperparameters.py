@@ -157,35 +157,46 @@ def _number(name: str, value: Any, errors: dict[str, list[str]], table=None):
     return number
 
 
-def validate_hyperparameters(given: dict[str, Any] | None, *, preset: str = "") -> dict[str, Any]:
-    """Defaults, overlaid by the preset's values, overlaid by ``given``; every value checked.
-
-    Returns the complete normalized dict or raises ``HyperparameterError``.
-    """
+def _overlaid(
+    given: dict[str, Any] | None,
+    *,
+    preset: str,
+    defaults: dict[str, Any],
+    presets: dict[str, Any],
+    numbers: dict[str, Any],
+    booleans: tuple[str, ...],
+    label: str,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[str]]]:
+    """Defaults, overlaid by the preset's values, overlaid by ``given``; the numbers and
+    booleans checked. Returns (merged, out, errors) for the method's own checks."""
     if given is not None and not isinstance(given, dict):
         raise HyperparameterError({"hyperparameters": ["Expected an object."]})
     errors: dict[str, list[str]] = {}
-    if preset and preset not in PRESETS:
-        errors["preset"] = [f"Unknown preset “{preset}”: choose one of {', '.join(PRESETS)}."]
-    merged = dict(DEFAULTS)
-    if preset in PRESETS:
-        merged.update(PRESETS[preset]["hyperparameters"])
-    unknown = sorted(set(given or {}) - set(DEFAULTS))
+    if preset and preset not in presets:
+        errors["preset"] = [
+            f"Unknown {label}preset “{preset}”: choose one of {', '.join(presets)}."
+        ]
+    merged = dict(defaults)
+    if preset in presets:
+        merged.update(presets[preset]["hyperparameters"])
+    unknown = sorted(set(given or {}) - set(defaults))
     if unknown:
         errors["hyperparameters"] = [
-            f"Unknown hyperparameter{'' if len(unknown) == 1 else 's'}: {', '.join(unknown)}."
+            f"Unknown {label}hyperparameter{'' if len(unknown) == 1 else 's'}: "
+            f"{', '.join(unknown)}."
         ]
-    merged.update({k: v for k, v in (given or {}).items() if k in DEFAULTS and v is not None})
+    merged.update({k: v for k, v in (given or {}).items() if k in defaults and v is not None})
     out: dict[str, Any] = {}
-    for name in _NUMBERS:
-        out[name] = _number(name, merged[name], errors)
-    for name in _BOOLEANS:
+    for name in numbers:
+        out[name] = _number(name, merged[name], errors, numbers)
+    for name in booleans:
         if not isinstance(merged[name], bool):
             errors.setdefault(name, []).append("Must be true or false.")
         out[name] = merged[name] is True
-    if merged["lr_scheduler_type"] not in SCHEDULERS:
-        errors["lr_scheduler_type"] = [f"Choose one of {', '.join(SCHEDULERS)}."]
-    out["lr_scheduler_type"] = merged["lr_scheduler_type"]
+    return merged, out, errors
+
+
+def _lora_targets(merged: dict[str, Any], out: dict[str, Any], errors: dict[str, list[str]]):
     targets = merged["lora_target_modules"]
     if isinstance(targets, str):
         targets = targets.strip()
@@ -199,6 +210,26 @@ def validate_hyperparameters(given: dict[str, Any] | None, *, preset: str = "") 
             "“all-linear” or module names separated by commas (q_proj, v_proj)."
         ]
     out["lora_target_modules"] = targets
+
+
+def validate_hyperparameters(given: dict[str, Any] | None, *, preset: str = "") -> dict[str, Any]:
+    """Defaults, overlaid by the preset's values, overlaid by ``given``; every value checked.
+
+    Returns the complete normalized dict or raises ``HyperparameterError``.
+    """
+    merged, out, errors = _overlaid(
+        given,
+        preset=preset,
+        defaults=DEFAULTS,
+        presets=PRESETS,
+        numbers=_NUMBERS,
+        booleans=_BOOLEANS,
+        label="",
+    )
+    if merged["lr_scheduler_type"] not in SCHEDULERS:
+        errors["lr_scheduler_type"] = [f"Choose one of {', '.join(SCHEDULERS)}."]
+    out["lr_scheduler_type"] = merged["lr_scheduler_type"]
+    _lora_targets(merged, out, errors)
     if out["max_steps"] == 0:
         errors.setdefault("max_steps", []).append("Use -1 (train by epochs) or a positive count.")
     if errors:
@@ -330,29 +361,15 @@ def validate_grpo_hyperparameters(
     """GRPO's defaults, overlaid by the GRPO preset's values, overlaid by ``given``; every
     value checked (as ``validate_hyperparameters``). The rollouts of one optimizer step
     (``batch_size`` x ``gradient_accumulation_steps``) must hold whole groups of G."""
-    if given is not None and not isinstance(given, dict):
-        raise HyperparameterError({"hyperparameters": ["Expected an object."]})
-    errors: dict[str, list[str]] = {}
-    if preset and preset not in GRPO_PRESETS:
-        errors["preset"] = [
-            f"Unknown GRPO preset “{preset}”: choose one of {', '.join(GRPO_PRESETS)}."
-        ]
-    merged = dict(GRPO_DEFAULTS)
-    if preset in GRPO_PRESETS:
-        merged.update(GRPO_PRESETS[preset]["hyperparameters"])
-    unknown = sorted(set(given or {}) - set(GRPO_DEFAULTS))
-    if unknown:
-        errors["hyperparameters"] = [
-            f"Unknown GRPO hyperparameter{'' if len(unknown) == 1 else 's'}: {', '.join(unknown)}."
-        ]
-    merged.update({k: v for k, v in (given or {}).items() if k in GRPO_DEFAULTS and v is not None})
-    out: dict[str, Any] = {}
-    for name in _GRPO_NUMBERS:
-        out[name] = _number(name, merged[name], errors, _GRPO_NUMBERS)
-    for name in _GRPO_BOOLEANS:
-        if not isinstance(merged[name], bool):
-            errors.setdefault(name, []).append("Must be true or false.")
-        out[name] = merged[name] is True
+    merged, out, errors = _overlaid(
+        given,
+        preset=preset,
+        defaults=GRPO_DEFAULTS,
+        presets=GRPO_PRESETS,
+        numbers=_GRPO_NUMBERS,
+        booleans=_GRPO_BOOLEANS,
+        label="GRPO ",
+    )
     for name, choices in (
         ("reward", REWARD_VARIANTS),
         ("advantage", ADVANTAGES),
@@ -361,19 +378,7 @@ def validate_grpo_hyperparameters(
         if merged[name] not in choices:
             errors[name] = [f"Choose one of {', '.join(choices)}."]
         out[name] = merged[name]
-    targets = merged["lora_target_modules"]
-    if isinstance(targets, str):
-        targets = targets.strip()
-        if targets != "all-linear":
-            targets = [t.strip() for t in targets.split(",") if t.strip()]
-    if not targets or (
-        isinstance(targets, list)
-        and not all(isinstance(t, str) and t.isidentifier() for t in targets)
-    ):
-        errors["lora_target_modules"] = [
-            "“all-linear” or module names separated by commas (q_proj, v_proj)."
-        ]
-    out["lora_target_modules"] = targets
+    _lora_targets(merged, out, errors)
     g, b, ga = out["group_size"], out["batch_size"], out["gradient_accumulation_steps"]
     if None not in (g, b, ga) and (b * ga) % g:
         errors.setdefault("batch_size", []).append(
