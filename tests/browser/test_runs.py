@@ -36,7 +36,7 @@ def test_oracle_batch_from_the_ui(login, live_server, author, project, worker):
 
     page.get_by_label("Name").fill("Oracle in the browser")
     page.get_by_test_id("choices-environments").get_by_label(environment.name).check()
-    page.get_by_label("Trials").fill("2")
+    page.locator("#id_trials").fill("2")
     page.get_by_test_id("start-batch").click()
 
     expect(page).to_have_url(re.compile(r"/runs/batches/\d+/$"))
