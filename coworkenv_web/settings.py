@@ -353,6 +353,8 @@ SPECTACULAR_SETTINGS = {
         "DemonstrationStatusEnum": "apps.curation.models.DemonstrationStatus",
         "ReviewDecisionEnum": "apps.curation.models.Decision",
         "DatasetVersionStatusEnum": "apps.datasets.models.VersionStatus",
+        "DatasetKindEnum": "apps.datasets.models.DatasetKind",
+        "DatasetVersionKindEnum": "apps.datasets.models.VersionKind",
     },
 }
 

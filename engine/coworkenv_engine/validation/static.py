@@ -17,7 +17,7 @@ from ..spec_model import EnvironmentSpec, TaskSpec, ToolSpec
 from ..state import json_size
 from .attachments import attachment_problems
 from .semantic import semantic_problems
-from .static_checks import CheckContext, check_problems
+from .static_checks import CheckContext, _turns, check_problems
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RESERVED_PARAMETERS = {"now"}
@@ -494,7 +494,3 @@ def _reference_call(
                 "Make the reference arguments match the tool's parameters.",
             )
         )
-
-
-def _turns(n: int) -> str:
-    return f"{n} turn" if n == 1 else f"{n} turns"
