@@ -27,11 +27,21 @@ def worker(tmp_path):
     process.stop()
 
 
+def fill_json_editor(page, name: str, text: str):
+    """Replace a JSON field's text once its CodeMirror editor is on (the bundle loads
+    asynchronously and then hides the textarea, which keeps carrying the text)."""
+    expect(page.locator(f"textarea[name={name}][data-editor=on]")).to_have_count(1)
+    page.locator(f"textarea[name={name}] + .json-editor .cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(text)
+    expect(page.locator(f"textarea[name={name}]")).to_have_value(text)
+
+
 def edit_first_grader(page, *, weight: str, check: dict):
     page.locator("#task-0-grader-0").get_by_test_id("edit-grader").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text("Edit grader “event-booked”")
     page.get_by_label("Weight").fill(weight)
-    page.get_by_label("Check").fill(json.dumps(check, indent=2))
+    fill_json_editor(page, "check_spec", json.dumps(check, indent=2))
     page.get_by_test_id("save").click()
     expect(page).to_have_url(re.compile(r"/tasks/#task-0-grader-0$"))
 
