@@ -31,7 +31,11 @@ def fill_json_editor(page, name: str, text: str):
     """Replace a JSON field's text once its CodeMirror editor is on (the bundle loads
     asynchronously and then hides the textarea, which keeps carrying the text)."""
     expect(page.locator(f"textarea[name={name}][data-editor=on]")).to_have_count(1)
-    page.locator(f"textarea[name={name}] + .json-editor .cm-content").click()
+    # the editor follows the textarea, or the label the textarea was moved out of
+    page.locator(
+        f"textarea[name={name}] + .json-editor .cm-content, "
+        f"textarea[name={name}] + label .json-editor .cm-content"
+    ).click()
     page.keyboard.press("Control+A")
     page.keyboard.insert_text(text)
     expect(page.locator(f"textarea[name={name}]")).to_have_value(text)
