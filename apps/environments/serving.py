@@ -18,6 +18,9 @@ the same 401 ``missing or wrong token``.
 
 from __future__ import annotations
 
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +33,48 @@ from apps.environments.specs import environment_spec
 from coworkenv_engine import spec as engine_spec
 
 SERVED_STATUSES = (EnvironmentStatus.VALID, EnvironmentStatus.APPROVED)
+TOKEN_CACHE_S = 30.0
+FAILURES_PER_MINUTE = 30
+
+
+class TokenGate:
+    """The server's token check in front of the database.
+
+    A token found valid is remembered (by its sha256) for ``TOKEN_CACHE_S`` seconds, so a
+    trainer's steps do not each cost a query; a revoked token stops working within that
+    time. After ``FAILURES_PER_MINUTE`` wrong tokens within a minute, unknown tokens are
+    refused without a lookup until the minute has passed: guessing gets the same 401,
+    faster, and costs the database nothing. Known tokens keep working meanwhile."""
+
+    def __init__(
+        self,
+        check: Callable[[str], Awaitable[bool]],
+        *,
+        ttl: float = TOKEN_CACHE_S,
+        failures_per_minute: int = FAILURES_PER_MINUTE,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.check = check
+        self.ttl = ttl
+        self.failures_per_minute = failures_per_minute
+        self.clock = clock
+        self.valid_until: dict[str, float] = {}
+        self.failures: list[float] = []
+
+    async def __call__(self, raw: str) -> bool:
+        now = self.clock()
+        key = hashlib.sha256(raw.encode()).hexdigest()
+        if self.valid_until.get(key, 0.0) > now:
+            return True
+        self.failures = [at for at in self.failures if at > now - 60.0]
+        if len(self.failures) >= self.failures_per_minute:
+            return False
+        if await self.check(raw):
+            self.valid_until = {k: t for k, t in self.valid_until.items() if t > now}
+            self.valid_until[key] = now + self.ttl
+            return True
+        self.failures.append(now)
+        return False
 
 
 @dataclass
@@ -101,8 +146,10 @@ def project_envserver_app(*, project: Project, refresh_interval: float | None = 
     check = sync_to_async(project_token_allowed)
     project_id = project.pk
 
-    async def authorise(raw: str) -> bool:
+    async def allowed(raw: str) -> bool:
         return await check(project_id=project_id, raw=raw)
+
+    authorise = TokenGate(allowed)
 
     def reread() -> tuple[list, dict]:
         fresh = project_catalogue(project=project, loaded=loaded)

@@ -287,3 +287,64 @@ def test_200_concurrent_sessions_on_the_app_server_stay_isolated(served, project
         with concurrent.futures.ThreadPoolExecutor(1) as pool:  # see the engine's test
             outcomes = pool.submit(asyncio.run, all_of_them()).result()
     assert outcomes == [True] * 200
+
+
+# --- the token gate in front of the database ---------------------------------------------
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _run(coroutine):
+    """The coroutine on a loop of its own thread (after the browser tests, Playwright's loop
+    runs in the main thread and ``asyncio.run`` there refuses)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def _gate(valid: set[str], **options):
+    from apps.environments.serving import TokenGate
+
+    asked: list[str] = []
+
+    async def check(raw: str) -> bool:
+        asked.append(raw)
+        return raw in valid
+
+    clock = _Clock()
+    return TokenGate(check, clock=clock, **options), asked, clock
+
+
+def test_a_valid_token_is_looked_up_once_per_ttl_and_a_revoked_one_stops_after_it():
+    valid = {"good"}
+    gate, asked, clock = _gate(valid, ttl=30.0)
+    assert _run(gate("good")) is True
+    assert _run(gate("good")) is True
+    assert asked == ["good"]  # the second step cost no query
+    valid.clear()  # revoked
+    clock.now += 29.0
+    assert _run(gate("good")) is True  # still remembered
+    clock.now += 2.0
+    assert _run(gate("good")) is False
+    assert asked == ["good", "good"]
+
+
+def test_guessing_is_refused_without_lookups_for_the_rest_of_the_minute():
+    gate, asked, clock = _gate({"good"}, failures_per_minute=3)
+    assert _run(gate("good")) is True
+    for guess in ("a", "b", "c"):
+        assert _run(gate(guess)) is False
+    assert _run(gate("d")) is False
+    assert asked == ["good", "a", "b", "c"]  # "d" was refused without a query
+    assert _run(gate("good")) is True  # a known token keeps working
+    clock.now += 61.0
+    assert _run(gate("e")) is False
+    assert asked[-1] == "e"  # the minute is over: looked up again
