@@ -269,7 +269,6 @@ def dataset_version_create(
     (``enqueue=False``: the caller runs ``dataset_version_build_job`` itself). A filter that
     matches no approved train-task demonstration is refused here, so no failed version is
     left behind. RL prompt datasets take ``prompts.prompt_version_create``."""
-    from apps.datasets.tasks import build_dataset_version_task
 
     if dataset.kind != DatasetKind.SFT:
         raise ApplicationError(
@@ -292,21 +291,10 @@ def dataset_version_create(
         raise ApplicationError(message, {"fields": {"long_trajectories": [message]}})
     _check_not_empty(dataset.project, filters)
     tokenizer = version_tokenizer(dataset) if tokenizer is None else tokenizer
-    # Lock the dataset row so two versions created at once get different numbers.
-    Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
-    number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
-    job = job_create(
-        project=dataset.project,
-        kind=BUILD_JOB_KIND,
-        title=f"Build {dataset.name} v{number}",
-        started_by=user,
-        params={"dataset": dataset.pk, "number": number},
-        task=build_dataset_version_task if enqueue else None,
-    )
-    version = DatasetVersion(
+    return version_numbered(
         dataset=dataset,
-        number=number,
-        job=job,
+        user=user,
+        enqueue=enqueue,
         filters=filters.to_dict(),
         seed=seed,
         validation_fraction=validation_fraction,
@@ -314,8 +302,29 @@ def dataset_version_create(
         tokenizer=tokenizer,
         max_tokens=max_tokens,
         long_trajectories=long_trajectories,
-        created_by=user,
     )
+
+
+def version_numbered(
+    *, dataset: Dataset, user, enqueue: bool = True, label: str = "", **fields
+) -> DatasetVersion:
+    """The dataset's next version with its build job, whatever its kind: numbered under a
+    lock on the dataset row (two versions created at once get different numbers), the job
+    sent once this commits (``enqueue=False``: the caller runs ``dataset_version_build_job``).
+    ``fields`` are the version's own (filters, seed, kind…). Call inside a transaction."""
+    from apps.datasets.tasks import build_dataset_version_task
+
+    Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
+    number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
+    job = job_create(
+        project=dataset.project,
+        kind=BUILD_JOB_KIND,
+        title=f"Build {dataset.name} v{number}{label}",
+        started_by=user,
+        params={"dataset": dataset.pk, "number": number},
+        task=build_dataset_version_task if enqueue else None,
+    )
+    version = DatasetVersion(dataset=dataset, number=number, job=job, created_by=user, **fields)
     version.full_clean()
     version.save()
     return version

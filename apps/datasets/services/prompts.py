@@ -34,12 +34,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from apps.capabilities.models import Capability
 from apps.core.exceptions import ApplicationError
-from apps.core.services import JobContext, job_create
+from apps.core.services import JobContext
 from apps.datasets.formats.rl_prompts import (
     RL_PROMPT_FORMATS,
     prompt_entry,
@@ -166,35 +165,21 @@ def prompt_version_create(
 ) -> DatasetVersion:
     """Number the next version of an RL prompt dataset and create its build job (enqueued
     once this commits; ``enqueue=False``: the caller runs ``dataset_version_build_job``)."""
-    from apps.datasets.services.datasets import BUILD_JOB_KIND
-    from apps.datasets.tasks import build_dataset_version_task
 
     if dataset.kind != DatasetKind.RL_PROMPTS:
         raise ApplicationError("This dataset holds demonstrations, not RL prompts.")
     _check(dataset.project, filters)
-    Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
-    number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
-    job = job_create(
-        project=dataset.project,
-        kind=BUILD_JOB_KIND,
-        title=f"Build {dataset.name} v{number}",
-        started_by=user,
-        params={"dataset": dataset.pk, "number": number},
-        task=build_dataset_version_task if enqueue else None,
-    )
-    version = DatasetVersion(
+    from apps.datasets.services.datasets import version_numbered
+
+    return version_numbered(
         dataset=dataset,
-        number=number,
-        job=job,
+        user=user,
+        enqueue=enqueue,
         filters=filters.to_dict(),
         seed=0,
         validation_fraction=0.0,
         rebuilt_from=rebuilt_from,
-        created_by=user,
     )
-    version.full_clean()
-    version.save()
-    return version
 
 
 def _entries(version: DatasetVersion, context: JobContext):

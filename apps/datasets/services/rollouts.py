@@ -27,11 +27,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
-from apps.core.services import JobContext, job_create
+from apps.core.services import JobContext
 from apps.datasets.formats import canonical_json, normalize_messages, normalize_tools
 from apps.datasets.formats.rollouts import rollout_row
 from apps.datasets.formats.tokens import TokenCounter
@@ -104,36 +103,22 @@ def rollout_version_create(
     under ``variant`` and create its build job (enqueued once this commits; with
     ``enqueue=False`` the caller runs ``dataset_version_build_job``). Batches of another
     project, without groups or with none scored yet are refused before anything exists."""
-    from apps.datasets.services.datasets import BUILD_JOB_KIND, version_tokenizer
-    from apps.datasets.tasks import build_dataset_version_task
+    from apps.datasets.services.datasets import version_numbered, version_tokenizer
 
     chosen = _check_batches(dataset.project, batches)
     tokenizer = version_tokenizer(dataset)
-    Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
-    number = (dataset.versions.aggregate(top=Max("number"))["top"] or 0) + 1
-    job = job_create(
-        project=dataset.project,
-        kind=BUILD_JOB_KIND,
-        title=f"Build {dataset.name} v{number} (scored rollouts)",
-        started_by=user,
-        params={"dataset": dataset.pk, "number": number, "kind": VersionKind.ROLLOUTS},
-        task=build_dataset_version_task if enqueue else None,
-    )
-    version = DatasetVersion(
+    return version_numbered(
         dataset=dataset,
-        number=number,
+        user=user,
+        enqueue=enqueue,
+        label=" (scored rollouts)",
         kind=VersionKind.ROLLOUTS,
-        job=job,
         filters=rollout_filters([b.pk for b in chosen], variant),
         seed=0,
         validation_fraction=0.0,
         rebuilt_from=rebuilt_from,
         tokenizer=tokenizer,
-        created_by=user,
     )
-    version.full_clean()
-    version.save()
-    return version
 
 
 def rollout_version_rebuild(*, version: DatasetVersion, user) -> DatasetVersion:
