@@ -49,11 +49,12 @@ class Shape:
     share: float  # share of an environment's tasks that are projects
     kickoff: tuple[int, int]  # items handled on the first project day
     batch: tuple[int, int] = (1, 3)  # items handled on a later working day
+    days: int = 1  # the fewest project days (turns after the pattern's), whatever the draw
 
 
 SHAPES: dict[str, Shape] = {
     "medium": Shape(turns=(3, 6), calls=(8, 30), share=0.5, kickoff=(1, 2)),
-    "long": Shape(turns=(5, 12), calls=(20, 60), share=1.0, kickoff=(2, 3)),
+    "long": Shape(turns=(5, 12), calls=(20, 60), share=1.0, kickoff=(2, 3), days=4),
 }
 
 # Stages in the order they are chosen when turns are scarce, and the order they run in.
@@ -420,7 +421,7 @@ def extend_project(t: TaskBuilder, new_item: Any, shape: Shape, n_turns: int) ->
 
     ``new_item(t)`` makes one of the family's items. Returns the project's stages and first
     day for the task's metadata."""
-    stages = plan(max(1, n_turns - len(t.turns)))
+    stages = plan(max(shape.days, n_turns - len(t.turns)))
     project = Project(t, shape, new_item)
     runners = {
         "kickoff": project.kickoff,
