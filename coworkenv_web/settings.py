@@ -354,7 +354,6 @@ SPECTACULAR_SETTINGS = {
         "ReviewDecisionEnum": "apps.curation.models.Decision",
         "DatasetVersionStatusEnum": "apps.datasets.models.VersionStatus",
         "DatasetKindEnum": "apps.datasets.models.DatasetKind",
-        "DatasetVersionKindEnum": "apps.datasets.models.VersionKind",
     },
 }
 

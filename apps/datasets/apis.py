@@ -26,7 +26,6 @@ from apps.datasets.models import (
     ExportFormat,
     LongTrajectories,
     RowSplit,
-    VersionKind,
     VersionStatus,
 )
 from apps.datasets.selectors import dataset_list, version_list, version_rows
@@ -64,8 +63,10 @@ class DatasetInput(serializers.Serializer):
     kind = serializers.ChoiceField(
         choices=DatasetKind.choices,
         default=DatasetKind.SFT,
-        help_text="sft: versions of approved demonstrations; rl_prompts: versions of "
-        "environment tasks and seeds, exported for RL trainers (grpo, verl, nemo_gym, verifiers).",
+        help_text="What every version of the dataset holds, fixed at creation. sft: approved "
+        "demonstrations; rl_prompts: environment tasks and seeds, exported for RL trainers "
+        "(grpo, verl, nemo_gym, verifiers); rollouts: scored rollouts of student rollout groups "
+        "for offline RL (versions from POST …/rollout-versions/).",
     )
     description = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=DESCRIPTION_MAX_LENGTH
@@ -94,9 +95,12 @@ class VersionOutput(serializers.Serializer):
     dataset = serializers.IntegerField(source="dataset_id")
     number = serializers.IntegerField()
     kind = serializers.ChoiceField(
-        choices=VersionKind.choices,
-        help_text="sft (demonstrations) or rollouts (scored rollouts of student groups; "
-        "filters = {batches, variant}).",
+        source="dataset.kind",
+        choices=DatasetKind.choices,
+        help_text="Its dataset's kind (every version of a dataset has it): sft "
+        "(demonstrations), rl_prompts (environment tasks; filters = {environments, "
+        "capabilities, seeds}) or rollouts (scored rollouts of student groups; filters = "
+        "{batches, variant}).",
     )
     status = serializers.ChoiceField(choices=VersionStatus.choices)
     job = JobOutput()
@@ -301,15 +305,24 @@ class VersionListApi(APIView):
         request=VersionInput,
         responses={201: VersionCreated},
         operation_id="dataset_versions_create",
-        description="Build a new version from approved demonstrations in a job: filter by "
-        "capabilities, environments, min score and min reviewer agreement; split by "
-        "environment with the seed. Eval-task demonstrations never enter. Follow `job`.",
+        description="Build a new version in a job, of the dataset's kind. sft: from approved "
+        "demonstrations, filtered by capabilities, environments, min score and min reviewer "
+        "agreement, split by environment with the seed; rl_prompts: from the train tasks of "
+        "environments with `seeds`. Eval tasks never enter. A rollouts dataset is refused "
+        "(400): its versions come from `dataset_rollout_versions_create`. Follow `job`.",
     )
     def post(self, request, pk):
         dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
         data = VersionInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        if dataset.kind == DatasetKind.ROLLOUTS:
+            raise ApplicationError(
+                f"“{dataset.name}” is a dataset of scored rollouts: build its versions from "
+                f"student batches with POST /api/v1/datasets/{dataset.pk}/rollout-versions/ "
+                "(batches, reward, advantage, credit).",
+                {"kind": dataset.kind},
+            )
         if dataset.kind == DatasetKind.RL_PROMPTS:
             version = _prompt_version_create(request, dataset, v)
             return Response(
@@ -347,7 +360,8 @@ class RolloutVersionCreateApi(APIView):
         "of the scored rollout groups of the given student batches, with its reward, "
         "per-turn rewards and advantages under the variant (reward score|raw|passed|strict, "
         "advantage grpo|dr_grpo|rloo, credit trajectory|turn|call; per-turn and per-call "
-        "credit take score and grpo or dr_grpo). Export format `rollouts`, split `train`.",
+        "credit take score and grpo or dr_grpo). Export format `rollouts`, split `train`. "
+        "Only for datasets of kind rollouts (another kind: 400).",
     )
     def post(self, request, pk):
         dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)

@@ -40,9 +40,11 @@ class DatasetForm(forms.Form):
                 initial=DatasetKind.SFT,
                 required=False,
                 widget=forms.RadioSelect,
-                help_text="SFT versions hold approved demonstrations; RL prompt versions hold "
-                "environment tasks and seeds, exported for trainers that roll out themselves "
-                "(TRL GRPO, verl, NeMo Gym, verifiers).",
+                help_text="What every version of the dataset holds (fixed once created). SFT: "
+                "approved demonstrations; RL prompts: environment tasks and seeds, exported for "
+                "trainers that roll out themselves (TRL GRPO, verl, NeMo Gym, verifiers); scored "
+                "rollouts: the graded runs of student rollout groups with their rewards and "
+                "advantages, for offline RL.",
             )
 
     def clean_kind(self) -> str:

@@ -22,8 +22,12 @@ DESCRIPTION_MAX_LENGTH = 2000
 
 
 class DatasetKind(models.TextChoices):
+    """What a dataset holds; every version of a dataset holds the same (a version's kind is
+    its dataset's, ``DatasetVersion.kind``), so kinds are never mixed in one dataset."""
+
     SFT = "sft", "SFT (approved demonstrations)"
     RL_PROMPTS = "rl_prompts", "RL prompts (environment tasks)"
+    ROLLOUTS = "rollouts", "Scored rollouts (student rollout groups)"
 
 
 class Dataset(models.Model):
@@ -35,8 +39,10 @@ class Dataset(models.Model):
         max_length=16,
         choices=DatasetKind.choices,
         default=DatasetKind.SFT,
-        help_text="sft: versions of approved demonstrations; rl_prompts: versions of "
-        "environment tasks (prompts that name the task) for trainers that roll out themselves.",
+        help_text="sft: versions of approved demonstrations (DatasetRow); rl_prompts: versions "
+        "of environment tasks (PromptRow: prompts that name the task) for trainers that roll "
+        "out themselves; rollouts: versions of the graded runs of student rollout groups "
+        "(RolloutRow, filters = {batches, variant}) for offline RL. Fixed at creation.",
     )
     description = models.TextField(
         blank=True,
@@ -76,11 +82,6 @@ class VersionStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class VersionKind(models.TextChoices):
-    SFT = "sft", "SFT (approved demonstrations)"
-    ROLLOUTS = "rollouts", "Scored rollouts (student rollout groups)"
-
-
 class LongTrajectories(models.TextChoices):
     """What the exports do with a trajectory over the version's token limit
     (apps.datasets.formats.long)."""
@@ -95,13 +96,6 @@ MAX_TOKENS_LIMIT = 10_000_000
 class DatasetVersion(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
-    kind = models.CharField(
-        max_length=16,
-        choices=VersionKind.choices,
-        default=VersionKind.SFT,
-        help_text="sft: rows are demonstrations (DatasetRow); rollouts: rows are the graded "
-        "runs of rollout groups (RolloutRow), filters = {batches, variant}.",
-    )
     job = models.OneToOneField("core.Job", on_delete=models.PROTECT, related_name="dataset_version")
     status = models.CharField(
         max_length=16, choices=VersionStatus.choices, default=VersionStatus.BUILDING, db_index=True
@@ -207,6 +201,11 @@ class DatasetVersion(models.Model):
     @property
     def rows_total(self) -> int:
         return self.train_rows + self.validation_rows
+
+    @property
+    def kind(self) -> str:
+        """Its dataset's kind (``DatasetKind``): a version has no kind of its own."""
+        return self.dataset.kind
 
 
 class RowSplit(models.TextChoices):

@@ -12,19 +12,18 @@ from apps.datasets.models import (
     DatasetVersion,
     ExportFormat,
     PromptRow,
-    VersionKind,
+    RolloutRow,
     VersionStatus,
 )
 
 
 def sft_versions_ready(*, project) -> QuerySet[DatasetVersion]:
-    """The project's built versions of demonstrations, what supervised training takes (not
-    RL prompt datasets nor scored-rollout versions), by dataset then newest first."""
+    """The project's built versions of SFT datasets (demonstrations), what supervised
+    training takes (not RL prompts nor scored rollouts), by dataset then newest first."""
     return (
         DatasetVersion.objects.filter(
             dataset__project=project,
             dataset__kind=DatasetKind.SFT,
-            kind=VersionKind.SFT,
             status=VersionStatus.READY,
         )
         .select_related("dataset")
@@ -96,6 +95,32 @@ def version_prompt_rows(*, version, split: str | None = None) -> QuerySet[Prompt
             "environment__name",
         )
     )
+
+
+def version_rollout_rows(*, version, split: str | None = None) -> QuerySet[RolloutRow]:
+    """The rows of a scored-rollout version: which run of which group, in export order."""
+    rows = RolloutRow.objects.filter(version=version)
+    if split:
+        rows = rows.filter(split=split)
+    return rows.order_by("split", "position").only(
+        "id",
+        "split",
+        "position",
+        "group_id",
+        "member",
+        "run_id",
+        "environment_key",
+        "tokens",
+        "content_sha256",
+    )
+
+
+def version_row_select(kind: str):
+    """The selector of a version's rows for its dataset's kind."""
+    return {
+        DatasetKind.RL_PROMPTS: version_prompt_rows,
+        DatasetKind.ROLLOUTS: version_rollout_rows,
+    }.get(kind, version_rows)
 
 
 def version_exports(*, version) -> dict[str, dict[str, DatasetExport]]:

@@ -25,8 +25,7 @@ from apps.datasets.selectors import (
     version_card,
     version_exports,
     version_list,
-    version_prompt_rows,
-    version_rows,
+    version_row_select,
     version_sample_query,
 )
 from apps.datasets.services import (
@@ -42,6 +41,7 @@ from apps.datasets.services import (
     prompt_version_create,
     rollout_version_create,
 )
+from apps.datasets.services.datasets import dataset_kind_check
 from apps.datasets.services.prompts import prompt_card_markdown
 
 DATASETS_PER_PAGE = 25
@@ -161,7 +161,11 @@ def dataset_detail_view(request, pk):
 @login_required
 @require_http_methods(["GET", "POST"])
 def version_create_view(request, pk):
+    """The form of the dataset's kind: demonstrations (SFT), environment tasks (RL prompts)
+    or student batches (scored rollouts)."""
     dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    if dataset.kind == DatasetKind.ROLLOUTS:
+        return _rollout_version_form(request, dataset)
     latest = dataset.versions.order_by("-number").first()
     prompts = dataset.kind == DatasetKind.RL_PROMPTS
     initial = {}
@@ -209,8 +213,17 @@ def version_create_view(request, pk):
 @login_required
 @require_http_methods(["GET", "POST"])
 def rollout_version_create_view(request, pk):
-    """A scored-rollout version (offline RL) from student batches' rollout groups."""
+    """A scored-rollout version (offline RL) from student batches' rollout groups; a
+    dataset of another kind refuses it (back to its page, saying why)."""
     dataset = dataset_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    try:
+        dataset_kind_check(dataset, DatasetKind.ROLLOUTS)
+    except ApplicationError as exc:
+        return redirect_after_post(request, reverse("datasets:detail", args=[pk]), exc.message)
+    return _rollout_version_form(request, dataset)
+
+
+def _rollout_version_form(request, dataset):
     form = RolloutVersionForm(request.POST or None, project=dataset.project)
     if request.method == "POST" and form.is_valid():
         try:
@@ -235,8 +248,9 @@ def rollout_version_create_view(request, pk):
 
 
 def _splits(version) -> list[tuple[str, str]]:
-    """RL prompt versions have one split (train); SFT versions train and validation."""
-    if version.dataset.kind == DatasetKind.RL_PROMPTS:
+    """RL prompt and scored-rollout versions have one split (train); SFT versions train and
+    validation."""
+    if version.dataset.kind in (DatasetKind.RL_PROMPTS, DatasetKind.ROLLOUTS):
         return [(RowSplit.TRAIN.value, RowSplit.TRAIN.label)]
     return RowSplit.choices
 
@@ -244,13 +258,12 @@ def _splits(version) -> list[tuple[str, str]]:
 def _export_table(version) -> list[dict]:
     exports = version_exports(version=version)
     table = []
-    formats = RL_PROMPT_FORMATS if version.dataset.kind == DatasetKind.RL_PROMPTS else FORMATS
+    kind = version.dataset.kind
+    if kind == DatasetKind.RL_PROMPTS:
+        formats = RL_PROMPT_FORMATS
+    else:  # SFT formats, or the scored-rollout one (``"kind": "rollouts"``)
+        formats = {f: s for f, s in FORMATS.items() if s.get("kind", DatasetKind.SFT) == kind}
     for fmt, spec in formats.items():
-        if (
-            spec.get("kind", "sft") != version.kind
-            and version.dataset.kind != DatasetKind.RL_PROMPTS
-        ):
-            continue  # a format of the other kind of version
         cells = []
         for split, _label in _splits(version):
             export = exports.get(fmt, {}).get(split)
@@ -266,7 +279,7 @@ def version_detail_view(request, pk, number):
     split = request.GET.get("split", "")
     split = split if split in RowSplit.values else ""
     prompts = version.dataset.kind == DatasetKind.RL_PROMPTS
-    select = version_prompt_rows if prompts else version_rows
+    select = version_row_select(version.dataset.kind)
     rows = Paginator(select(version=version, split=split or None), ROWS_PER_PAGE).get_page(
         request.GET.get("page")
     )

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from apps.core.models import Job
-from apps.datasets.models import DatasetVersion, RolloutRow, VersionKind, VersionStatus
+from apps.datasets.models import DatasetKind, DatasetVersion, RolloutRow, VersionStatus
 from apps.datasets.services import (
     dataset_version_build_job,
     dataset_version_rebuild,
@@ -39,7 +39,7 @@ def group_batch(project, author, monkeypatch, settings):
 
 @pytest.fixture
 def dataset(project, author):
-    return dataset_create(project=project, name="rollouts", user=author)
+    return dataset_create(project=project, name="rollouts", user=author, kind=DatasetKind.ROLLOUTS)
 
 
 def build(dataset, user, batch, **variant):
@@ -65,7 +65,7 @@ def test_a_rollout_version_exports_each_member_with_its_variant(dataset, author,
     group = RolloutGroup.objects.get(batch=group_batch)
     runs = list(Run.objects.filter(batch=group_batch).order_by("trial"))
     assert (version.kind, version.status, version.train_rows, version.validation_rows) == (
-        VersionKind.ROLLOUTS,
+        DatasetKind.ROLLOUTS,
         VersionStatus.READY,
         3,
         0,

@@ -1,11 +1,12 @@
-"""Supervised training takes versions of demonstrations only: RL prompt datasets and
-scored-rollout versions are neither offered by the launch form nor accepted by the service."""
+"""Supervised training takes versions of SFT datasets (demonstrations) only: versions of RL
+prompt and scored-rollout datasets are neither offered by the launch form nor accepted by the
+service."""
 
 import pytest
 from django.urls import reverse
 
 from apps.core.exceptions import ApplicationError
-from apps.datasets.models import Dataset, DatasetKind, DatasetVersion, VersionKind
+from apps.datasets.models import Dataset, DatasetKind
 from apps.datasets.selectors import sft_versions_ready
 from apps.training.services import training_job_create
 from tests.training.conftest import TINY
@@ -24,14 +25,12 @@ def _launch(project, author, version):
     )
 
 
-@pytest.mark.parametrize("other", ["rollouts_version", "rl_prompts_dataset"])
+@pytest.mark.parametrize("other", [DatasetKind.ROLLOUTS, DatasetKind.RL_PROMPTS])
 def test_rl_versions_are_refused_and_not_offered(
     client_for, project, author, training_version, other
 ):
-    if other == "rollouts_version":
-        DatasetVersion.objects.filter(pk=training_version.pk).update(kind=VersionKind.ROLLOUTS)
-    else:
-        Dataset.objects.filter(pk=training_version.dataset_id).update(kind=DatasetKind.RL_PROMPTS)
+    assert list(sft_versions_ready(project=project)) == [training_version]
+    Dataset.objects.filter(pk=training_version.dataset_id).update(kind=other)
     training_version.refresh_from_db()
     training_version.dataset.refresh_from_db()
     assert list(sft_versions_ready(project=project)) == []

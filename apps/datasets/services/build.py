@@ -55,7 +55,6 @@ from apps.datasets.models import (
     ExportStatus,
     PromptRow,
     RolloutRow,
-    VersionKind,
     VersionStatus,
 )
 from apps.datasets.services.datasets import VersionFilter
@@ -241,7 +240,7 @@ def dataset_version_build(context: JobContext) -> str:
     )
     if version.status == VersionStatus.READY:
         return "Already built."
-    if version.kind == VersionKind.ROLLOUTS:
+    if version.dataset.kind == DatasetKind.ROLLOUTS:
         return rollout_version_build(context, version, version_token_counter(version))
     if version.dataset.kind == DatasetKind.RL_PROMPTS:
         return prompt_version_build(context, version)
@@ -462,12 +461,13 @@ def dataset_version_verify(context: JobContext) -> str:
     counts = {split: 0 for split in SPLITS}
     total = version.rows_total
     done = 0
-    if version.kind == VersionKind.ROLLOUTS:
+    rollouts = version.dataset.kind == DatasetKind.ROLLOUTS
+    if rollouts:
         # rows are runs of rollout groups, re-rendered from the runs and groups they name
         digest, changed, done = rollout_version_checksum(version)
         checksum = _Fixed(digest)
         counts["train"] = done
-    for split in SPLITS if version.kind != VersionKind.ROLLOUTS else ():
+    for split in SPLITS if not rollouts else ():
         rows = (
             DatasetRow.objects.filter(version=version, split=split)
             .order_by("position")
@@ -497,7 +497,7 @@ def dataset_version_verify(context: JobContext) -> str:
         )
     if changed:
         shown = ", ".join(str(pk) for pk in changed[:10])
-        source = "runs" if version.kind == VersionKind.ROLLOUTS else "demonstrations"
+        source = "runs" if rollouts else "demonstrations"
         problems.append(f"{len(changed)} rows changed content ({source} {shown})")
     if checksum.hexdigest() != version.checksum:
         problems.append(f"the checksum is now {checksum.hexdigest()}, not {version.checksum}")

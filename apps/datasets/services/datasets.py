@@ -21,7 +21,6 @@ from apps.datasets.models import (
     DatasetKind,
     DatasetVersion,
     LongTrajectories,
-    VersionKind,
     VersionStatus,
 )
 from apps.environments.models import Environment
@@ -68,6 +67,28 @@ class VersionFilter:
             min_score=data.get("min_score"),
             min_agreement=data.get("min_agreement"),
         )
+
+
+# What each kind of dataset holds (for the error that refuses a version of another kind).
+KIND_HOLDS = {
+    DatasetKind.SFT: "approved demonstrations",
+    DatasetKind.RL_PROMPTS: "RL prompts (environment tasks and seeds)",
+    DatasetKind.ROLLOUTS: "scored rollouts (the graded runs of student rollout groups)",
+}
+
+
+def dataset_kind_check(dataset: Dataset, kind: str) -> None:
+    """Refuse to build a version of ``kind`` in a dataset of another kind: every version of
+    a dataset holds what its dataset holds (``Dataset.kind``), so kinds are never mixed."""
+    if dataset.kind == kind:
+        return
+    holds, wanted = KIND_HOLDS[DatasetKind(dataset.kind)], KIND_HOLDS[DatasetKind(kind)]
+    raise ApplicationError(
+        f"“{dataset.name}” is a dataset of {holds} (kind {dataset.kind}): a version of "
+        f"{wanted} goes in a dataset of kind {kind}. Create one, or build this dataset's "
+        "own kind of version.",
+        {"kind": dataset.kind},
+    )
 
 
 def dataset_create(
@@ -268,13 +289,10 @@ def dataset_version_create(
     """Number the next version, create its build job and enqueue it once this commits
     (``enqueue=False``: the caller runs ``dataset_version_build_job`` itself). A filter that
     matches no approved train-task demonstration is refused here, so no failed version is
-    left behind. RL prompt datasets take ``prompts.prompt_version_create``."""
+    left behind. Only SFT datasets take these: RL prompt datasets take
+    ``prompts.prompt_version_create``, scored-rollout ones ``rollouts.rollout_version_create``."""
 
-    if dataset.kind != DatasetKind.SFT:
-        raise ApplicationError(
-            "This dataset holds RL prompts: its versions draw environment tasks and seeds, "
-            "not demonstrations."
-        )
+    dataset_kind_check(dataset, DatasetKind.SFT)
     _check_filter(dataset.project, filters)
     if not 0 <= validation_fraction <= MAX_VALIDATION_FRACTION:
         raise ApplicationError(
@@ -308,10 +326,11 @@ def dataset_version_create(
 def version_numbered(
     *, dataset: Dataset, user, enqueue: bool = True, label: str = "", **fields
 ) -> DatasetVersion:
-    """The dataset's next version with its build job, whatever its kind: numbered under a
-    lock on the dataset row (two versions created at once get different numbers), the job
-    sent once this commits (``enqueue=False``: the caller runs ``dataset_version_build_job``).
-    ``fields`` are the version's own (filters, seed, kind…). Call inside a transaction."""
+    """The dataset's next version with its build job, whatever its dataset's kind: numbered
+    under a lock on the dataset row (two versions created at once get different numbers), the
+    job sent once this commits (``enqueue=False``: the caller runs
+    ``dataset_version_build_job``). ``fields`` are the version's own (filters, seed…); the
+    caller has checked the dataset's kind. Call inside a transaction."""
     from apps.datasets.tasks import build_dataset_version_task
 
     Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
@@ -335,7 +354,7 @@ def dataset_version_rebuild(*, version: DatasetVersion, user) -> DatasetVersion:
     demonstrations it has the same rows and checksum; the page compares the two. A
     scored-rollout version is rebuilt from the same batches and variant, an RL prompt version
     from the same tasks and seeds."""
-    if version.kind == VersionKind.ROLLOUTS:
+    if version.dataset.kind == DatasetKind.ROLLOUTS:
         from apps.datasets.services.rollouts import rollout_version_rebuild
 
         return rollout_version_rebuild(version=version, user=user)

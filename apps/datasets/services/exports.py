@@ -45,12 +45,12 @@ from apps.datasets.formats.long import LongCounts, fit
 from apps.datasets.formats.media import Media, has_images
 from apps.datasets.models import (
     DatasetExport,
+    DatasetKind,
     DatasetRow,
     DatasetVersion,
     ExportFormat,
     ExportStatus,
     RowSplit,
-    VersionKind,
 )
 from apps.environments.attachments import attachment_bytes
 
@@ -161,7 +161,7 @@ def export_lines(version: DatasetVersion, fmt: str, split: str) -> Iterator[tupl
     version, the run) it came from: the lines ``exports_write`` writes (with images when the
     split has any: ``data:`` URLs for ``openai``, ``images/<sha256>.<ext>`` paths for ``trl``
     and ``sharegpt``)."""
-    if version.kind == VersionKind.ROLLOUTS:
+    if version.dataset.kind == DatasetKind.ROLLOUTS:
         from apps.datasets.services.rollouts import rollout_export_lines
 
         yield from rollout_export_lines(version, split)
@@ -375,7 +375,7 @@ def card_info(version: DatasetVersion) -> dict:
 
 
 def card_markdown(version: DatasetVersion) -> str:
-    if version.kind == VersionKind.ROLLOUTS:
+    if version.dataset.kind == DatasetKind.ROLLOUTS:
         from apps.datasets.services.rollouts import rollout_card
 
         return rollout_card(card_info(version))

@@ -166,10 +166,10 @@ def prompt_version_create(
     """Number the next version of an RL prompt dataset and create its build job (enqueued
     once this commits; ``enqueue=False``: the caller runs ``dataset_version_build_job``)."""
 
-    if dataset.kind != DatasetKind.RL_PROMPTS:
-        raise ApplicationError("This dataset holds demonstrations, not RL prompts.")
+    from apps.datasets.services.datasets import dataset_kind_check, version_numbered
+
+    dataset_kind_check(dataset, DatasetKind.RL_PROMPTS)
     _check(dataset.project, filters)
-    from apps.datasets.services.datasets import version_numbered
 
     return version_numbered(
         dataset=dataset,

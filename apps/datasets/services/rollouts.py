@@ -1,6 +1,6 @@
 """Scored-rollout versions: the graded runs of student rollout groups, with their rewards
 and advantages under one variant, as an immutable, checksummed dataset version for offline
-RL (``kind = rollouts``).
+RL: the versions of a dataset of kind ``rollouts`` (``DatasetKind.ROLLOUTS``).
 
 Created like an SFT version (a number, a build job, the same page, API, downloads, verify
 and rebuild), from ``filters = {"batches": [ids], "variant": {reward, advantage, credit}}``:
@@ -36,12 +36,12 @@ from apps.datasets.formats.rollouts import rollout_row
 from apps.datasets.formats.tokens import TokenCounter
 from apps.datasets.models import (
     Dataset,
+    DatasetKind,
     DatasetVersion,
     ExportFormat,
     ExportStatus,
     RolloutRow,
     RowSplit,
-    VersionKind,
     VersionStatus,
 )
 from apps.runs.models import RolloutGroup, Run, RunBatch, RunRole
@@ -102,9 +102,15 @@ def rollout_version_create(
     """Number the next version of ``dataset`` as a scored-rollout version of ``batches``
     under ``variant`` and create its build job (enqueued once this commits; with
     ``enqueue=False`` the caller runs ``dataset_version_build_job``). Batches of another
-    project, without groups or with none scored yet are refused before anything exists."""
-    from apps.datasets.services.datasets import version_numbered, version_tokenizer
+    project, without groups or with none scored yet are refused before anything exists, and
+    so is a dataset of another kind (SFT, RL prompts)."""
+    from apps.datasets.services.datasets import (
+        dataset_kind_check,
+        version_numbered,
+        version_tokenizer,
+    )
 
+    dataset_kind_check(dataset, DatasetKind.ROLLOUTS)
     chosen = _check_batches(dataset.project, batches)
     tokenizer = version_tokenizer(dataset)
     return version_numbered(
@@ -112,7 +118,6 @@ def rollout_version_create(
         user=user,
         enqueue=enqueue,
         label=" (scored rollouts)",
-        kind=VersionKind.ROLLOUTS,
         filters=rollout_filters([b.pk for b in chosen], variant),
         seed=0,
         validation_fraction=0.0,

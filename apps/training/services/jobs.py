@@ -33,7 +33,6 @@ from apps.datasets.models import (
     DatasetExport,
     DatasetKind,
     ExportStatus,
-    VersionKind,
     VersionStatus,
 )
 from apps.training.hyperparameters import (
@@ -211,7 +210,7 @@ def training_job_create(
         raise _field_error(
             "dataset_version", "This dataset version is not ready (still building or failed)."
         )
-    if dataset_version.dataset.kind != DatasetKind.SFT or dataset_version.kind != VersionKind.SFT:
+    if dataset_version.dataset.kind != DatasetKind.SFT:
         raise _field_error(
             "dataset_version",
             "Supervised training takes a version of demonstrations, not RL prompts or scored "
