@@ -23,6 +23,7 @@ fail (score below the threshold and not strict). ``register_adversary`` adds one
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,24 +38,47 @@ from .policies import (
     PolicyView,
     ToolCall,
 )
-from .sightings import (  # noqa: F401  (re-exported for custom adversaries)
-    _EMAIL,
-    _ID_PARAM,
-    _RECIPIENT,
+from .sightings import (
     CLAIM,
+    ID_PARAM_PATTERN,
     MAX_IDS_PER_TOOL,
-    MAX_PASTE_CHARS,
     MAX_RECIPIENTS,
     READ_OPS,
+    RECIPIENT_PARAMS,
     VAGUE_QUESTION,
     Harvester,
     Seen,
-    _paste,
-    _records_in,
-    _scalars,
-    harvest,
+    paste_text,
 )
 from .spec import TaskSpec
+
+# What this module used to re-export from ``sightings`` for custom adversaries, and where
+# each now lives there (import it from ``sightings``); reading one here still works.
+MOVED_TO_SIGHTINGS = {
+    "_EMAIL": "EMAIL_PATTERN",
+    "_ID_PARAM": "ID_PARAM_PATTERN",
+    "_RECIPIENT": "RECIPIENT_PARAMS",
+    "_paste": "paste_text",
+    "_records_in": "records_in",
+    "_scalars": "scalars_of",
+    "MAX_PASTE_CHARS": "MAX_PASTE_CHARS",
+    "harvest": "harvest",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in MOVED_TO_SIGHTINGS:
+        from . import sightings
+
+        new = MOVED_TO_SIGHTINGS[name]
+        warnings.warn(
+            f"coworkenv_engine.adversaries.{name} is coworkenv_engine.sightings.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(sightings, new)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # --------------------------------------------------------------------------- arguments
 
@@ -92,7 +116,7 @@ def _value(name: str, schema: dict[str, Any], seen: Seen, *, paste: str) -> Any:
         stamps = [v for v in seen.fields.get(name, []) if isinstance(v, str)]
         stamps += seen.stamps()
         return stamps[0] if stamps else "2026-03-02T09:00:00Z"
-    if name.casefold() in _RECIPIENT and seen.emails:
+    if name.casefold() in RECIPIENT_PARAMS and seen.emails:
         return seen.emails[0]
     known = [v for v in seen.fields.get(name, []) if isinstance(v, str)]
     if known and name not in ("body", "content", "text", "message", "comment", "note"):
@@ -130,7 +154,7 @@ def _tool_ops(view: PolicyView) -> list[tuple[str, str, dict[str, Any]]]:
 
 def _id_param(parameters: dict[str, Any]) -> str | None:
     for name in parameters.get("properties") or {}:
-        if _ID_PARAM.search(name):
+        if ID_PARAM_PATTERN.search(name):
             return name
     return None
 
@@ -138,7 +162,7 @@ def _id_param(parameters: dict[str, Any]) -> str | None:
 def _recipient_param(parameters: dict[str, Any]) -> str | None:
     for name, schema in (parameters.get("properties") or {}).items():
         if (
-            name.casefold() in _RECIPIENT
+            name.casefold() in RECIPIENT_PARAMS
             and isinstance(schema, dict)
             and schema.get("type") == "string"
             and "enum" not in schema
@@ -200,7 +224,7 @@ class ReaderPaster:
         ]
 
     def reply(self, seen: Seen) -> str:
-        return _paste(seen)
+        return paste_text(seen)
 
     user_turns: int | None = None  # harvest only the first n user messages
 
@@ -238,11 +262,11 @@ class Sprayer(ReaderPaster):
     def phases(self, view: PolicyView, seen: Seen) -> list[Callable[[], list[ToolCall]]]:
         return [
             lambda: read_calls(view, seen, gets=False),
-            lambda: spray_calls(view, seen, paste=_paste(seen) if self.paste else CLAIM),
+            lambda: spray_calls(view, seen, paste=paste_text(seen) if self.paste else CLAIM),
         ]
 
     def reply(self, seen: Seen) -> str:
-        return (CLAIM + "\n" + _paste(seen)) if self.paste else CLAIM
+        return (CLAIM + "\n" + paste_text(seen)) if self.paste else CLAIM
 
 
 class SprayPaster(Sprayer):

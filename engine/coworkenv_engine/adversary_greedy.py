@@ -32,9 +32,16 @@ from typing import Any
 from .attachments import message_text
 from .guessing import SUBJECT_PARAMS, TEXT_PARAMS, Guesser, _shape  # noqa: F401 (re-exported)
 from .policies import PolicyAction, PolicyView, ToolCall
-from .sightings import READ_OPS, VAGUE_QUESTION, Harvester, Seen, _paste, _scalars
+from .sightings import (
+    ID_PARAM_PATTERN,
+    READ_OPS,
+    VAGUE_QUESTION,
+    Harvester,
+    Seen,
+    paste_text,
+    scalars_of,
+)
 
-_ID_PARAM = re.compile(r"(^|_)id$")
 
 MAX_WRITES_PER_TURN = 60
 MAX_CALLS_PER_EPISODE = 180  # under the simulator's default 200-call limit
@@ -157,7 +164,7 @@ class GreedySprayer:
             if binding.op not in ("list", "search"):
                 continue
             required = params.get("required") or []
-            if any(_ID_PARAM.search(p) for p in required):
+            if any(ID_PARAM_PATTERN.search(p) for p in required):
                 continue
             filters = [p for p in required if p != "query" and binding.op == "list"]
             if not filters:
@@ -180,7 +187,7 @@ class GreedySprayer:
             if binding.op != "get":
                 continue
             id_param = next(
-                (p for p in params.get("properties") or {} if _ID_PARAM.search(p)), None
+                (p for p in params.get("properties") or {} if ID_PARAM_PATTERN.search(p)), None
             )
             for record in self._records(binding)[:25]:
                 if id_param and record.get("id") in wanted:
@@ -196,7 +203,7 @@ class GreedySprayer:
 
         def mentions(record: dict[str, Any]) -> int:
             hits = 0
-            for value in _scalars(record):
+            for value in scalars_of(record):
                 if len(value) > 2 and value.casefold() in text:
                     hits += 3 if value == record.get("id") else 1
             return hits
@@ -228,7 +235,7 @@ class GreedySprayer:
                 continue
             props = params.get("properties") or {}
             records = self._records(binding)
-            id_param = next((p for p in props if _ID_PARAM.search(p)), None)
+            id_param = next((p for p in props if ID_PARAM_PATTERN.search(p)), None)
             targets = self._targets(binding, guess) if id_param else [None]
             for target in targets:
                 scalars: dict[str, list[Any]] = {}
@@ -291,7 +298,7 @@ class GreedySprayer:
     def reply(self, seen: Seen) -> str:
         guess = Guesser(seen, paste=self.paste)
         text = f"Done: I have taken care of it. {guess.latest}"
-        return text + ("\n" + _paste(seen) if self.paste else "")
+        return text + ("\n" + paste_text(seen) if self.paste else "")
 
     def act(self, view: PolicyView) -> PolicyAction:
         if self.asks and view.turn == 0:

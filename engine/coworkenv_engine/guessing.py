@@ -10,13 +10,11 @@ from collections import Counter
 from functools import cached_property, lru_cache
 from typing import Any
 
-from .sightings import Seen, _paste
+from .sightings import EMAIL_PATTERN, ID_PARAM_PATTERN, Seen, paste_text
 
 SUBJECT_PARAMS = ("subject", "title", "summary", "name")
 TEXT_PARAMS = ("body", "content", "text", "message", "comment", "note", "description", "reply")
 
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_ID_PARAM = re.compile(r"(^|_)id$")
 _NUMBER = re.compile(r"(?<![\w.-])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.-])\d+(?:\.\d+)?")
 _DATE = re.compile(r"\b\d{4}-\d\d-\d\d\b")
 _TIME = re.compile(r"\b(?:[01]?\d|2[0-3]):[0-5]\d\b")
@@ -150,7 +148,7 @@ class Guesser:
 
     def strings(self, name: str, examples: list[Any]) -> list[str]:
         key = name.casefold()
-        emails = self._in_user(_EMAIL)
+        emails = self._in_user(EMAIL_PATTERN)
         if "@" in "".join(str(e) for e in examples) or key in ("to", "email", "recipient"):
             return emails + [e for e in examples if isinstance(e, str) and "@" in e][:1]
         if key in TEXT_PARAMS:
@@ -205,7 +203,7 @@ class Guesser:
     def _free_text(self) -> str:
         quoted = " ".join(self._in_user(_QUOTED))
         text = " ".join(t for t in (self.subject(), self.latest, quoted) if t)
-        return text + ("\n" + _paste(self.seen) if self.paste else "")
+        return text + ("\n" + paste_text(self.seen) if self.paste else "")
 
     def values(self, name: str, schema: dict[str, Any], examples: list[Any]) -> list[Any]:
         """The few values worth trying for one parameter or field, best first."""
@@ -224,7 +222,7 @@ class Guesser:
             found = [n for n in found if (lo is None or n >= lo) and (hi is None or n <= hi)]
             return found or [lo if lo is not None else 1]
         if kind == "array":
-            emails = self._in_user(_EMAIL)
+            emails = self._in_user(EMAIL_PATTERN)
             return [emails[:5]] if emails else [[self.subject()]]
         if schema.get("format") == "date-time" or any(
             isinstance(e, str) and _STAMP.match(e) for e in examples

@@ -1,7 +1,13 @@
 """What a scripted adversary has seen: the values it harvests from the conversation (the
 user's messages and the tool results it got back) and the text it pastes. Shared by the
 adversaries in ``adversaries`` and ``adversary_greedy``; it knows nothing of the reference
-solution or the graders."""
+solution or the graders.
+
+The public names here are what a team's own adversary (``adversaries.register_adversary``)
+builds on: ``harvest``/``Harvester`` and ``Seen`` (what it saw), ``scalars_of`` and
+``records_in`` (values and records in a tool result), ``paste_text`` (the text a paster
+replies with), the patterns ``EMAIL_PATTERN`` and ``ID_PARAM_PATTERN``, ``RECIPIENT_PARAMS``
+and the limits and phrases below."""
 
 from __future__ import annotations
 
@@ -20,10 +26,12 @@ CLAIM = "Done - I have taken care of everything you asked and updated the record
 VAGUE_QUESTION = "Could you clarify what exactly you need?"
 READ_OPS = ("list", "search", "get")
 
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_ID_PARAM = re.compile(r"(^|_)id$")
+# An e-mail address in free text; a parameter that takes a record id (``id``, ``task_id``…);
+# the parameter names that take a recipient.
+EMAIL_PATTERN = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+ID_PARAM_PATTERN = re.compile(r"(^|_)id$")
+RECIPIENT_PARAMS = ("to", "email", "recipient", "recipients", "attendees", "assignee", "owner")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
-_RECIPIENT = ("to", "email", "recipient", "recipients", "attendees", "assignee", "owner")
 
 
 # --------------------------------------------------------------------------- what it saw
@@ -41,10 +49,10 @@ class Seen:
     _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def record_scalars(self) -> list[str]:
-        """Every scalar of every record, in order (as text, like ``_scalars``)."""
+        """Every scalar of every record, in order (as text, like ``scalars_of``)."""
         flat = self._derived.get("flat")
         if flat is None:
-            flat = self._derived["flat"] = [s for r in self.records for s in _scalars(r)]
+            flat = self._derived["flat"] = [s for r in self.records for s in scalars_of(r)]
         return flat
 
     def scalars(self) -> list[str]:
@@ -71,18 +79,20 @@ class Seen:
     def emails(self) -> list[str]:
         cached = self._derived.get("emails")
         if cached is None:
-            found = [m for t in self.user_text for m in _EMAIL.findall(t)]
+            found = [m for t in self.user_text for m in EMAIL_PATTERN.findall(t)]
             cached = self._derived["emails"] = list(dict.fromkeys(found))
         return list(cached)
 
 
-def _scalars(value: Any) -> Iterator[str]:
+def scalars_of(value: Any) -> Iterator[str]:
+    """Every scalar in a JSON value, depth first, as text (booleans as ``true``/``false``;
+    empty strings and nulls left out)."""
     if isinstance(value, dict):
         for v in value.values():
-            yield from _scalars(v)
+            yield from scalars_of(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _scalars(v)
+            yield from scalars_of(v)
     elif isinstance(value, bool):
         yield "true" if value else "false"
     elif isinstance(value, int | float):
@@ -91,7 +101,9 @@ def _scalars(value: Any) -> Iterator[str]:
         yield value
 
 
-def _records_in(content: Any) -> list[dict[str, Any]]:
+def records_in(content: Any) -> list[dict[str, Any]]:
+    """The records a decoded tool result holds: its ``results`` (a list or search), or itself
+    (a ``get``: a dict with a string ``id``)."""
     if isinstance(content, dict) and isinstance(content.get("results"), list):
         return [r for r in content["results"] if isinstance(r, dict)]
     if isinstance(content, dict) and isinstance(content.get("id"), str):
@@ -143,7 +155,7 @@ class Harvester:
             self._last = messages[-1]
             seen._derived.clear()
             if flat is not None:  # records are only ever appended: extend, do not redo
-                flat.extend(s for r in seen.records[known:] for s in _scalars(r))
+                flat.extend(s for r in seen.records[known:] for s in scalars_of(r))
                 seen._derived["flat"] = flat
         return self.seen
 
@@ -159,7 +171,7 @@ class Harvester:
                 content = json.loads(message_text(m.get("content")) or "null")
             except ValueError:
                 return
-            for record in _records_in(content):
+            for record in records_in(content):
                 key = _frozen(record)
                 if key not in self._records:
                     self._records.add(key)
@@ -183,6 +195,8 @@ def harvest(messages: list[dict[str, Any]], *, user_turns: int | None = None) ->
     return Harvester(user_turns=user_turns).update(messages)
 
 
-def _paste(seen: Seen) -> str:
+def paste_text(seen: Seen) -> str:
+    """Every value seen, one a line, under a claim of having found them (at most
+    ``MAX_PASTE_CHARS``)."""
     text = "Here is everything I found:\n" + "\n".join(seen.scalars())
     return text[:MAX_PASTE_CHARS]

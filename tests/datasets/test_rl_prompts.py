@@ -393,16 +393,18 @@ def test_bad_filters_are_refused_and_leave_nothing(
     )
     with pytest.raises(ApplicationError, match=r"^Nothing to build: no train task"):
         prompt_version_create(dataset=prompts_dataset, user=author, filters=PromptFilter())
-    with pytest.raises(ApplicationError, match="holds RL prompts"):
+    with pytest.raises(
+        ApplicationError, match=r"is a dataset of RL prompts .* \(kind rl_prompts\)"
+    ):
         dataset_version_create(dataset=prompts_dataset, user=author, filters=VersionFilter())
     assert prompts_dataset.versions.count() == 0
 
 
 def test_sft_dataset_refuses_prompt_versions(project, author, sample_environments):
     sft = dataset_create(project=project, name="SFT", user=author)
-    with pytest.raises(ApplicationError, match="holds demonstrations"):
+    with pytest.raises(ApplicationError, match=r"is a dataset of approved demonstrations"):
         prompt_version_create(dataset=sft, user=author, filters=PromptFilter())
-    with pytest.raises(ApplicationError, match=r"^kind is one of sft, rl_prompts\.$"):
+    with pytest.raises(ApplicationError, match=r"^kind is one of sft, rl_prompts, rollouts\.$"):
         dataset_create(project=project, name="X", user=author, kind="dpo")
 
 

@@ -19,6 +19,7 @@ from coworkenv_engine.adversaries import (
     register_adversary,
     unregister_adversary,
 )
+from coworkenv_engine import sightings
 from coworkenv_engine.adversary_greedy import MAX_CALLS_PER_EPISODE, AskerSprayer
 from coworkenv_engine.policies import PolicyAction, ToolCall
 from coworkenv_engine.runner import run_task
@@ -230,6 +231,53 @@ def test_a_team_can_register_its_own_adversary():
     assert [(p.code, p.pointer, p.hint) for p in mine] == [
         ("adversary_passes", "/tasks/0/graders/0", Emailer.hint)
     ]
+
+
+class HarvestingEmailer:
+    """A team's own adversary on the public helpers of ``sightings``: emails what it has seen
+    to every address in the conversation, then claims success quoting it all."""
+
+    name = "harvesting-emailer"
+    hint = "Check the email's recipient and content exactly."
+
+    def __init__(self):
+        self.harvester = sightings.Harvester()
+
+    def act(self, view):
+        seen = self.harvester.update(view.messages)
+        if view.round == 0:
+            to = [e for t in seen.user_text for e in sightings.EMAIL_PATTERN.findall(t)]
+            body = sightings.paste_text(seen)
+            return PolicyAction(
+                tool_calls=[
+                    ToolCall("send_email", {"to": address, "subject": "x", "body": body})
+                    for address in to[: sightings.MAX_RECIPIENTS]
+                ]
+            )
+        return PolicyAction(reply=sightings.CLAIM + "\n" + sightings.paste_text(seen))
+
+
+def test_a_custom_adversary_builds_on_the_public_sightings():
+    doc = load_json(BROKEN_PASS)["spec"]
+    register_adversary("harvesting-emailer", HarvestingEmailer, applies=lambda t: t.key == "book")
+    try:
+        report = validate_spec(doc)
+    finally:
+        unregister_adversary("harvesting-emailer")
+    assert report.tasks[0].adversary_scores["harvesting-emailer"] == 1.0
+    assert sightings.ID_PARAM_PATTERN.search("task_id") and "to" in sightings.RECIPIENT_PARAMS
+    assert list(sightings.scalars_of({"a": [1, True, "", None, {"b": "x"}]})) == ["1", "true", "x"]
+    assert sightings.records_in({"id": "r1"}) == [{"id": "r1"}]
+
+
+def test_the_names_adversaries_used_to_re_export_still_resolve_with_a_warning():
+    import coworkenv_engine.adversaries as adversaries
+
+    for old, new in adversaries.MOVED_TO_SIGHTINGS.items():
+        with pytest.warns(DeprecationWarning, match=f"sightings.{new}"):
+            assert getattr(adversaries, old) is getattr(sightings, new)
+    with pytest.raises(AttributeError):
+        adversaries._no_such_name  # noqa: B018
 
 
 def pre_fix_clarify_task() -> dict:

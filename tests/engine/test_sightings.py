@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coworkenv_engine.guessing import _shape
-from coworkenv_engine.sightings import Harvester, Seen, _records_in, harvest
+from coworkenv_engine.sightings import Harvester, Seen, harvest, records_in
 
 CHARS = st.sampled_from(list("aZB9 -.@_\u00e9\u00b2PO\t\nx1"))
 
@@ -66,7 +66,7 @@ def plain_harvest(messages, *, user_turns=None) -> Seen:
                 content = json.loads(m.get("content") or "null")
             except ValueError:
                 continue
-            for record in _records_in(content):
+            for record in records_in(content):
                 if record not in seen.records:
                     seen.records.append(record)
                 if record["id"] not in seen.ids:
