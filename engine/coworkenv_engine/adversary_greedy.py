@@ -42,7 +42,6 @@ from .sightings import (
     scalars_of,
 )
 
-
 MAX_WRITES_PER_TURN = 60
 MAX_CALLS_PER_EPISODE = 180  # under the simulator's default 200-call limit
 MAX_TARGETS = 6  # records one id-taking tool is called on

@@ -10,7 +10,7 @@ from collections import Counter
 from functools import cached_property, lru_cache
 from typing import Any
 
-from .sightings import EMAIL_PATTERN, ID_PARAM_PATTERN, Seen, paste_text
+from .sightings import EMAIL_PATTERN, Seen, paste_text
 
 SUBJECT_PARAMS = ("subject", "title", "summary", "name")
 TEXT_PARAMS = ("body", "content", "text", "message", "comment", "note", "description", "reply")

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from apps.synthesis.generators.patterns import CAPABILITY_PATTERNS
 from apps.synthesis.generators.template import generate_environment
+from coworkenv_engine import sightings
 from coworkenv_engine.adversaries import (
     ADVERSARIES,
     VAGUE_QUESTION,
@@ -19,7 +20,6 @@ from coworkenv_engine.adversaries import (
     register_adversary,
     unregister_adversary,
 )
-from coworkenv_engine import sightings
 from coworkenv_engine.adversary_greedy import MAX_CALLS_PER_EPISODE, AskerSprayer
 from coworkenv_engine.policies import PolicyAction, ToolCall
 from coworkenv_engine.runner import run_task
