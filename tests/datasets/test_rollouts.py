@@ -210,6 +210,17 @@ def test_download_page_and_regeneration(
     assert page.status_code == 200
     assert 'data-testid="export-rollouts"' in html and 'data-testid="export-openai"' not in html
     assert 'data-testid="download-rollouts-train"' in html
+    # the rows are the runs of the groups, with the rollouts' own counts
+    assert 'data-testid="rollout-row-table"' in html and "Scored rollouts (train)" in html
+    for run in Run.objects.filter(batch=group_batch):
+        assert f'href="/runs/{run.pk}/">#{run.pk}</a>' in html
+    assert "Approved matched" not in html and 'data-testid="row-table"' not in html
+    partial = client_for(viewer).get(
+        reverse("datasets:version_detail", args=[dataset.pk, 1]) + "?split=train",
+        HTTP_HX_REQUEST="true",
+    )
+    assert partial.content.decode().lstrip().startswith('<div id="version-rows">')
+    assert 'data-testid="rollout-row-table"' in partial.content.decode()
 
 
 def test_api_creates_a_rollout_version_and_refuses_bad_input(
