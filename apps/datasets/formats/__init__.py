@@ -16,8 +16,8 @@ Formats (see ``FORMATS``):
 - ``sharegpt``: LLaMA-Factory ShareGPT rows (``conversations`` that alternate,
   ``system``, ``tools`` as a JSON string; ``"loss": false`` on excluded turns);
 - ``rollouts``: scored rollouts of student rollout groups for offline RL (TRL messages,
-  rewards, per-turn rewards and advantages under one variant); written by scored-rollout
-  versions only (``"kind": "rollouts"``).
+  rewards, per-turn rewards and advantages under one variant); written by the versions of
+  datasets of kind ``rollouts`` only (``"kind": "rollouts"``; the others are ``sft``'s).
 """
 
 from apps.datasets.formats.lint import Linter, LintReport
@@ -39,7 +39,7 @@ FORMATS = {
     "openai": {"row": openai_row, "linter": OpenAILinter, "label": "OpenAI chat fine-tuning"},
     "trl": {"row": trl_row, "linter": TrlLinter, "label": "TRL SFTTrainer (messages + tools)"},
     "sharegpt": {"row": sharegpt_row, "linter": ShareGptLinter, "label": "LLaMA-Factory ShareGPT"},
-    # A scored-rollout version's one format (``kind``: which versions write it); its row
+    # A rollouts dataset's one format (``kind``: the dataset kind that writes it); its row
     # takes the rollout's scores too, see formats/rollouts.py and services/rollouts.py.
     "rollouts": {
         "row": rollout_row,
