@@ -73,6 +73,8 @@ def test_datasets_take_their_versions_kind_and_mixed_ones_are_split(old_apps):
     only_rollouts = old.dataset("offline", tokenizer="tiny")
     old.version(only_rollouts, 1, kind="rollouts")
     old.version(only_rollouts, 2, kind="rollouts")
+    prompts_rollouts = old.dataset("prompt rollouts", kind="rl_prompts")
+    old.version(prompts_rollouts, 1, kind="rollouts")
     empty = old.dataset("empty")
     mixed = old.dataset("mixed", description="Both.", tokenizer="tiny")
     m1 = old.version(mixed, 1)
@@ -91,9 +93,11 @@ def test_datasets_take_their_versions_kind_and_mixed_ones_are_split(old_apps):
     def kind(pk):
         return Dataset.objects.get(pk=pk).kind
 
-    assert [kind(d.pk) for d in (sft, prompts, only_rollouts, empty, mixed, mixed_prompts)] == [
+    kept_datasets = (sft, prompts, only_rollouts, prompts_rollouts, empty, mixed, mixed_prompts)
+    assert [kind(d.pk) for d in kept_datasets] == [
         DatasetKind.SFT,
         DatasetKind.RL_PROMPTS,
+        DatasetKind.ROLLOUTS,
         DatasetKind.ROLLOUTS,
         DatasetKind.SFT,
         DatasetKind.SFT,
@@ -123,7 +127,7 @@ def test_datasets_take_their_versions_kind_and_mixed_ones_are_split(old_apps):
         DatasetVersion.objects.filter(dataset=long_name).values_list("number", flat=True)
     ) == [2]
     # every version's kind is its dataset's; none of another kind is left in any dataset
-    assert Dataset.objects.filter(project_id=old.project.pk).count() == 9
+    assert Dataset.objects.filter(project_id=old.project.pk).count() == 10
     for version in DatasetVersion.objects.select_related("dataset"):
         assert version.kind == version.dataset.kind
 
