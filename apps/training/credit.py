@@ -37,11 +37,14 @@ names cannot be found in a message's text, its tokens take the mean of its calls
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from coworkenv_engine.rewards import call_rewards, turn_advantages
+
+logger = logging.getLogger("apps.training.grpo")
 
 TURN_ENDING = "reply_to_user"
 NOT_TOOLS = frozenset({"reset", "get_reward"})  # TRL's rule for an environment's tools
@@ -308,6 +311,15 @@ def trainer_class(credit: str, *, gamma: float = 1.0, scale: bool = True):
                         pieces=pieces,
                     )
                 )
+            segments = sum(len(model_segments(m)) for m in mask.tolist())
+            credited = sum(1 for row in rows for v in row if v != 0.0)
+            logger.info(
+                "credit %s: %d rollouts, %d model segments, %d tokens with a non-zero advantage",
+                credit,
+                len(rows),
+                segments,
+                credited,
+            )
             return torch.tensor(rows, dtype=torch.float32, device=completion_ids.device)
 
     return CreditGRPOTrainer

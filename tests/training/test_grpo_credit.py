@@ -252,3 +252,51 @@ def test_credit_defaults_to_trajectory():
     assert (hp["credit"], hp["gamma"]) == ("trajectory", 1.0)
     hp = validate_grpo_hyperparameters({"credit": "call", "gamma": 0.9, "advantage": "dr_grpo"})
     assert (hp["credit"], hp["gamma"], hp["advantage"]) == ("call", 0.9, "dr_grpo")
+
+
+def test_grpo_job_with_per_turn_credit_trains_and_logs_rewards(
+    project, author, sample_environments, settings
+):
+    """Two steps of ``grpo`` with ``credit=turn`` (γ 0.5) on the two-turn eval task: the
+    subclass's (B, T) advantages go through TRL's loss, every step's reward is logged, and
+    the job's config keeps the credit."""
+    pytest.importorskip("trl")
+    import json
+    from pathlib import Path
+
+    from apps.core.models import JobStatus
+    from apps.training.services import training_job_create, training_job_execute
+
+    settings.TRAINING_LAUNCHER = "python"
+    training_job = training_job_create(
+        project=project,
+        user=author,
+        method="grpo",
+        backend="local",
+        environments=[sample_environments[0]],
+        task_split="eval",
+        preset="tiny-cpu",
+        hyperparameters={
+            "max_steps": 2, "max_completion_length": 16, "credit": "turn", "gamma": 0.5,
+        },
+        name="GRPO per-turn",
+    )  # fmt: skip
+    training_job_execute(training_job.job_id)
+    training_job.refresh_from_db()
+    job = training_job.job
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED, (job.message, training_job.log_tail[-3000:])
+    assert job.message == "Trained 2 GRPO steps."
+    metrics = list(training_job.metrics.order_by("step"))
+    assert [m.step for m in metrics] == [1, 2]
+    for m in metrics:  # the untrained model's random replies score like doing nothing
+        assert m.reward == pytest.approx(0.2) and m.pass_rate == 0.0
+        assert m.completion_length == 16.0 and m.loss == 0.0
+    config = json.loads(Path(training_job.artifacts["config_path"]).read_text())
+    hp = config["hyperparameters"]
+    assert (hp["credit"], hp["gamma"], hp["reward"], hp["advantage"]) == ("turn", 0.5, "score",
+                                                                         "grpo")  # fmt: skip
+    assert training_job.hyperparameters["credit"] == "turn"
+    assert training_job.rl_label() == f"#{training_job.pk} score/grpo G2 T1 turn γ0.5"
+    # the subclass replaced TRL's advantages on every batch (one per step here)
+    assert training_job.log_tail.count("credit turn: 2 rollouts, 2 model segments") >= 2
