@@ -326,7 +326,6 @@ def run(config: dict[str, Any]) -> int:
     import datasets
     import torch
     import transformers
-    import trl
     from accelerate import PartialState
 
     reporter = reporter_from_config(config)
@@ -378,9 +377,7 @@ def run(config: dict[str, Any]) -> int:
             task_type="CAUSAL_LM",
         )
     callback = make_callback(reporter, config.get("supervisor_pid"), RL_METRICS)
-    trainer_cls = trainer_class(
-        hp["credit"], gamma=hp["gamma"], scale=hp["advantage"] == "grpo"
-    )
+    trainer_cls = trainer_class(hp["credit"], gamma=hp["gamma"], scale=hp["advantage"] == "grpo")
     trainer = trainer_cls(
         model=model,
         reward_funcs=[make_reward(hp["reward"], hp["group_size"], scale=reward_scale(hp))],

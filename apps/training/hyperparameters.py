@@ -271,8 +271,8 @@ ADVANTAGES = {
 # Credit assignment (``apps.training.credit``): which advantage each model token takes.
 CREDITS = {
     "trajectory": "Trajectory: the episode's advantage on every model token",
-    "turn": "Per turn: reward-to-go over turn rewards (γ), normalised per turn index",
-    "call": "Per tool call: checks citing the call, reward-to-go over calls (γ)",
+    "turn": "Per turn: discounted reward-to-go over turn rewards, normalised per turn index",
+    "call": "Per tool call: checks citing the call, discounted reward-to-go over calls",
 }
 # Per-turn and per-call credit split the safety-gated score and are normalised with or
 # without the group's std (``coworkenv_engine.rewards.CREDIT_METHODS``).

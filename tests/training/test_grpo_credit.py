@@ -22,6 +22,7 @@ from coworkenv_engine.trl_env import coworkenv_reward, environment_class
 from tests.engine.helpers import SAMPLES, load_json
 
 ACME = load_spec(load_json(SAMPLES[0]))
+GAMMA = "\N{GREEK SMALL LETTER GAMMA}"
 TASK = "notice-moved-dentist"  # two turns: create_event | list_events, update_event, send_email
 
 
@@ -68,7 +69,7 @@ def test_segments_and_plan_follow_the_tool_mask_and_the_record():
 
 
 def test_per_turn_token_advantages_by_hand():
-    """G = 2, two turns, γ = 0.5. Turn rewards a = [0.2, 0.6], b = [0.4, 0.0].
+    """G = 2, two turns, gamma = 0.5. Turn rewards a = [0.2, 0.6], b = [0.4, 0.0].
     Reward-to-go: a = [0.2 + 0.5·0.6, 0.6] = [0.5, 0.6]; b = [0.4 + 0.5·0, 0] = [0.4, 0.0].
     Per turn index across the group, Dr. GRPO (no std): turn 0 mean 0.45 -> a +0.05, b -0.05;
     turn 1 mean 0.3 -> a +0.3, b -0.3. GRPO divides by the group's std (n - 1) + 1e-4:
@@ -123,7 +124,7 @@ def test_per_call_token_spans_by_hand():
         {"tool": "reply_to_user", "turn": 0, "turn_after": 1, "call": None},
     ]
     mask = [1] * 6 + [0, 0] + [1, 1] + [0] + [1, 1] + [0]
-    decoded = pieces + ["<tool_call>", "reply_to_user"] + ["?"] + ["Done", "."] + ["<pad>"]
+    decoded = [*pieces, "<tool_call>", "reply_to_user", "?", "Done", ".", "<pad>"]
     plan = plan_segments(messages, actions, TOOLS)
     tokens = rollout_token_advantages(
         credit="call", mask=mask, plan=plan, values=[0.7, -0.2],
@@ -147,11 +148,15 @@ def _drive(env, solution: bool):
         for i, step in enumerate(task.reference_solution):
             for call in step.calls:
                 result = getattr(env, call.tool)(**call.arguments)
-                messages.append({"role": "assistant", "tool_calls": [_call(call.tool, **call.arguments)]})
+                messages.append(
+                    {"role": "assistant", "tool_calls": [_call(call.tool, **call.arguments)]}
+                )
                 messages.append({"role": "tool", "name": call.tool, "content": result})
             if i < len(task.turns) - 1:
                 reply = env.reply_to_user(step.reply or "Done.")
-                messages.append({"role": "assistant", "tool_calls": [_call("reply_to_user", message="ok")]})
+                messages.append(
+                    {"role": "assistant", "tool_calls": [_call("reply_to_user", message="ok")]}
+                )
                 messages.append({"role": "tool", "name": "reply_to_user", "content": reply})
             else:
                 final = step.reply or final
@@ -211,7 +216,7 @@ def test_recorded_episodes_give_the_engines_turn_and_call_advantages():
 
 def test_one_turn_episodes_get_the_trajectory_advantage():
     """With one turn per episode, per-turn credit is the episode's group advantage (TRL's
-    ``scale_rewards="group"`` formula, the engine's ``group_advantages``), whatever γ."""
+    ``scale_rewards="group"`` formula, the engine's ``group_advantages``), whatever gamma."""
     rewards = [1.0, 0.2, 0.2, 0.6]
     rollouts = [{"grading": {}, "turn_rewards": [r], "engine_calls": 0} for r in rewards]
     for scale, method in ((True, "grpo"), (False, "dr_grpo")):
@@ -257,7 +262,7 @@ def test_credit_defaults_to_trajectory():
 def test_grpo_job_with_per_turn_credit_trains_and_logs_rewards(
     project, author, sample_environments, settings
 ):
-    """Two steps of ``grpo`` with ``credit=turn`` (γ 0.5) on the two-turn eval task: the
+    """Two steps of ``grpo`` with ``credit=turn`` (gamma 0.5) on the two-turn eval task: the
     subclass's (B, T) advantages go through TRL's loss, every step's reward is logged, and
     the job's config keeps the credit."""
     pytest.importorskip("trl")
@@ -297,6 +302,6 @@ def test_grpo_job_with_per_turn_credit_trains_and_logs_rewards(
     assert (hp["credit"], hp["gamma"], hp["reward"], hp["advantage"]) == ("turn", 0.5, "score",
                                                                          "grpo")  # fmt: skip
     assert training_job.hyperparameters["credit"] == "turn"
-    assert training_job.rl_label() == f"#{training_job.pk} score/grpo G2 T1 turn γ0.5"
+    assert training_job.rl_label() == f"#{training_job.pk} score/grpo G2 T1 turn {GAMMA}0.5"
     # the subclass replaced TRL's advantages on every batch (one per step here)
     assert training_job.log_tail.count("credit turn: 2 rollouts, 2 model segments") >= 2
