@@ -305,3 +305,51 @@ def test_grpo_job_with_per_turn_credit_trains_and_logs_rewards(
     assert training_job.rl_label() == f"#{training_job.pk} score/grpo G2 T1 turn {GAMMA}0.5"
     # the subclass replaced TRL's advantages on every batch (one per step here)
     assert training_job.log_tail.count("credit turn: 2 rollouts, 2 model segments") >= 2
+
+
+def test_call_spans_on_the_tiny_presets_tokens(tmp_path):
+    """The spans on real tokens: a Qwen2.5-style message with two tool calls, tokenized by the
+    tiny preset's byte-level tokenizer (what the CPU runs train) and decoded one token at a
+    time as the trainer does; each call's span holds its own JSON."""
+    pytest.importorskip("trl")
+    import json
+
+    import transformers
+
+    from apps.training.grpo import tokenizer_rows
+    from apps.training.sft import build_tiny_preset
+
+    directory = build_tiny_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    first = {"name": "list_events", "arguments": {"start": "2026-03-02"}}
+    second = {"name": "send_email", "arguments": {"to": ["dana@acme.test"], "subject": "Moved"}}
+    text = "".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>\n" for c in (first, second))
+    ids = tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"]
+    pieces = [tokenizer.decode([t]) for t in ids]
+    spans = call_spans(pieces, ["list_events", "send_email"])
+    assert spans[0][0] == 0 and spans[0][1] == spans[1][0] and spans[1][1] == len(ids)
+    one, two = ("".join(pieces[s:e]) for s, e in spans)
+    assert '"list_events"' in one and "2026-03-02" in one and "send_email" not in one
+    assert '"send_email"' in two and "dana@acme.test" in two and two.endswith("<|im_end|>")
+
+
+def test_the_server_environment_records_the_same_turns_and_calls():
+    """``recording_class`` over the environment-server class (``env_server`` mode): the same
+    record, call count and turn rewards as in process."""
+    pytest.importorskip("uvicorn")
+    from apps.training.grpo import remote_environment_class
+    from coworkenv_engine.server import create_app
+    from tests.engine.serving import running
+
+    local = recording_class(environment_class(ACME, faults=False))()
+    local.reset(task_key=TASK, seed=0)
+    _drive(local, True)
+    with running(create_app([ACME], token="tok")) as base:
+        remote = recording_class(
+            remote_environment_class(ACME, url=base, token="tok", faults=False)
+        )()
+        remote.reset(task_key=TASK, seed=0)
+        _drive(remote, True)
+        remote._close()
+    assert remote.actions == local.actions and remote.engine_calls == local.engine_calls == 4
+    assert rollout_credit(remote) == rollout_credit(local)
