@@ -353,3 +353,109 @@ def test_the_server_environment_records_the_same_turns_and_calls():
         remote._close()
     assert remote.actions == local.actions and remote.engine_calls == local.engine_calls == 4
     assert rollout_credit(remote) == rollout_credit(local)
+
+
+def _scripted_trainer(credit: str, tmp_path):
+    """A credit trainer on the tiny preset whose sampling follows a script: the untrained model
+    never emits a tool call, so ``_generate_single_turn`` returns the tokens of the oracle's
+    tool calls for rollout 0, and for rollout 1 only the first turn's call, the turn's end
+    and an early final reply. Everything else (TRL's tool loop, parsing, masks, the
+    environments, grading, the loss) is the real thing."""
+    import json
+
+    import datasets
+    import transformers
+
+    from apps.training.credit import trainer_class
+    from apps.training.grpo import grpo_config, make_reward, task_dataset_rows, tokenizer_rows
+    from apps.training.hyperparameters import validate_grpo_hyperparameters
+    from apps.training.sft import build_tiny_preset
+
+    base = build_tiny_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(base, padding_side="left")
+    task = ACME.task(TASK)
+    oracle = []
+    for i, step in enumerate(task.reference_solution):
+        oracle += [{"name": c.tool, "arguments": c.arguments} for c in step.calls]
+        if i < len(task.turns) - 1:
+            oracle.append({"name": "reply_to_user", "arguments": {"message": step.reply or "ok"}})
+
+    def tokens(calls, final):
+        texts = [f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in calls] + [final]
+        return [tokenizer(t + "<|im_end|>", add_special_tokens=False)["input_ids"] for t in texts]
+
+    scripts = [
+        tokens(oracle, task.reference_solution[-1].reply or "Done."),
+        tokens(oracle[:2], "Done."),
+    ]
+    hp = validate_grpo_hyperparameters(
+        {"credit": credit, "gamma": 0.5, "beta": 0.0, "max_completion_length": 4096,
+         "max_tool_calls": 10, "advantage": "dr_grpo"},
+        preset="tiny-cpu",
+    )  # fmt: skip
+
+    class Scripted(trainer_class(credit, gamma=0.5, scale=False)):
+        def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+            if not any(getattr(self, "_queues", [])):  # a new batch: both rollouts
+                self._queues = [list(script) for script in scripts]
+                self._active = [0, 1]
+            assert len(prompt_ids) == len(self._active)
+            out = [self._queues[i].pop(0) for i in self._active]
+            # TRL goes on generating for the rollouts that called a tool, in order
+            self._active = [i for i in self._active if self._queues[i]]
+            return out, None
+
+    rows = task_dataset_rows({ACME.name: ACME}, "eval")
+    trainer = Scripted(
+        model=transformers.AutoModelForCausalLM.from_pretrained(base),
+        reward_funcs=[make_reward("score", 2)],
+        args=grpo_config(hp, tmp_path / "out", use_cuda=False),
+        train_dataset=datasets.Dataset.from_list(rows),
+        processing_class=tokenizer,
+        environment_factory={ACME.name: recording_class(environment_class(ACME, faults=False))},
+    )
+    trainer.model.train()
+    return trainer, [dict(rows[0]), dict(rows[0])]
+
+
+@pytest.mark.parametrize("credit", ["turn", "call"])
+def test_trls_tool_loop_gets_the_engines_advantage_on_each_turns_and_calls_tokens(credit, tmp_path):
+    pytest.importorskip("trl")
+    trainer, inputs = _scripted_trainer(credit, tmp_path)
+    output = trainer._generate_and_score_completions(inputs)
+    good, partial = trainer.environments
+    assert good.grading["score"] == 1.0 and partial.grading["score"] < 1.0
+    assert [a["tool"] for a in good.actions] == [
+        "create_event", "reply_to_user", "list_events", "update_event", "send_email",
+    ]  # fmt: skip
+    assert [a["tool"] for a in partial.actions] == ["create_event", "reply_to_user"]
+    advantages = output["advantages"]
+    mask = output["completion_mask"] * output["tool_mask"]
+    assert advantages.shape == output["completion_ids"].shape  # (B, T)
+    runs = [model_segments(row) for row in mask.tolist()]
+    assert [len(r) for r in runs] == [6, 3]  # one run of model tokens per generation
+
+    # The engine's own numbers for this group, from the episodes' gradings and audit logs.
+    table = group_table(
+        [
+            {"grading": env.grading, "n_turns": 2,
+             "audit_log": [e.to_dict() for e in env._session.episode.audit_log]}
+            for env in (good, partial)
+        ],
+        gamma=0.5,
+    )  # fmt: skip
+    if credit == "turn":
+        (a0, a1), (b0, b1) = table["turn_advantages"]["dr_grpo"]
+        # create_event, reply | list_events, update_event, send_email, final reply
+        expected = [[a0, a0, a1, a1, a1, a1], [b0, b0, b1]]
+    else:
+        c, d = table["call_advantages"]["dr_grpo"]
+        expected = [[c[0], 0.0, c[1], c[2], c[3], 0.0], [d[0], 0.0, 0.0]]  # replies take 0
+    assert all(any(v != 0 for v in row) for row in expected)
+    for i in range(2):
+        for (start, end), value in zip(runs[i], expected[i], strict=True):
+            assert advantages[i, start:end].tolist() == pytest.approx([value] * (end - start))
+    assert (advantages * (1 - mask)).abs().sum() == 0  # tool results and padding: 0
+    trainer.current_gradient_accumulation_steps = 1  # what Trainer's loop sets
+    loss = trainer.compute_loss(trainer.model, output)  # TRL's loss takes the (B, T) tensor
+    assert loss.dim() == 0 and loss.isfinite()
