@@ -405,6 +405,9 @@ def _scripted_trainer(credit: str, tmp_path):
             self._active = [i for i in self._active if self._queues[i]]
             return out, None
 
+    env_class = environment_class(ACME, faults=False)
+    if credit != "trajectory":  # as grpo.run does
+        env_class = recording_class(env_class)
     rows = task_dataset_rows({ACME.name: ACME}, "eval")
     trainer = Scripted(
         model=transformers.AutoModelForCausalLM.from_pretrained(base),
@@ -412,7 +415,7 @@ def _scripted_trainer(credit: str, tmp_path):
         args=grpo_config(hp, tmp_path / "out", use_cuda=False),
         train_dataset=datasets.Dataset.from_list(rows),
         processing_class=tokenizer,
-        environment_factory={ACME.name: recording_class(environment_class(ACME, faults=False))},
+        environment_factory={ACME.name: env_class},
     )
     trainer.model.train()
     return trainer, [dict(rows[0]), dict(rows[0])]
@@ -459,3 +462,15 @@ def test_trls_tool_loop_gets_the_engines_advantage_on_each_turns_and_calls_token
     trainer.current_gradient_accumulation_steps = 1  # what Trainer's loop sets
     loss = trainer.compute_loss(trainer.model, output)  # TRL's loss takes the (B, T) tensor
     assert loss.dim() == 0 and loss.isfinite()
+
+
+def test_trajectory_credit_keeps_trls_advantages(tmp_path):
+    """``credit=trajectory`` is TRL's trainer untouched: one advantage per rollout, TRL's
+    r - group mean (dr_grpo), the engine's ``group_advantages`` on the scores."""
+    pytest.importorskip("trl")
+    trainer, inputs = _scripted_trainer("trajectory", tmp_path)
+    output = trainer._generate_and_score_completions(inputs)
+    scores = [env.grading["score"] for env in trainer.environments]
+    assert output["advantages"].shape == (2,)
+    assert output["advantages"].tolist() == pytest.approx(group_advantages(scores, "dr_grpo"))
+    assert not hasattr(trainer.environments[0], "actions")  # no recording either
