@@ -123,5 +123,5 @@ def rl_compare_chart(jobs: list, series: dict[int, list[dict]], field: str) -> d
             for i, job in enumerate(jobs)
         ],
         width=800,
-        legend_width=230,
+        legend_width=290,  # "#12 passed/dr_grpo G16 T0.7 turn (gamma)0.95" and its value fit
     )

@@ -5,6 +5,7 @@ from django import forms
 
 from apps.training.hyperparameters import (
     ADVANTAGES,
+    CREDITS,
     GRPO_DEFAULTS,
     PRESETS,
     REWARD_VARIANTS,
@@ -55,7 +56,20 @@ class LaunchForm(forms.Form):
     advantage = forms.ChoiceField(
         required=False,
         choices=[("", "Preset's (GRPO)")] + [(k, v[0]) for k, v in ADVANTAGES.items()],
-        label="Advantage (credit: whole episode)",
+        label="Advantage",
+    )
+    credit = forms.ChoiceField(
+        required=False,
+        choices=[("", "Preset's (trajectory)"), *list(CREDITS.items())],
+        label="Credit assignment",
+        help_text="Per turn and per call: score reward, GRPO or Dr. GRPO.",
+    )
+    gamma = forms.FloatField(
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        label="Discount \N{GREEK SMALL LETTER GAMMA}",
+        help_text="Reward-to-go over turns or calls. Blank: 1.",
     )
     beta = forms.FloatField(
         required=False,
@@ -127,6 +141,8 @@ class LaunchForm(forms.Form):
         "temperature",
         "reward",
         "advantage",
+        "credit",
+        "gamma",
         "beta",
         "max_completion_length",
         "max_tool_calls",

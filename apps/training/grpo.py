@@ -26,10 +26,13 @@ grading into the chosen scalar (``reward``: score | raw | passed | strict, see
 (``hyperparameters.ADVANTAGES``): grpo → ``scale_rewards="group"``, ``loss_type="grpo"``;
 dr_grpo → ``"none"``, ``"dr_grpo"``; batch → ``"batch"``, ``"dapo"``; rloo → ``"none"``,
 ``"grpo"`` with the rewards handed to TRL multiplied by G/(G-1), which turns TRL's
-r - group mean into RLOO's leave-one-out advantage exactly. TRL 1.16 gives one
-scalar per rollout and puts its advantage on every model token of the episode, so credit is
-trajectory-level; per-turn credit (reward-to-go over turn rewards) is computed offline by the
-engine (``rewards.turn_advantages``), not reachable through this trainer.
+r - group mean into RLOO's leave-one-out advantage exactly. The ``credit`` choice says
+which advantage each model token takes (``apps.training.credit``): ``trajectory`` is TRL's
+own (one scalar per rollout on every model token of the episode); ``turn`` (reward-to-go of
+the engine's turn rewards with discount ``gamma``, normalised per turn index across the group)
+and ``call`` (each tool call credited by the checks whose evidence cites it, reward-to-go over
+the calls) run a ``GRPOTrainer`` subclass that hands TRL's loss a (B, T) advantage tensor
+(score reward, grpo or dr_grpo: std-scaled or not).
 
 With ``env_server`` the episodes run on a CoworkEnv environment server (OpenEnv's WebSocket
 session protocol, ``python -m coworkenv_engine serve specs… --token …``) instead of in
@@ -54,6 +57,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from apps.training.credit import recording_class, trainer_class
 from apps.training.hyperparameters import (
     ADVANTAGES,
     TINY_PRESET_MODEL,
@@ -322,7 +326,6 @@ def run(config: dict[str, Any]) -> int:
     import datasets
     import torch
     import transformers
-    import trl
     from accelerate import PartialState
 
     reporter = reporter_from_config(config)
@@ -353,6 +356,8 @@ def run(config: dict[str, Any]) -> int:
         factories = {
             name: environment_class(spec, faults=hp["faults"]) for name, spec in specs.items()
         }
+    if hp["credit"] != "trajectory":  # each tool call's turn and engine index, for credit
+        factories = {name: recording_class(cls) for name, cls in factories.items()}
     use_cuda = torch.cuda.is_available()
     checkpoints = output_dir / "checkpoints"
     resume_path, resumed_from = _last_checkpoint(checkpoints)
@@ -372,7 +377,8 @@ def run(config: dict[str, Any]) -> int:
             task_type="CAUSAL_LM",
         )
     callback = make_callback(reporter, config.get("supervisor_pid"), RL_METRICS)
-    trainer = trl.GRPOTrainer(
+    trainer_cls = trainer_class(hp["credit"], gamma=hp["gamma"], scale=hp["advantage"] == "grpo")
+    trainer = trainer_cls(
         model=model,
         reward_funcs=[make_reward(hp["reward"], hp["group_size"], scale=reward_scale(hp))],
         args=grpo_config(hp, checkpoints, use_cuda=use_cuda),

@@ -257,8 +257,8 @@ REWARD_VARIANTS = {
     "passed": "Binary pass: 1 if the score reaches the pass threshold, else 0",
     "strict": "Strict only: 1 if every grader passed, else 0",
 }
-# Advantage / credit assignment as TRL's GRPOTrainer computes it (one scalar per rollout,
-# the same advantage on every model token of the episode: trajectory-level credit).
+# Advantage as TRL's GRPOTrainer computes it from one scalar per rollout (put on every model
+# token of the episode under trajectory credit; ``credit`` below replaces it per token).
 # name: (label, GRPOConfig.scale_rewards, GRPOConfig.loss_type)
 ADVANTAGES = {
     "grpo": ("GRPO: (r - group mean) / group std, per-sequence loss", "group", "grpo"),
@@ -268,6 +268,16 @@ ADVANTAGES = {
     # by G/(G-1) so that TRL's r - group mean is the leave-one-out advantage (grpo.make_reward).
     "rloo": ("RLOO: r - mean of the other G-1 rollouts, per-sequence loss", "none", "grpo"),
 }
+# Credit assignment (``apps.training.credit``): which advantage each model token takes.
+CREDITS = {
+    "trajectory": "Trajectory: the episode's advantage on every model token",
+    "turn": "Per turn: discounted reward-to-go over turn rewards, normalised per turn index",
+    "call": "Per tool call: checks citing the call, discounted reward-to-go over calls",
+}
+# Per-turn and per-call credit split the safety-gated score and are normalised with or
+# without the group's std (``coworkenv_engine.rewards.CREDIT_METHODS``).
+CREDIT_REWARD = "score"
+CREDIT_ADVANTAGES = ("grpo", "dr_grpo")
 
 GRPO_DEFAULTS: dict[str, Any] = {
     "max_steps": 50,
@@ -281,6 +291,8 @@ GRPO_DEFAULTS: dict[str, Any] = {
     "beta": 0.04,  # KL coefficient (0: no reference model, no KL)
     "reward": "score",
     "advantage": "grpo",
+    "credit": "trajectory",
+    "gamma": 1.0,  # discount of the reward-to-go under per-turn and per-call credit
     "faults": True,  # the environment's injected faults are on during rollouts
     "warmup_ratio": 0.0,
     "lr_scheduler_type": "constant",
@@ -337,6 +349,7 @@ _GRPO_NUMBERS: dict[str, tuple[type, float | None, float | None]] = {
     "max_completion_length": (int, 8, 1_048_576),
     "max_tool_calls": (int, 1, 1000),
     "beta": (float, 0.0, 10.0),
+    "gamma": (float, 0.0, 1.0),
     "warmup_ratio": (float, 0.0, 0.5),
     "weight_decay": (float, 0.0, 1.0),
     "seed": (int, 0, 2**31 - 1),
@@ -373,11 +386,23 @@ def validate_grpo_hyperparameters(
     for name, choices in (
         ("reward", REWARD_VARIANTS),
         ("advantage", ADVANTAGES),
+        ("credit", CREDITS),
         ("lr_scheduler_type", dict.fromkeys(SCHEDULERS)),
     ):
         if merged[name] not in choices:
             errors[name] = [f"Choose one of {', '.join(choices)}."]
         out[name] = merged[name]
+    if out["credit"] != "trajectory" and out["credit"] in CREDITS:
+        if out["reward"] != CREDIT_REWARD:
+            errors.setdefault("credit", []).append(
+                "Per-turn and per-call credit split the safety-gated score: choose the score "
+                "reward."
+            )
+        if out["advantage"] not in CREDIT_ADVANTAGES:
+            errors.setdefault("credit", []).append(
+                "Per-turn and per-call credit are normalised with or without the group's std: "
+                "choose grpo or dr_grpo."
+            )
     _lora_targets(merged, out, errors)
     g, b, ga = out["group_size"], out["batch_size"], out["gradient_accumulation_steps"]
     if None not in (g, b, ga) and (b * ga) % g:

@@ -163,11 +163,17 @@ class TrainingJob(models.Model):
 
     def rl_label(self) -> str:
         """A GRPO job's configuration in a few characters, for chart legends:
-        ``#12 passed/dr_grpo G4 T1``."""
+        ``#12 passed/dr_grpo G4 T1 trajectory``, ``#13 score/grpo G4 T1 turn`` gamma ``0.9``."""
         hp = self.hyperparameters or {}
+        credit = hp.get("credit", "trajectory")  # jobs from before the choice: trajectory
         return (
             f"#{self.pk} {hp.get('reward', '?')}/{hp.get('advantage', '?')} "
-            f"G{hp.get('group_size', '?')} T{hp.get('temperature', 0):g}"
+            f"G{hp.get('group_size', '?')} T{hp.get('temperature', 0):g} {credit}"
+            + (
+                ""
+                if credit == "trajectory"
+                else f" \N{GREEK SMALL LETTER GAMMA}{hp.get('gamma', 1.0):g}"
+            )
         )
 
 

@@ -21,7 +21,13 @@ from apps.llm.selectors import endpoint_list
 from apps.training.access import trained_model_get_for_user, training_job_get_for_user
 from apps.training.charts import job_loss_chart, loss_chart, rl_compare_chart, rl_job_chart
 from apps.training.forms import CommandTemplateForm, EvaluateForm, LaunchForm
-from apps.training.hyperparameters import ADVANTAGES, GRPO_PRESETS, PRESETS, REWARD_VARIANTS
+from apps.training.hyperparameters import (
+    ADVANTAGES,
+    CREDITS,
+    GRPO_PRESETS,
+    PRESETS,
+    REWARD_VARIANTS,
+)
 from apps.training.models import TrainedModel, TrainingJob, TrainingMethod
 from apps.training.selectors import (
     command_template_list,
@@ -133,7 +139,19 @@ def _rl_context(training_job: TrainingJob, metrics: list) -> dict:
         ),
         "reward_label": REWARD_VARIANTS.get(hp.get("reward"), ""),
         "advantage_label": ADVANTAGES.get(hp.get("advantage"), ("",))[0],
+        "credit_label": _credit_label(hp),
     }
+
+
+def _credit_label(hp: dict) -> str:
+    """The job's credit assignment (jobs from before the choice: trajectory), with gamma."""
+    credit = hp.get("credit", "trajectory")
+    label = CREDITS.get(credit, credit)
+    return (
+        label
+        if credit == "trajectory"
+        else f"{label}, \N{GREEK SMALL LETTER GAMMA} = {hp.get('gamma', 1.0):g}"
+    )
 
 
 def _detail_context(request, training_job: TrainingJob) -> dict:
@@ -212,7 +230,7 @@ def job_compare_view(request, slug):
 @require_GET
 def job_compare_rl_view(request, slug):
     """Reward and pass-rate curves of several GRPO jobs on one chart each
-    (``?jobs=1&jobs=2``), each line named by its job's reward and advantage configuration."""
+    (``?jobs=1&jobs=2``), each line named by its job's reward, advantage and credit."""
     project = project_get_for_user(request.user, slug)
     ids = [i for i in map(parse_id, request.GET.getlist("jobs")) if i is not None]
     ids = ids[:MAX_COMPARED]
@@ -224,6 +242,7 @@ def job_compare_rl_view(request, slug):
             "label": job.rl_label(),
             "reward": REWARD_VARIANTS.get(job.hyperparameters.get("reward"), ""),
             "advantage": ADVANTAGES.get(job.hyperparameters.get("advantage"), ("",))[0],
+            "credit": _credit_label(job.hyperparameters),
             **rl_summary(series[job.pk]),
         }
         for job in jobs

@@ -22,6 +22,8 @@ from apps.training.services.evaluation import trained_model_evaluate
 from tests.conftest import HTMX_HEADERS
 from tests.engine.helpers import SAMPLES
 
+GAMMA = "\N{GREEK SMALL LETTER GAMMA}"
+
 
 def _grpo_data(chosen, **extra):
     return {
@@ -241,7 +243,10 @@ def test_rl_comparison_overlays_reward_and_pass_rate(
     page = client_for(viewer).get(url)
     assert page.status_code == 200
     html = page.content.decode()
-    labels = [f"#{first.pk} score/grpo G2 T1", f"#{second.pk} passed/dr_grpo G2 T0.7"]
+    labels = [
+        f"#{first.pk} score/grpo G2 T1 trajectory",
+        f"#{second.pk} passed/dr_grpo G2 T0.7 trajectory",
+    ]
     legends = re.findall(r'<text class="chart-legend"[^>]*>([^<]*)</text>', html)
     # Two charts (reward, pass rate), one line per GRPO job named by its configuration; the
     # SFT job and the junk id are no part of it.
@@ -312,3 +317,112 @@ def test_a_grpo_model_is_evaluated_on_its_environments_eval_tasks(
     assert batch.selection["environments"] == sorted([acme.pk, finance.pk])
     assert batch.selection["split"] == "eval"
     assert model.endpoint.model == f"coworkenv-{training_job.pk}"
+
+
+# --- credit assignment (per turn, per call) ---------------------------------------------------
+
+
+def test_author_launches_grpo_with_per_turn_credit(client_for, author, sample_environments):
+    client = client_for(author)
+    acme = sample_environments[0]
+    form = client.get("/p/acme/training/new/?method=grpo").content.decode()
+    assert '<select name="credit"' in form and 'name="gamma"' in form
+    assert (
+        "per-turn credit isn't available" not in form and "Credit is trajectory-level" not in form
+    )
+    data = _grpo_data([acme], reward="score", advantage="grpo", credit="turn", gamma="0.5")
+    response = client.post("/p/acme/training/new/", data, **HTMX_HEADERS)
+    training_job = TrainingJob.objects.get()
+    assert response["HX-Redirect"] == f"/training/{training_job.pk}/"
+    hp = training_job.hyperparameters
+    assert (hp["credit"], hp["gamma"], hp["reward"], hp["advantage"]) == (
+        "turn", 0.5, "score", "grpo",
+    )  # fmt: skip
+    plain = client.post("/p/acme/training/new/", _grpo_data([acme]))  # blank: trajectory, gamma 1
+    assert plain.status_code == 302
+    hp = TrainingJob.objects.latest("pk").hyperparameters
+    assert (hp["credit"], hp["gamma"]) == ("trajectory", 1.0)
+
+
+def test_grpo_credit_bad_input_says_why(client_for, author, viewer, sample_environments):
+    client = client_for(author)
+    acme = sample_environments[0]
+
+    def post(**extra):
+        response = client.post("/p/acme/training/new/", _grpo_data([acme], **extra), **HTMX_HEADERS)
+        assert response.status_code == 200
+        return response.content.decode()
+
+    # _grpo_data asks for the binary-pass reward and Dr. GRPO
+    assert "split the safety-gated score: choose the score reward" in post(credit="turn")
+    assert "choose grpo or dr_grpo" in post(credit="call", reward="score", advantage="rloo")
+    assert "Ensure this value is less than or equal to 1.0." in post(gamma="1.5")
+    assert "Select a valid choice. episode is not one of" in post(credit="episode")
+    data = _grpo_data([acme], reward="score", credit="turn")
+    assert client_for(viewer).post("/p/acme/training/new/", data).status_code == 403
+    assert not TrainingJob.objects.exists()
+
+
+def test_grpo_credit_through_the_api_and_manage(
+    api_client_for, author, outsider, project, sample_environments
+):
+    acme = sample_environments[0]
+    url = f"/api/v1/projects/{project.pk}/training-jobs/"
+    body = {
+        "method": "grpo",
+        "backend": "local",
+        "preset": "tiny-cpu",
+        "environments": [acme.pk],
+        "hyperparameters": {"credit": "call", "gamma": 0.9, "advantage": "dr_grpo"},
+    }
+    assert api_client_for(outsider).post(url, body, format="json").status_code == 404
+    bad = api_client_for(author).post(
+        url, {**body, "hyperparameters": {"credit": "turn", "reward": "strict"}}, format="json"
+    )
+    assert bad.status_code == 400
+    assert list(bad.json()["details"]["fields"]) == ["credit"]
+    created = api_client_for(author).post(url, body, format="json")
+    assert created.status_code == 201
+    hp = created.json()["hyperparameters"]
+    assert (hp["credit"], hp["gamma"], hp["advantage"]) == ("call", 0.9, "dr_grpo")
+    with pytest.raises(CommandError, match="Training pending"):
+        call_command(
+            "train", "--project=acme", "--method=grpo", f"--environment={acme.pk}",
+            "--preset=tiny-cpu", "--credit=turn", "--gamma=0.8", "--timeout=0.1",
+        )  # fmt: skip
+    hp = TrainingJob.objects.latest("pk").hyperparameters
+    assert (hp["credit"], hp["gamma"]) == ("turn", 0.8)
+
+
+def test_rl_comparison_and_job_page_name_the_credit(
+    client_for, viewer, outsider, project, author, sample_environments
+):
+    acme = sample_environments[0]
+    turn = _rl_job(project, author, acme, credit="turn", gamma=0.5)
+    call = _rl_job(project, author, acme, credit="call", advantage="dr_grpo")
+    episode = _rl_job(project, author, acme)
+    for job in (turn, call, episode):
+        training_events_apply(
+            training_job=job, events=[{"type": "metrics", "step": 1, "reward": 0.2}]
+        )
+    url = f"/p/acme/training/compare/rl/?jobs={turn.pk}&jobs={call.pk}&jobs={episode.pk}"
+    html = client_for(viewer).get(url).content.decode()
+    legends = re.findall(r'<text class="chart-legend"[^>]*>([^<]*)</text>', html)
+    assert legends[:3] == [
+        f"#{turn.pk} score/grpo G2 T1 turn {GAMMA}0.5 0.2",
+        f"#{call.pk} score/dr_grpo G2 T1 call {GAMMA}1 0.2",
+        f"#{episode.pk} score/grpo G2 T1 trajectory 0.2",
+    ]
+    credits = re.findall(r'<td data-testid="rl-credit">([^<]*)</td>', html)
+    assert credits == [
+        "Per turn: discounted reward-to-go over turn rewards, normalised per turn index, "
+        f"{GAMMA} = 0.5",
+        f"Per tool call: checks citing the call, discounted reward-to-go over calls, {GAMMA} = 1",
+        "Trajectory: the episode&#x27;s advantage on every model token",
+    ]
+    fragment = client_for(viewer).get(url, **HTMX_HEADERS).content.decode()
+    assert "<html" not in fragment and f"#{turn.pk} score/grpo G2 T1 turn {GAMMA}0.5" in fragment
+    assert client_for(outsider).get(url).status_code == 404
+    page = client_for(viewer).get(f"/training/{turn.pk}/").content.decode()
+    assert 'credit: <span data-testid="rl-credit">Per turn: discounted reward-to-go' in page
+    assert client_for(outsider).get(f"/training/{turn.pk}/").status_code == 404

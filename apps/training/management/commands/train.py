@@ -3,6 +3,7 @@
 
 python manage.py train --project SLUG --method grpo --environment ID [--environment ID …]
 [--split train] [--group-size G] [--temperature T] [--reward passed] [--advantage dr_grpo]
+[--credit turn --gamma 0.9]
 --preset tiny-cpu [--max-steps N] [--sync]"""
 
 import json
@@ -14,7 +15,13 @@ from apps.accounts.models import Project
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job, JobStatus
 from apps.datasets.models import DatasetVersion
-from apps.training.hyperparameters import ADVANTAGES, GRPO_PRESETS, PRESETS, REWARD_VARIANTS
+from apps.training.hyperparameters import (
+    ADVANTAGES,
+    CREDITS,
+    GRPO_PRESETS,
+    PRESETS,
+    REWARD_VARIANTS,
+)
 from apps.training.models import Backend, CommandTemplate, TrainingJob, TrainingMethod
 from apps.training.selectors import project_environments
 from apps.training.services import training_job_create, training_job_execute
@@ -52,6 +59,8 @@ class Command(BaseCommand):
         parser.add_argument("--temperature", type=float, help="grpo: sampling temperature.")
         parser.add_argument("--reward", choices=list(REWARD_VARIANTS), help="grpo: reward.")
         parser.add_argument("--advantage", choices=list(ADVANTAGES), help="grpo: advantage.")
+        parser.add_argument("--credit", choices=list(CREDITS), help="grpo: credit assignment.")
+        parser.add_argument("--gamma", type=float, help="grpo: discount of the reward-to-go.")
         parser.add_argument("--backend", choices=Backend.values, default=Backend.LOCAL)
         parser.add_argument(
             "--base-model", default="", help="Hub id, local path or preset:tiny-qwen2."
@@ -117,6 +126,8 @@ class Command(BaseCommand):
             ("temperature", "temperature"),
             ("reward", "reward"),
             ("advantage", "advantage"),
+            ("credit", "credit"),
+            ("gamma", "gamma"),
         ):
             if opts[option] is not None:
                 hyperparameters[name] = opts[option]
