@@ -109,19 +109,45 @@ def tool_paths(task_dir: Path) -> dict[str, str]:
     return {t["name"]: f"/{t['binding']['service']}/{t['name']}" for t in document["tools"]}
 
 
+USER_CHAT = "/coworkenv/user/v1/chat/completions"
+
+
+def user_agent_request(messages: list[dict]) -> dict:
+    """The request Claw-Eval's ``UserAgent.generate_response`` sends (its prompt text
+    abridged): the persona as system prompt, the conversation as one text, a ``[用户]: `` or
+    ``[助手]: `` line opening each message with text."""
+    lines = []
+    for m in messages:
+        if m["role"] == "user":
+            lines.append(f"[用户]: {m['content'].removeprefix('[user_agent]').strip()}")
+        elif m["role"] == "assistant" and m["content"]:
+            lines.append(f"[助手]: {m['content']}")
+    transcript = "\n".join(lines)
+    return {
+        "model": "coworkenv-script",
+        "messages": [
+            {"role": "system", "content": "你是一个模拟用户。…"},
+            {"role": "user", "content": f"以下是到目前为止的对话\uff1a\n\n{transcript}\n\n请根据…"},
+        ],
+    }
+
+
+def next_user_message(service: MockService, messages: list[dict]) -> str:
+    status, body = service.request("POST", USER_CHAT, user_agent_request(messages))
+    assert status == 200, body
+    return body["choices"][0]["message"]["content"]
+
+
 def replay_reference(service: MockService) -> tuple[list[dict], list[int]]:
-    """The reference solution over HTTP, as an agent would: one turn after the other
-    (``/coworkenv/advance`` between turns), a transient error retried up to 3 times.
-    Returns the conversation and every response status."""
+    """The reference solution over HTTP as Claw-Eval runs it: the prompt, the calls of turn 0
+    (a transient error retried up to 3 times), the reply; then the scripted user (the mock
+    service's chat endpoint) for each later turn's message, up to its ``[DONE]``. Returns the
+    conversation (later user messages prefixed ``[user_agent]`` as in Claw-Eval's traces)
+    and every response status."""
     document = json.loads((service.task_dir / "coworkenv_task.json").read_text())
     task, paths = document["tasks"][0], tool_paths(service.task_dir)
-    messages, statuses = [], []
-    for index, turn in enumerate(task["turns"]):
-        if index:
-            reply = service.request("POST", "/coworkenv/advance")[1]
-            messages.append({"role": "user", "content": reply["message"]})
-        else:
-            messages.append({"role": "user", "content": turn["message"]})
+    messages, statuses = [{"role": "user", "content": task["turns"][0]["message"]}], []
+    for index in range(len(task["turns"])):
         step = next((s for s in task["reference_solution"] if s["turn"] == index), None)
         for call in step["calls"] if step else []:
             for _attempt in range(4):
@@ -130,6 +156,11 @@ def replay_reference(service: MockService) -> tuple[list[dict], list[int]]:
                 if status not in TRANSIENT:
                     break
         messages.append({"role": "assistant", "content": (step or {}).get("reply") or "Done."})
+        text = next_user_message(service, messages)
+        if index + 1 == len(task["turns"]):
+            assert text == "[DONE]"
+        else:
+            messages.append({"role": "user", "content": f"[user_agent]\n{text}"})
     return messages, statuses
 
 
@@ -171,20 +202,34 @@ def claw_eval_checkout(tmp: Path) -> Path | None:
     return None
 
 
+def _text_of(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
 def reference_responder(task_dir: Path):
     """A loopback-LLM responder replaying the task's reference solution as a model would:
     one tool call per completion, a transiently failed call retried (up to 4 attempts),
-    then the reference reply. Single-turn tasks (the harness's user agent is an LLM)."""
+    then the turn's reference reply. The turn is the number of user messages with text so
+    far (the prompt, then the user agent's): the harness asks the user agent after each
+    reply without a tool call."""
     from tests.llm_server import Reply
 
     document = json.loads((task_dir / "coworkenv_task.json").read_text())
-    step = document["tasks"][0]["reference_solution"][0]
-    calls = step["calls"]
+    steps = {s["turn"]: s for s in document["tasks"][0]["reference_solution"]}
     transient = ('"rate_limit"', '"server_error"', '"timeout"')
 
     def respond(request):
-        index = attempts = 0
-        for message in request.messages:
+        turn, start = -1, 0
+        for i, message in enumerate(request.messages):
+            text = _text_of(message)
+            if message.get("role") == "user" and text and not text.startswith("[Visual"):
+                turn, start = turn + 1, i + 1
+        step = steps.get(turn) or {"calls": [], "reply": ""}
+        calls, index, attempts = step["calls"], 0, 0
+        for message in request.messages[start:]:
             if message.get("role") != "tool":
                 continue
             attempts += 1

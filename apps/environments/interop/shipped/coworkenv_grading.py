@@ -59,12 +59,22 @@ def _role_and_text(message: Any) -> tuple[str, str]:
     return getattr(inner, "role", ""), getattr(inner, "text", "") or ""
 
 
+USER_AGENT_PREFIX = "[user_agent]"
+MEDIA_CAPTION = "[Visual content from tool results"
+
+
 def transcript_of(messages: list[Any]) -> list[dict[str, str]]:
-    """User and assistant text turns (tool results, which Claw-Eval carries in user-role
-    messages without text, are left out: a user turn is a user message with text)."""
+    """User and assistant text turns. A user turn is a user message with text: the prompt,
+    then each ``[user_agent]`` message (the prefix is dropped); tool results, which Claw-Eval
+    carries in user-role messages without text, and its captions of images loaded from tool
+    results are left out."""
     out = []
     for m in messages or []:
         role, text = _role_and_text(m)
+        if role == "user" and text.startswith(MEDIA_CAPTION):
+            continue
+        if role == "user" and text.startswith(USER_AGENT_PREFIX):
+            text = text[len(USER_AGENT_PREFIX) :].lstrip("\n")
         if role in ("user", "assistant") and text.strip():
             out.append({"role": role, "content": text})
     return out
