@@ -245,15 +245,18 @@ def reference_responder(task_dir: Path):
 
 
 # Drives an exported ClawMark task.py the way ClawMark's orchestrator does — stage K, then
-# the agent's work (here: the given state written into the workspace), then stage K's
-# checkers on the snapshot; ``final`` checkers at the end — with a ``ctx`` whose filesystem
-# is a local directory standing for /workspace (ClawMark's runs in a container).
+# the agent's work (here: the given state written into the workspace and the given reply
+# into outputs/replies/stageK.md), then a snapshot of the workspace (ctx.workspace,
+# ctx.snapshots["stageK"]) and stage K's checkers on it; ``final`` checkers at the end —
+# with a ``ctx`` whose filesystem is a local directory standing for /workspace (ClawMark's
+# runs in a container).
 CLAWMARK_DRIVER = """
 import asyncio, importlib.util, json, shutil, sys
 from pathlib import Path
 
 task_py, workspace = Path(sys.argv[1]), Path(sys.argv[2])
 states = json.loads(Path(sys.argv[3]).read_text())
+replies = json.loads(Path(sys.argv[4]).read_text())
 
 
 class LocalFS:
@@ -303,7 +306,8 @@ class Calendar:
 class Ctx:
     def __init__(self, environments):
         self.fs = LocalFS()
-        self.workspace = workspace
+        self.workspace = None
+        self.snapshots = {}
         self.task_dir = task_py.parent
         self.email = Email() if "email" in environments else None
         self.calendar = Calendar() if "calendar" in environments else None
@@ -329,12 +333,21 @@ async def main():
         out["stages"].append(await getattr(module, f"stage{k}")(ctx))
         if str(k) in states:
             put(states[str(k)])
+        if str(k) in replies:
+            reply = workspace / "outputs" / "replies" / f"stage{k}.md"
+            reply.parent.mkdir(parents=True, exist_ok=True)
+            reply.write_text(replies[str(k)])
+        snapshot = workspace.parent / f"snapshot-stage{k}"
+        shutil.copytree(workspace, snapshot)
+        ctx.workspace = snapshot
+        ctx.snapshots[f"stage{k}"] = snapshot
         for entry in module.RUBRIC.get(f"stage{k}", []):
             out["checks"][entry["id"]] = await entry["checker"](ctx)
         k += 1
     for entry in module.RUBRIC.get("final", []):
         out["checks"][entry["id"]] = await entry["checker"](ctx)
     out["agents_md"] = (workspace / "AGENTS.md").is_file()
+    out["metadata"] = module.METADATA
     out["email"] = ctx.email.sent if ctx.email else None
     out["calendar"] = [ctx.calendar.calendars, ctx.calendar.events] if ctx.calendar else None
     print(json.dumps(out))
@@ -344,14 +357,17 @@ asyncio.run(main())
 """
 
 
-def drive_clawmark(task_py: Path, states: dict, tmp: Path) -> dict:
+def drive_clawmark(
+    task_py: Path, states: dict, tmp: Path, replies: dict[int, str] | None = None
+) -> dict:
     workspace = tmp / "workspace"
-    workspace.mkdir()
+    workspace.mkdir(parents=True)
     (tmp / "driver.py").write_text(CLAWMARK_DRIVER)
     (tmp / "states.json").write_text(json.dumps({str(k): v for k, v in states.items()}))
+    (tmp / "replies.json").write_text(json.dumps({str(k): v for k, v in (replies or {}).items()}))
     done = subprocess.run(
         [sys.executable, str(tmp / "driver.py"), str(task_py), str(workspace),
-         str(tmp / "states.json")],
+         str(tmp / "states.json"), str(tmp / "replies.json")],
         capture_output=True,
         text=True,
         timeout=120,

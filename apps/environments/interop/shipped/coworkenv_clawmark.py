@@ -2,12 +2,25 @@
 
 State contract: every collection of the environment is a JSON array of records at
 ``/workspace/coworkenv/<service>/<collection>.json`` in the agent's workspace; the agent
-reads and writes them (PROMPT says so), the stages seed and mutate them, and the checkers
-evaluate CoworkEnv's declarative checks over the stage's workspace snapshot with CoworkEnv's
-engine (``coworkenv_engine``, shipped next to this file; it needs ``jmespath`` and
-``jsonschema``). Services of a kind ClawMark runs locally are also seeded there: ``email``
-inbox messages through ``ctx.email``, ``calendar`` events through ``ctx.calendar``,
-``files`` documents as real files under ``/workspace``.
+reads and writes them (PROMPT and AGENTS.md say so), the stages seed and mutate them, and
+the checkers evaluate CoworkEnv's declarative checks with CoworkEnv's engine
+(``coworkenv_engine``, shipped next to this file; it needs ``jmespath`` and ``jsonschema``).
+Services of a kind ClawMark runs locally are also seeded there: ``email`` inbox messages
+through ``ctx.email``, ``calendar`` events through ``ctx.calendar``, ``files`` documents as
+real files under ``/workspace``.
+
+The evidence a ClawMark checker gets is its ``ctx``: ``ctx.workspace`` (the snapshot of
+``/workspace`` taken when the stage's agent session ended), ``ctx.snapshots`` (every stage's
+snapshot so far), the service managers and the sandbox. No tool-call log and no reply log
+reach it, so the checks see:
+
+state         the records in the snapshot of the check's stage (``final``: the last one)
+response      the agent's reply to stage K, which the output contract (AGENTS.md and each
+              notification) asks for in ``outputs/replies/stage<K>.md``, read from stage
+              K's snapshot
+side_effects  the agent's own changes, per stage: stage K's snapshot against stage K-1's
+              (the initial records for stage 0) with stage K's exogenous updates applied,
+              compared with the reference solution's footprint (exported with the task)
 """
 
 from __future__ import annotations
@@ -17,11 +30,18 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from coworkenv_engine.checks import CheckView, evaluate
+from coworkenv_engine.checks import Call, CheckView, evaluate
+from coworkenv_engine.side_effects import Change, Footprint
 
 STATE_DIR = "coworkenv"
 CALENDAR = "coworkenv"
 WORKSPACE = "/workspace"
+REPLIES = "outputs/replies"
+
+
+def reply_path(stage: int) -> str:
+    """Where the agent writes its reply to stage ``stage``, relative to /workspace."""
+    return f"{REPLIES}/stage{stage}.md"
 
 
 def remote_path(service: str, collection: str) -> str:
@@ -111,27 +131,33 @@ def _user_key(address: str, users: dict) -> str | None:
     return None
 
 
+def apply_update(records: list, u: dict) -> bool:
+    """One exogenous update applied to a collection's records in place (the engine's
+    semantics: a create with a taken id, or a change of a missing record, does nothing)."""
+    index = {r.get("id"): i for i, r in enumerate(records) if isinstance(r, dict)}
+    if u["op"] == "create":
+        record = dict(u.get("values") or {})
+        record.setdefault("id", u.get("id") or f"{u['collection']}-x{len(records) + 1}")
+        if record["id"] in index:
+            return False
+        records.append(record)
+        return True
+    if u.get("id") not in index:
+        return False
+    i = index[u["id"]]
+    if u["op"] == "update":
+        records[i] = {**records[i], **(u.get("values") or {}), "id": u["id"]}
+    else:
+        records.pop(i)
+    return True
+
+
 async def apply_updates(ctx, updates: list) -> list[str]:
     """A turn's exogenous updates, applied to the workspace files; the loud ones' notices."""
     notices = []
     for u in updates:
         records = await read_collection(ctx, u["service"], u["collection"])
-        index = {r.get("id"): i for i, r in enumerate(records) if isinstance(r, dict)}
-        applied = False
-        if u["op"] == "create":
-            record = dict(u.get("values") or {})
-            record.setdefault("id", u.get("id") or f"{u['collection']}-x{len(records) + 1}")
-            if record["id"] not in index:
-                records.append(record)
-                applied = True
-        elif u.get("id") in index:
-            i = index[u["id"]]
-            if u["op"] == "update":
-                records[i] = {**records[i], **(u.get("values") or {}), "id": u["id"]}
-            else:
-                records.pop(i)
-            applied = True
-        if applied:
+        if apply_update(records, u):
             await write_collection(ctx, u["service"], u["collection"], records)
             if not u.get("silent"):
                 what = f"{u['op']} {u['service']}.{u['collection']} {u.get('id') or ''}".strip()
@@ -139,10 +165,13 @@ async def apply_updates(ctx, updates: list) -> list[str]:
     return notices
 
 
-def notification(message: str, notices: list[str]) -> str:
-    if not notices:
-        return message
-    return "\n".join(f"[notice] {n}" for n in notices) + "\n\n" + message
+def notification(message: str, notices: list[str], stage: int | None = None) -> str:
+    text = message
+    if notices:
+        text = "\n".join(f"[notice] {n}" for n in notices) + "\n\n" + message
+    if stage is not None:
+        text += f"\n\n(Write your reply to this message in {reply_path(stage)}.)"
+    return text
 
 
 def snapshot_state(workspace: Path, services: dict) -> dict:
@@ -160,9 +189,90 @@ def snapshot_state(workspace: Path, services: dict) -> dict:
     return state
 
 
-def passes(ctx, check: dict, services: dict, turn: int) -> bool:
-    """Whether a declarative state check holds over the stage's workspace snapshot."""
-    state = snapshot_state(ctx.workspace, services)
-    view = CheckView(state, [], [], turn, [], "", None, None)
+class TaskData:
+    """What the checkers of one exported task need besides ``ctx``."""
+
+    def __init__(self, services: dict, initial: dict, turns: list, reference: list):
+        self.services, self.initial, self.turns = services, initial, turns
+        self.reference = Footprint(
+            tuple(Change(**{**c, "fields": tuple(c.get("fields", ()))}) for c in reference)
+        )
+
+
+def _snapshot(ctx, stage: int) -> Path | None:
+    snapshots = getattr(ctx, "snapshots", None) or {}
+    path = snapshots.get(f"stage{stage}")
+    return Path(path) if path else None
+
+
+def _diffs(before: dict, after: dict) -> list[dict]:
+    """Record-level changes between two states, in the audit log's diff form."""
+    out = []
+    for service, collections in after.items():
+        for collection, records in collections.items():
+            old = {r.get("id"): r for r in before.get(service, {}).get(collection, [])
+                   if isinstance(r, dict)}  # fmt: skip
+            new = {r.get("id"): r for r in records if isinstance(r, dict)}
+            base = {"service": service, "collection": collection}
+            for rid, record in new.items():
+                if rid not in old:
+                    out.append({**base, "op": "create", "id": rid, "after": record})
+                elif record != old[rid]:
+                    fields = sorted(set(record) | set(old[rid]))
+                    changes = {
+                        f: [old[rid].get(f), record.get(f)]
+                        for f in fields
+                        if old[rid].get(f) != record.get(f)
+                    }
+                    out.append({**base, "op": "update", "id": rid, "changes": changes})
+            out += [{**base, "op": "delete", "id": rid} for rid in old if rid not in new]
+    return out
+
+
+def agent_changes(ctx, task: TaskData, turn: int) -> list[Call]:
+    """The agent's own changes, one pseudo-call per stage up to ``turn``: each stage's
+    snapshot against the previous one with the stage's exogenous updates applied."""
+    calls, before = [], json.loads(json.dumps(task.initial))
+    for k in range(turn + 1):
+        for u in task.turns[k]["updates"]:
+            records = before.setdefault(u["service"], {}).setdefault(u["collection"], [])
+            apply_update(records, u)
+        path = _snapshot(ctx, k) or (Path(ctx.workspace) if k == turn else None)
+        if path is None:
+            break
+        after = snapshot_state(path, task.services)
+        calls.append(Call(k, k, "(workspace)", {}, True, None, tuple(_diffs(before, after))))
+        before = after
+    return calls
+
+
+def replies(ctx, turn: int) -> list[tuple[int, str]]:
+    """The agent's replies to stages 0..turn, each from its own stage's snapshot."""
+    out = []
+    for k in range(turn + 1):
+        path = _snapshot(ctx, k) or (Path(ctx.workspace) if k == turn else None)
+        try:
+            text = (path / reply_path(k)).read_text(encoding="utf-8") if path else ""
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        if text.strip():
+            out.append((k, text))
+    return out
+
+
+def passes(ctx, task: TaskData, check: dict, turn: int) -> bool:
+    """Whether a declarative check holds at the end of stage ``turn``: state over that
+    stage's snapshot, replies from the reply files, side effects from the snapshots."""
+    state = snapshot_state(ctx.workspace, task.services)
+    view = CheckView(
+        state,
+        agent_changes(ctx, task, turn),
+        replies(ctx, turn),
+        turn,
+        [],
+        "",
+        None,
+        task.reference.until(turn),
+    )
     status, _ = evaluate(check, view)
     return status == "passed"
