@@ -12,7 +12,8 @@ its ``ctx`` (workspace snapshots per stage, service managers, the sandbox):
 
 state         the records in the stage's snapshot
 response      the reply the agent writes per stage to ``outputs/replies/stage<K>.md`` (the
-              output contract: AGENTS.md and every notification ask for it)
+              output contract: AGENTS.md and every notification ask for it), else its
+              messages of that stage in OpenClaw's session log (through ``ctx.sandbox``)
 side_effects  the agent's net changes, stage snapshot against the previous one with the
               stage's exogenous updates applied, against the reference footprint (exported)
 all/any/not   of these
@@ -225,7 +226,7 @@ def task_source(document: dict, task: dict, number: int) -> str:
             "",
             f"async def {name}(ctx) -> bool:",
             f'    """{doc}"""',
-            f"    return passes(ctx, COWORKENV, {python_literal(g['check'])}, {turn})",
+            f"    return await passes(ctx, COWORKENV, {python_literal(g['check'])}, {turn})",
             "",
         ]
         weight = max(1.0, min(2.0, float(g["weight"])))

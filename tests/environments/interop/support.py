@@ -251,12 +251,13 @@ def reference_responder(task_dir: Path):
 # with a ``ctx`` whose filesystem is a local directory standing for /workspace (ClawMark's
 # runs in a container).
 CLAWMARK_DRIVER = """
-import asyncio, importlib.util, json, shutil, sys
+import asyncio, importlib.util, json, shutil, sys, types
 from pathlib import Path
 
 task_py, workspace = Path(sys.argv[1]), Path(sys.argv[2])
 states = json.loads(Path(sys.argv[3]).read_text())
 replies = json.loads(Path(sys.argv[4]).read_text())
+session = Path(sys.argv[5]).read_text() if len(sys.argv) > 5 else None
 
 
 class LocalFS:
@@ -303,8 +304,21 @@ class Calendar:
         return uid
 
 
+class Sandbox:
+    # answers ``cat`` of OpenClaw's session logs as ClawMark's DockerSandbox.exec would
+
+    def __init__(self):
+        self.commands = []
+
+    async def exec(self, command, timeout_sec=300, env=None):
+        self.commands.append(command)
+        found = session is not None and "/root/.openclaw/agents/main/sessions/" in command
+        return types.SimpleNamespace(stdout=session if found else "", stderr="", return_code=0)
+
+
 class Ctx:
     def __init__(self, environments):
+        self.sandbox = Sandbox()
         self.fs = LocalFS()
         self.workspace = None
         self.snapshots = {}
@@ -348,6 +362,7 @@ async def main():
         out["checks"][entry["id"]] = await entry["checker"](ctx)
     out["agents_md"] = (workspace / "AGENTS.md").is_file()
     out["metadata"] = module.METADATA
+    out["sandbox"] = ctx.sandbox.commands
     out["email"] = ctx.email.sent if ctx.email else None
     out["calendar"] = [ctx.calendar.calendars, ctx.calendar.events] if ctx.calendar else None
     print(json.dumps(out))
@@ -358,16 +373,23 @@ asyncio.run(main())
 
 
 def drive_clawmark(
-    task_py: Path, states: dict, tmp: Path, replies: dict[int, str] | None = None
+    task_py: Path,
+    states: dict,
+    tmp: Path,
+    replies: dict[int, str] | None = None,
+    session: str | None = None,
 ) -> dict:
     workspace = tmp / "workspace"
     workspace.mkdir(parents=True)
     (tmp / "driver.py").write_text(CLAWMARK_DRIVER)
     (tmp / "states.json").write_text(json.dumps({str(k): v for k, v in states.items()}))
     (tmp / "replies.json").write_text(json.dumps({str(k): v for k, v in (replies or {}).items()}))
+    if session is not None:
+        (tmp / "session.jsonl").write_text(session)
     done = subprocess.run(
         [sys.executable, str(tmp / "driver.py"), str(task_py), str(workspace),
-         str(tmp / "states.json"), str(tmp / "replies.json")],
+         str(tmp / "states.json"), str(tmp / "replies.json"),
+         *([str(tmp / "session.jsonl")] if session is not None else [])],
         capture_output=True,
         text=True,
         timeout=120,

@@ -26,6 +26,16 @@ CASES = [
     for path in SAMPLES
     for number, task in enumerate(json.loads(path.read_text())["tasks"], start=1)
 ]
+MULTI_OR_REPLY = [
+    (stem, number, key)
+    for stem, number, key in CASES
+    if any(
+        "response" in set(leaf_kinds(g["check"]))
+        for t in json.loads((ROOT / "samples" / f"{stem}.json").read_text())["tasks"]
+        if t["key"] == key
+        for g in t["graders"]
+    )
+]
 CLAWMARK_MIRROR = Path("/work/.mirror/evolvent-ai+ClawMark/repo")
 
 
@@ -99,6 +109,54 @@ def test_checkers_judge_runs_as_the_engine_does(exported, tmp_path, stem, number
     assert [s["notification"] for s in out["stages"]] == expected
     start = document["clock"]["start"]
     assert [s["time"] for s in out["stages"]] == [t["time"] or start for t in task["turns"]]
+
+
+def openclaw_session(task: dict, transcript: list[dict]) -> str:
+    """An OpenClaw session log (JSONL) of a run: a header, then per turn the notification as
+    the user's message (with its reply-file mark, as the exported stages send it), the
+    assistant's tool calls (shell commands) and its texts, and the tool results."""
+    lines = [{"type": "session", "version": 3, "id": "s-1", "cwd": "/workspace"}]
+    turn = -1
+    for m in transcript:
+        if m["role"] == "user":
+            turn += 1
+            mark = f"(Write your reply to this message in outputs/replies/stage{turn}.md.)"
+            content = [{"type": "text", "text": f"{m['content']}\n\n{mark}"}]
+            lines.append({"type": "message", "message": {"role": "user", "content": content}})
+        elif m["role"] == "assistant":
+            content = [
+                {"type": "toolCall", "id": c["id"], "name": "exec",
+                 "arguments": {"command": f"coworkenv {c['function']['name']}"}}
+                for c in m.get("tool_calls") or []
+            ]  # fmt: skip
+            if m.get("content"):
+                content.append({"type": "text", "text": m["content"]})
+            lines.append({"type": "message", "message": {"role": "assistant", "content": content}})
+        elif m["role"] == "tool":
+            result = [{"type": "text", "text": str(m.get("content"))}]
+            lines.append({"type": "message", "message": {"role": "toolResult", "content": result}})
+    return "\n".join(json.dumps(line) for line in lines) + "\n"
+
+
+@pytest.mark.parametrize(("stem", "number", "key"), MULTI_OR_REPLY)
+def test_replies_from_openclaws_session_log(exported, tmp_path, stem, number, key):
+    """Without reply files, the response checkers read the agent's messages per stage from
+    OpenClaw's session log in the sandbox, and judge the oracle as the engine does."""
+    document = _document(stem)
+    task = next(t for t in document["tasks"] if t["key"] == key)
+    task_py = exported / "tasks" / domain_of(document) / f"task{number}" / "task.py"
+    result = run_task(load_spec(document), key, OraclePolicy(), faults=False)
+    states = {**result.turn_snapshots, len(task["turns"]) - 1: result.final_state}
+    session = openclaw_session(task, result.transcript)
+    out = drive_clawmark(task_py, states, tmp_path, {}, session)
+    graders = _exported(task)
+    assert out["checks"] == {g["id"]: result.grading.verdict(g["id"]).passed for g in graders}
+    assert all(out["checks"].values()), out["checks"]
+    assert out["sandbox"] and all("agents/main/sessions/" in c for c in out["sandbox"])
+    # and with neither reply files nor a session log, the reply checkers fail
+    out = drive_clawmark(task_py, states, tmp_path / "none", {}, "")
+    replied = [g["id"] for g in graders if "response" in set(leaf_kinds(g["check"]))]
+    assert replied and not any(out["checks"][g] for g in replied)
 
 
 def test_every_kind_is_exported_or_skipped_with_its_reason():

@@ -17,7 +17,10 @@ reach it, so the checks see:
 state         the records in the snapshot of the check's stage (``final``: the last one)
 response      the agent's reply to stage K, which the output contract (AGENTS.md and each
               notification) asks for in ``outputs/replies/stage<K>.md``, read from stage
-              K's snapshot
+              K's snapshot; without that file, the agent's messages of stage K in OpenClaw's
+              session log (read through ``ctx.sandbox``: the transcript ClawMark keeps as
+              ``messages.jsonl``), a stage beginning at the notification that names its
+              reply file
 side_effects  the agent's own changes, per stage: stage K's snapshot against stage K-1's
               (the initial records for stage 0) with stage K's exogenous updates applied,
               compared with the reference solution's footprint (exported with the task)
@@ -26,6 +29,7 @@ side_effects  the agent's own changes, per stage: stage K's snapshot against sta
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +41,8 @@ STATE_DIR = "coworkenv"
 CALENDAR = "coworkenv"
 WORKSPACE = "/workspace"
 REPLIES = "outputs/replies"
+SESSIONS = "/root/.openclaw/agents/main/sessions"
+STAGE_MARK = re.compile(r"\(Write your reply to this message in outputs/replies/stage(\d+)\.md\.\)")
 
 
 def reply_path(stage: int) -> str:
@@ -246,9 +252,54 @@ def agent_changes(ctx, task: TaskData, turn: int) -> list[Call]:
     return calls
 
 
-def replies(ctx, turn: int) -> list[tuple[int, str]]:
-    """The agent's replies to stages 0..turn, each from its own stage's snapshot."""
-    out = []
+def parse_session(text: str) -> dict[int, list[str]]:
+    """The assistant's texts per stage in an OpenClaw session log (JSONL, one entry a line,
+    ``{"type": "message", "message": {"role", "content": [{"type": "text", "text"}, …]}}``):
+    a stage begins at the user message holding its notification's reply-file mark."""
+    stage, out = None, {}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) else None
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        texts = [
+            c.get("text") or ""
+            for c in content or []
+            if isinstance(c, dict) and c.get("type") == "text"
+        ]
+        said = "\n".join(t for t in texts if t.strip())
+        if message.get("role") == "user":
+            mark = STAGE_MARK.search(said)
+            if mark:
+                stage = int(mark.group(1))
+        elif message.get("role") == "assistant" and stage is not None and said:
+            out.setdefault(stage, []).append(said)
+    return out
+
+
+async def session_replies(ctx) -> dict[int, list[str]]:
+    """The agent's messages per stage from OpenClaw's session log in the sandbox ({} when
+    there is no sandbox or no log)."""
+    sandbox = getattr(ctx, "sandbox", None)
+    if sandbox is None:
+        return {}
+    try:
+        result = await sandbox.exec(f"cat {SESSIONS}/*.jsonl 2>/dev/null")
+    except Exception:  # no container, no log: the reply files are the only evidence
+        return {}
+    return parse_session(getattr(result, "stdout", "") or "")
+
+
+async def replies(ctx, turn: int) -> list[tuple[int, str]]:
+    """The agent's replies to stages 0..turn: each stage's reply file from its own snapshot,
+    else its messages in the session log."""
+    out, session = [], None
     for k in range(turn + 1):
         path = _snapshot(ctx, k) or (Path(ctx.workspace) if k == turn else None)
         try:
@@ -257,17 +308,30 @@ def replies(ctx, turn: int) -> list[tuple[int, str]]:
             text = ""
         if text.strip():
             out.append((k, text))
+            continue
+        if session is None:
+            session = await session_replies(ctx)
+        out += [(k, t) for t in session.get(k, [])]
     return out
 
 
-def passes(ctx, task: TaskData, check: dict, turn: int) -> bool:
+def _has_response(check: dict) -> bool:
+    if "all" in check or "any" in check:
+        return any(_has_response(c) for c in check.get("all") or check.get("any") or [])
+    if "not" in check:
+        return _has_response(check["not"])
+    return check.get("kind") == "response"
+
+
+async def passes(ctx, task: TaskData, check: dict, turn: int) -> bool:
     """Whether a declarative check holds at the end of stage ``turn``: state over that
-    stage's snapshot, replies from the reply files, side effects from the snapshots."""
+    stage's snapshot, replies from the reply files (or the session log), side effects from
+    the snapshots."""
     state = snapshot_state(ctx.workspace, task.services)
     view = CheckView(
         state,
         agent_changes(ctx, task, turn),
-        replies(ctx, turn),
+        await replies(ctx, turn) if _has_response(check) else [],
         turn,
         [],
         "",
