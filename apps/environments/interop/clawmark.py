@@ -46,7 +46,8 @@ HELPER_DIR = "_coworkenv"
 EXPORTED_KINDS = {"state", "response", "side_effects"}
 SKIP_REASONS = {
     "tool_call": "ClawMark's agent works through a shell on the record files: there is no "
-    "log of CoworkEnv tool calls for a checker to read",
+    "log of CoworkEnv tool calls for a checker to read (OpenClaw's session log holds shell "
+    "commands, not tool calls with their arguments)",
     "judge": "ClawMark checkers are deterministic functions: ClawMark runs no LLM judge",
 }
 

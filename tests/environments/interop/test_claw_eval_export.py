@@ -25,6 +25,7 @@ from tests.environments.interop.support import (
     next_user_message,
     reference_responder,
     replay_reference,
+    tool_paths,
     write_tree,
 )
 from tests.llm_server import LoopbackLLMServer, Reply
@@ -183,6 +184,40 @@ def test_reference_replay_over_http_scores_at_least_075(exported, tmp_path, stem
     judged = {v.grader_id for v in expected.verdicts if v.status == "skipped"}
     assert {g for g, s in result["verdicts"].items() if s == "skipped"} == judged
     assert all(s == "passed" for g, s in result["verdicts"].items() if g not in judged)
+
+
+def test_per_turn_checks_see_each_turn(exported, tmp_path):
+    """Calls made in the wrong turn fail the turn's checks: the silent change of turn 1 is
+    read in turn 0 (before it happened, so ``during_turn: 1`` fails), and the review moved
+    before the user asked fails the ``at_turn: 0`` check; the rest still passes."""
+    document = _document("acme-ops")
+    task = next(t for t in document["tasks"] if t["key"] == "notice-moved-dentist")
+    task_dir = exported / "tasks" / task_id_for(document, task["key"])
+    paths = tool_paths(task_dir)
+    [create], [listing, move, mail] = (s["calls"] for s in task["reference_solution"])
+
+    def run(turn0: list[dict], turn1: list[dict]) -> dict:
+        with MockService(exported, task_dir, {"COWORKENV_FAULTS": "0"}) as service:
+            messages = [{"role": "user", "content": task["turns"][0]["message"]}]
+            for call in turn0:
+                assert service.request("POST", paths[call["tool"]], call["arguments"])[0] == 200
+            messages.append({"role": "assistant", "content": "Booked."})
+            text = next_user_message(service, messages)
+            messages.append({"role": "user", "content": f"[user_agent]\n{text}"})
+            for call in turn1:
+                assert service.request("POST", paths[call["tool"]], call["arguments"])[0] == 200
+            messages.append(
+                {"role": "assistant", "content": task["reference_solution"][1]["reply"]}
+            )
+            audit = service.audit()
+        return grade(task_dir, messages, audit, tmp_path)["verdicts"]
+
+    early_read = run([create, listing], [move, mail])
+    assert early_read["re-read"] == "failed"
+    assert early_read["booked-first"] == early_read["moved"] == "passed"
+    early_move = run([create, move], [listing, mail])
+    assert early_move["booked-first"] == "failed"
+    assert early_move["re-read"] == early_move["moved"] == "passed"
 
 
 def test_doing_nothing_grades_like_the_engine(exported, tmp_path):
