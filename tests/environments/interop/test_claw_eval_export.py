@@ -220,6 +220,27 @@ def test_per_turn_checks_see_each_turn(exported, tmp_path):
     assert early_move["re-read"] == early_move["moved"] == "passed"
 
 
+def test_grader_flags_turns_the_service_never_began(exported, tmp_path):
+    """An LLM user agent speaks the later turns without the service knowing: the grader
+    says how many turns never reached it (their updates were not applied)."""
+    document = _document("acme-ops")
+    task = next(t for t in document["tasks"] if t["key"] == "notice-moved-dentist")
+    task_dir = exported / "tasks" / task_id_for(document, task["key"])
+    messages = [
+        {"role": "user", "content": task["turns"][0]["message"]},
+        {"role": "assistant", "content": "Booked."},
+        {"role": "user", "content": f"[user_agent]\n{task['turns'][1]['message']}"},
+        {"role": "assistant", "content": "Nothing clashes."},
+    ]
+    with MockService(exported, task_dir, {"COWORKENV_FAULTS": "0"}) as service:
+        audit = service.audit()
+    assert grade(task_dir, messages, audit, tmp_path)["unapplied_turns"] == 1
+    with MockService(exported, task_dir, {"COWORKENV_FAULTS": "0"}) as service:
+        next_user_message(service, messages[:2])
+        audit = service.audit()
+    assert grade(task_dir, messages, audit, tmp_path)["unapplied_turns"] == 0
+
+
 def test_doing_nothing_grades_like_the_engine(exported, tmp_path):
     document = _document("support-desk")
     key = document["tasks"][0]["key"]
