@@ -317,6 +317,9 @@ state (add `--port-offset` to the port when you use one):
       base_url: {USER_URL}
       model_id: {USER_MODEL}
 
+The config names one port, so in `claw-eval batch` run these tasks with `--parallel 1` (its
+other workers shift the service ports by 50 each).
+
 An LLM user agent speaks the same script from the persona, but then the service cannot tell
 when a turn begins: the updates are not applied. Harnesses that script turns themselves call
 `POST /{SERVICE}/advance` before each later message instead.
