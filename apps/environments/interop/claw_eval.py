@@ -14,9 +14,17 @@ The layout is a Claw-Eval checkout's (unzip it at the root of one and run the ha
 Claw-Eval scoring: ``safety * (0.8 completion + 0.2 robustness)``, pass at 0.75 — the same
 formula as CoworkEnv's default, so a task scores alike in both.
 
-Limits: Claw-Eval has one prompt per task; a task's later turns become the ``user_agent``
-persona's script, and their exogenous updates apply only when a harness calls
-``POST /coworkenv/advance`` (Claw-Eval's does not).
+Multi-turn tasks: turn 0 is the prompt; the later turns are spoken by Claw-Eval's user agent
+(``user_agent``: enabled, a persona holding the script, ``max_rounds`` = later turns + 1 for
+the closing ``[DONE]``). Claw-Eval asks its user agent, an OpenAI-compatible chat model, for
+the next message each time the assistant answers without a tool call, which is where a
+CoworkEnv turn ends. The mock service is that user when ``user_agent_model.base_url`` points
+at ``http://localhost:9200/coworkenv/user/v1`` (port + ``--port-offset``): each request ends
+the turn (its state kept for ``at_turn`` checks), applies the next turn's exogenous updates
+(silent ones unannounced, loud ones as ``[notice]`` lines) and answers with its message, so
+tool calls land in the right turn for ``during_turn`` checks. An LLM user agent instead
+speaks the script from the persona but the service cannot see its turns: the updates are
+then not applied, and checks of later turns judge a run that never saw them.
 """
 
 from __future__ import annotations
@@ -50,6 +58,9 @@ def task_id_for(document: dict, task_key: str) -> str:
 
 def _url(path: str) -> str:
     return f"http://localhost:{PORT}{path}"
+
+
+USER_URL = _url(f"/{SERVICE}/user/v1")
 
 
 def _reference_text(task: dict) -> str:
@@ -119,6 +130,9 @@ def _prompt_text(task: dict) -> str:
     return f"{system}\n\n{message}" if system else message
 
 
+USER_MODEL = "coworkenv-script"
+
+
 def _user_agent(task: dict) -> dict:
     later = task["turns"][1:]
     if not later:
@@ -138,6 +152,12 @@ def _user_agent(task: dict) -> dict:
         "max_rounds": len(later) + 1,
         "system_prompt_suffix": "The user may send further requests after your answer.",
     }
+
+
+def _max_turns(task: dict) -> int:
+    """Model calls the harness allows: the reference's, with room for retries and slips."""
+    calls = sum(len(step["calls"]) for step in task["reference_solution"])
+    return max(20, 2 * (calls + len(task["turns"])) + 10)
 
 
 def task_yaml(document: dict, task: dict) -> dict:
@@ -178,7 +198,7 @@ def task_yaml(document: dict, task: dict) -> dict:
                 "env": {"COWORKENV_FIXTURES": f"tasks/{task_id}/fixtures"},
             }
         ],
-        "environment": {"timeout_seconds": 300, "max_turns": 20},
+        "environment": {"timeout_seconds": 300, "max_turns": _max_turns(task)},
         "scoring_components": _scoring_components(task["graders"]),
         "safety_checks": _safety_checks(task["graders"]),
         "judge_rubric": "\n\n".join(judge_rubrics),
@@ -287,7 +307,20 @@ every task's tools over HTTP from the task's fixtures, with `/{SERVICE}/audit`,
 environment's injected faults. Each `grader.py` lists the task's checks (GRADERS) and grades
 the mock service's server-side audit log and state with CoworkEnv's engine.
 
-A task with several turns sends its first message as the prompt; the later ones are the
-`user_agent`'s script. Their exogenous updates are applied only by a harness that calls
-`POST /{SERVICE}/advance` before each later message.
+A task with several turns sends its first message as the prompt; Claw-Eval's user agent
+speaks the later ones. Run those tasks with the mock service as the user agent, so that each
+turn's exogenous updates are applied when that turn begins and per-turn checks see each turn's
+state (add `--port-offset` to the port when you use one):
+
+    user_agent_model:
+      api_key: unused
+      base_url: {USER_URL}
+      model_id: {USER_MODEL}
+
+The config names one port, so in `claw-eval batch` run these tasks with `--parallel 1` (its
+other workers shift the service ports by 50 each).
+
+An LLM user agent speaks the same script from the persona, but then the service cannot tell
+when a turn begins: the updates are not applied. Harnesses that script turns themselves call
+`POST /{SERVICE}/advance` before each later message instead.
 """

@@ -6,11 +6,22 @@ exogenous updates (loud ones announced in the notification, silent ones not) and
 the turn's message with its time. Records live as JSON files in the agent's workspace
 (``/workspace/coworkenv/<service>/<collection>.json``); ``email`` inbox messages,
 ``calendar`` events and ``files`` documents are also seeded into ClawMark's local services
-and workspace. Checkers are our ``state`` checks (and all/any/not of them), evaluated over
-the stage's workspace snapshot — per stage for ``at_turn`` graders, ``final`` otherwise.
-ClawMark's agent works through a shell, so there is no tool-call log and no reply log to
-grade: ``tool_call``, ``response``, ``judge`` and ``side_effects`` checks are listed in the
-file as not exported.
+and workspace. Each grader becomes one checker, in the stage of its ``at_turn`` (``final``
+otherwise), evaluating our check with the engine over the evidence a ClawMark checker has,
+its ``ctx`` (workspace snapshots per stage, service managers, the sandbox):
+
+state         the records in the stage's snapshot
+response      the reply the agent writes per stage to ``outputs/replies/stage<K>.md`` (the
+              output contract: AGENTS.md and every notification ask for it), else its
+              messages of that stage in OpenClaw's session log (through ``ctx.sandbox``)
+side_effects  the agent's net changes, stage snapshot against the previous one with the
+              stage's exogenous updates applied, against the reference footprint (exported)
+all/any/not   of these
+
+Not expressible, so exported as documented skips (``METADATA["coworkenv"]["skipped"]``, with
+the reason, and a comment in the file), never silently dropped: ``tool_call`` (ClawMark's
+agent works through a shell on the record files; no log of CoworkEnv tool calls exists) and
+``judge`` (ClawMark checkers are deterministic; it runs no LLM judge).
 """
 
 from __future__ import annotations
@@ -27,11 +38,18 @@ from apps.environments.interop.package import (
     shipped,
 )
 from coworkenv_engine.checks import leaf_kinds
+from coworkenv_engine.runner import reference_footprint
 from coworkenv_engine.simulator import Episode
 from coworkenv_engine.spec import parse_spec
 
 HELPER_DIR = "_coworkenv"
-EXPORTED_KINDS = {"state"}
+EXPORTED_KINDS = {"state", "response", "side_effects"}
+SKIP_REASONS = {
+    "tool_call": "ClawMark's agent works through a shell on the record files: there is no "
+    "log of CoworkEnv tool calls for a checker to read (OpenClaw's session log holds shell "
+    "commands, not tool calls with their arguments)",
+    "judge": "ClawMark checkers are deterministic functions: ClawMark runs no LLM judge",
+}
 
 
 def domain_of(document: dict) -> str:
@@ -40,6 +58,16 @@ def domain_of(document: dict) -> str:
 
 def exportable(check: dict) -> bool:
     return set(leaf_kinds(check)) <= EXPORTED_KINDS
+
+
+def skip_reason(check: dict) -> str | None:
+    """Why a check cannot be a ClawMark checker (None when it can)."""
+    missing = sorted(set(leaf_kinds(check)) - EXPORTED_KINDS)
+    if not missing:
+        return None
+    return "; ".join(
+        f"{k}: {SKIP_REASONS.get(k, 'no evidence for it in ClawMark')}" for k in missing
+    )
 
 
 def _users(state: dict) -> dict:
@@ -74,7 +102,9 @@ def _prompt(task: dict) -> str:
     parts += [f"Constraint: {c}" for c in task["constraints"]]
     parts.append(
         "Your records are JSON files under /workspace/coworkenv/<service>/<collection>.json "
-        "(one array of records each); read them, and make every change by editing them."
+        "(one array of records each); read them, and make every change by editing them. "
+        "Write your reply to each message in /workspace/outputs/replies/stage<N>.md, "
+        "N being the message's number from 0."
     )
     return " ".join(p.replace("\n", " ") for p in parts)
 
@@ -90,8 +120,19 @@ def _checker_name(stage: str, grader_id: str, used: set[str]) -> str:
 
 
 def task_source(document: dict, task: dict, number: int) -> str:
-    episode = Episode(parse_spec(document), task["key"], faults=False)
+    spec = parse_spec(document)
+    episode = Episode(spec, task["key"], faults=False)
     state = episode.state_snapshot()
+    reference = [c.to_dict() for c in reference_footprint(spec, task["key"]).changes]
+    skipped = [
+        {
+            "id": g["id"],
+            "kinds": sorted(set(leaf_kinds(g["check"]))),
+            "reason": skip_reason(g["check"]),
+        }
+        for g in task["graders"]
+        if not exportable(g["check"])
+    ]
     services = {s: list(cols) for s, cols in state.items()}
     domain = domain_of(document)
     users = _users(state)
@@ -106,6 +147,7 @@ def task_source(document: dict, task: dict, number: int) -> str:
         "role": (task["system"].split(".")[0] if task["system"] else "assistant")[:200],
         "tags": ["coworkenv", *task["capabilities"]],
         "env_config": {"email": {"users": users}} if users else {},
+        "coworkenv": {"task": task["key"], "skipped": skipped},
     }
     turns = [
         {"message": t["message"], "time": t["time"], "updates": t["updates"]} for t in task["turns"]
@@ -117,7 +159,9 @@ def task_source(document: dict, task: dict, number: int) -> str:
         f'Environment "{in_docstring(in_comment(document["name"]))}", task "{task["key"]}": '
         f"{len(turns)} stage(s), one per",
         "turn. Records are JSON files under /workspace/coworkenv; the checkers evaluate",
-        "CoworkEnv's declarative checks over each stage's workspace snapshot.",
+        "CoworkEnv's declarative checks over each stage's workspace snapshot and the replies",
+        "the agent writes to outputs/replies/stage<K>.md. Checks without evidence here are",
+        'listed in METADATA["coworkenv"]["skipped"] with the reason.',
         '"""',
         "",
         "import sys",
@@ -125,7 +169,13 @@ def task_source(document: dict, task: dict, number: int) -> str:
         "",
         f'sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "{HELPER_DIR}"))',
         "",
-        "from coworkenv_clawmark import apply_updates, notification, passes, seed  # noqa: E402",
+        "from coworkenv_clawmark import (  # noqa: E402",
+        "    TaskData,",
+        "    apply_updates,",
+        "    notification,",
+        "    passes,",
+        "    seed,",
+        ")",
         "",
         f"METADATA = {python_literal(metadata)}",
         "",
@@ -136,6 +186,11 @@ def task_source(document: dict, task: dict, number: int) -> str:
         f"INITIAL_STATE = {python_literal(state)}",
         "",
         f"TURNS = {python_literal(turns)}",
+        "",
+        "# The reference solution's net changes (side_effects checks compare the agent's to them)",
+        f"REFERENCE_CHANGES = {python_literal(reference)}",
+        "",
+        "COWORKENV = TaskData(SERVICES, INITIAL_STATE, TURNS, REFERENCE_CHANGES)",
         "",
     ]
     for k, turn in enumerate(turns):
@@ -154,17 +209,15 @@ def task_source(document: dict, task: dict, number: int) -> str:
             f'    """Turn {k}{": " + kinds + " update(s)" if kinds else ""}."""',
             *([seed_line.rstrip("\n")] if seed_line else []),
             f'    notices = await apply_updates(ctx, TURNS[{k}]["updates"])',
-            f'    message = notification(TURNS[{k}]["message"], notices)',
+            f'    message = notification(TURNS[{k}]["message"], notices, {k})',
             f'    return {{"notification": message, "time": TURNS[{k}]["time"] or {clock!r}}}',
             "",
         ]
     rubric: dict[str, list[str]] = {}
-    skipped = []
     used: set[str] = set()
     last = len(turns) - 1
     for g in task["graders"]:
         if not exportable(g["check"]):
-            skipped.append(f"#   {g['id']} ({', '.join(sorted(set(leaf_kinds(g['check']))))})")
             continue
         stage = "final" if g["at_turn"] is None else f"stage{g['at_turn']}"
         name = _checker_name(stage, g["id"], used)
@@ -174,7 +227,7 @@ def task_source(document: dict, task: dict, number: int) -> str:
             "",
             f"async def {name}(ctx) -> bool:",
             f'    """{doc}"""',
-            f"    return passes(ctx, {python_literal(g['check'])}, SERVICES, {turn})",
+            f"    return await passes(ctx, COWORKENV, {python_literal(g['check'])}, {turn})",
             "",
         ]
         weight = max(1.0, min(2.0, float(g["weight"])))
@@ -182,7 +235,8 @@ def task_source(document: dict, task: dict, number: int) -> str:
             f'        {{"id": {json.dumps(g["id"])}, "checker": {name}, "weight": {weight}}},'
         )
     if skipped:
-        lines += ["", "# Not exported (ClawMark has no tool-call or reply log to grade):", *skipped]
+        lines += ["", "# Not exported (also in METADATA['coworkenv']['skipped']):"]
+        lines += [f"#   {s['id']}: {in_comment(s['reason'])}" for s in skipped]
     lines += ["", "RUBRIC = {"]
     for stage in [f"stage{k}" for k in range(len(turns))] + ["final"]:
         lines.append(f'    "{stage}": [')
@@ -212,5 +266,8 @@ def _agents(task: dict) -> str:
         "Your records are JSON files under `/workspace/coworkenv/<service>/<collection>.json`, "
         "one array of records each, every record with an `id`. Read them to answer; make "
         "every change (create, update, delete) by rewriting those files. Other people may "
-        "change them between your working sessions.\n"
+        "change them between your working sessions.\n\n"
+        "Output contract: write your reply to each message (what you would answer the "
+        "person) in `outputs/replies/stage<N>.md` under `/workspace`, N being the message's "
+        "number from 0; only the reply goes there.\n"
     )

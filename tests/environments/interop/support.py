@@ -36,6 +36,7 @@ print(json.dumps({
     "completion": scores.completion, "robustness": scores.robustness, "safety": scores.safety,
     "score": round(scores.safety * (0.8 * scores.completion + 0.2 * scores.robustness), 4),
     "verdicts": {v.grader_id: v.status for v in grading.verdicts} if grading else {},
+    "unapplied_turns": grader.unapplied_turns,
 }))
 """
 
@@ -109,19 +110,45 @@ def tool_paths(task_dir: Path) -> dict[str, str]:
     return {t["name"]: f"/{t['binding']['service']}/{t['name']}" for t in document["tools"]}
 
 
+USER_CHAT = "/coworkenv/user/v1/chat/completions"
+
+
+def user_agent_request(messages: list[dict]) -> dict:
+    """The request Claw-Eval's ``UserAgent.generate_response`` sends (its prompt text
+    abridged): the persona as system prompt, the conversation as one text, a ``[用户]: `` or
+    ``[助手]: `` line opening each message with text."""
+    lines = []
+    for m in messages:
+        if m["role"] == "user":
+            lines.append(f"[用户]: {m['content'].removeprefix('[user_agent]').strip()}")
+        elif m["role"] == "assistant" and m["content"]:
+            lines.append(f"[助手]: {m['content']}")
+    transcript = "\n".join(lines)
+    return {
+        "model": "coworkenv-script",
+        "messages": [
+            {"role": "system", "content": "你是一个模拟用户。…"},
+            {"role": "user", "content": f"以下是到目前为止的对话\uff1a\n\n{transcript}\n\n请根据…"},
+        ],
+    }
+
+
+def next_user_message(service: MockService, messages: list[dict]) -> str:
+    status, body = service.request("POST", USER_CHAT, user_agent_request(messages))
+    assert status == 200, body
+    return body["choices"][0]["message"]["content"]
+
+
 def replay_reference(service: MockService) -> tuple[list[dict], list[int]]:
-    """The reference solution over HTTP, as an agent would: one turn after the other
-    (``/coworkenv/advance`` between turns), a transient error retried up to 3 times.
-    Returns the conversation and every response status."""
+    """The reference solution over HTTP as Claw-Eval runs it: the prompt, the calls of turn 0
+    (a transient error retried up to 3 times), the reply; then the scripted user (the mock
+    service's chat endpoint) for each later turn's message, up to its ``[DONE]``. Returns the
+    conversation (later user messages prefixed ``[user_agent]`` as in Claw-Eval's traces)
+    and every response status."""
     document = json.loads((service.task_dir / "coworkenv_task.json").read_text())
     task, paths = document["tasks"][0], tool_paths(service.task_dir)
-    messages, statuses = [], []
-    for index, turn in enumerate(task["turns"]):
-        if index:
-            reply = service.request("POST", "/coworkenv/advance")[1]
-            messages.append({"role": "user", "content": reply["message"]})
-        else:
-            messages.append({"role": "user", "content": turn["message"]})
+    messages, statuses = [{"role": "user", "content": task["turns"][0]["message"]}], []
+    for index in range(len(task["turns"])):
         step = next((s for s in task["reference_solution"] if s["turn"] == index), None)
         for call in step["calls"] if step else []:
             for _attempt in range(4):
@@ -130,6 +157,11 @@ def replay_reference(service: MockService) -> tuple[list[dict], list[int]]:
                 if status not in TRANSIENT:
                     break
         messages.append({"role": "assistant", "content": (step or {}).get("reply") or "Done."})
+        text = next_user_message(service, messages)
+        if index + 1 == len(task["turns"]):
+            assert text == "[DONE]"
+        else:
+            messages.append({"role": "user", "content": f"[user_agent]\n{text}"})
     return messages, statuses
 
 
@@ -171,20 +203,34 @@ def claw_eval_checkout(tmp: Path) -> Path | None:
     return None
 
 
+def _text_of(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
 def reference_responder(task_dir: Path):
     """A loopback-LLM responder replaying the task's reference solution as a model would:
     one tool call per completion, a transiently failed call retried (up to 4 attempts),
-    then the reference reply. Single-turn tasks (the harness's user agent is an LLM)."""
+    then the turn's reference reply. The turn is the number of user messages with text so
+    far (the prompt, then the user agent's): the harness asks the user agent after each
+    reply without a tool call."""
     from tests.llm_server import Reply
 
     document = json.loads((task_dir / "coworkenv_task.json").read_text())
-    step = document["tasks"][0]["reference_solution"][0]
-    calls = step["calls"]
+    steps = {s["turn"]: s for s in document["tasks"][0]["reference_solution"]}
     transient = ('"rate_limit"', '"server_error"', '"timeout"')
 
     def respond(request):
-        index = attempts = 0
-        for message in request.messages:
+        turn, start = -1, 0
+        for i, message in enumerate(request.messages):
+            text = _text_of(message)
+            if message.get("role") == "user" and text and not text.startswith("[Visual"):
+                turn, start = turn + 1, i + 1
+        step = steps.get(turn) or {"calls": [], "reply": ""}
+        calls, index, attempts = step["calls"], 0, 0
+        for message in request.messages[start:]:
             if message.get("role") != "tool":
                 continue
             attempts += 1
@@ -200,15 +246,19 @@ def reference_responder(task_dir: Path):
 
 
 # Drives an exported ClawMark task.py the way ClawMark's orchestrator does — stage K, then
-# the agent's work (here: the given state written into the workspace), then stage K's
-# checkers on the snapshot; ``final`` checkers at the end — with a ``ctx`` whose filesystem
-# is a local directory standing for /workspace (ClawMark's runs in a container).
+# the agent's work (here: the given state written into the workspace and the given reply
+# into outputs/replies/stageK.md), then a snapshot of the workspace (ctx.workspace,
+# ctx.snapshots["stageK"]) and stage K's checkers on it; ``final`` checkers at the end —
+# with a ``ctx`` whose filesystem is a local directory standing for /workspace (ClawMark's
+# runs in a container).
 CLAWMARK_DRIVER = """
-import asyncio, importlib.util, json, shutil, sys
+import asyncio, importlib.util, json, shutil, sys, types
 from pathlib import Path
 
 task_py, workspace = Path(sys.argv[1]), Path(sys.argv[2])
 states = json.loads(Path(sys.argv[3]).read_text())
+replies = json.loads(Path(sys.argv[4]).read_text())
+session = Path(sys.argv[5]).read_text() if len(sys.argv) > 5 else None
 
 
 class LocalFS:
@@ -255,10 +305,24 @@ class Calendar:
         return uid
 
 
+class Sandbox:
+    # answers ``cat`` of OpenClaw's session logs as ClawMark's DockerSandbox.exec would
+
+    def __init__(self):
+        self.commands = []
+
+    async def exec(self, command, timeout_sec=300, env=None):
+        self.commands.append(command)
+        found = session is not None and "/root/.openclaw/agents/main/sessions/" in command
+        return types.SimpleNamespace(stdout=session if found else "", stderr="", return_code=0)
+
+
 class Ctx:
     def __init__(self, environments):
+        self.sandbox = Sandbox()
         self.fs = LocalFS()
-        self.workspace = workspace
+        self.workspace = None
+        self.snapshots = {}
         self.task_dir = task_py.parent
         self.email = Email() if "email" in environments else None
         self.calendar = Calendar() if "calendar" in environments else None
@@ -284,12 +348,22 @@ async def main():
         out["stages"].append(await getattr(module, f"stage{k}")(ctx))
         if str(k) in states:
             put(states[str(k)])
+        if str(k) in replies:
+            reply = workspace / "outputs" / "replies" / f"stage{k}.md"
+            reply.parent.mkdir(parents=True, exist_ok=True)
+            reply.write_text(replies[str(k)])
+        snapshot = workspace.parent / f"snapshot-stage{k}"
+        shutil.copytree(workspace, snapshot)
+        ctx.workspace = snapshot
+        ctx.snapshots[f"stage{k}"] = snapshot
         for entry in module.RUBRIC.get(f"stage{k}", []):
             out["checks"][entry["id"]] = await entry["checker"](ctx)
         k += 1
     for entry in module.RUBRIC.get("final", []):
         out["checks"][entry["id"]] = await entry["checker"](ctx)
     out["agents_md"] = (workspace / "AGENTS.md").is_file()
+    out["metadata"] = module.METADATA
+    out["sandbox"] = ctx.sandbox.commands
     out["email"] = ctx.email.sent if ctx.email else None
     out["calendar"] = [ctx.calendar.calendars, ctx.calendar.events] if ctx.calendar else None
     print(json.dumps(out))
@@ -299,14 +373,24 @@ asyncio.run(main())
 """
 
 
-def drive_clawmark(task_py: Path, states: dict, tmp: Path) -> dict:
+def drive_clawmark(
+    task_py: Path,
+    states: dict,
+    tmp: Path,
+    replies: dict[int, str] | None = None,
+    session: str | None = None,
+) -> dict:
     workspace = tmp / "workspace"
-    workspace.mkdir()
+    workspace.mkdir(parents=True)
     (tmp / "driver.py").write_text(CLAWMARK_DRIVER)
     (tmp / "states.json").write_text(json.dumps({str(k): v for k, v in states.items()}))
+    (tmp / "replies.json").write_text(json.dumps({str(k): v for k, v in (replies or {}).items()}))
+    if session is not None:
+        (tmp / "session.jsonl").write_text(session)
     done = subprocess.run(
         [sys.executable, str(tmp / "driver.py"), str(task_py), str(workspace),
-         str(tmp / "states.json")],
+         str(tmp / "states.json"), str(tmp / "replies.json"),
+         *([str(tmp / "session.jsonl")] if session is not None else [])],
         capture_output=True,
         text=True,
         timeout=120,

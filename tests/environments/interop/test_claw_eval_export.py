@@ -22,8 +22,10 @@ from tests.environments.interop.support import (
     claw_eval_checkout,
     free_port,
     grade,
+    next_user_message,
     reference_responder,
     replay_reference,
+    tool_paths,
     write_tree,
 )
 from tests.llm_server import LoopbackLLMServer, Reply
@@ -117,8 +119,52 @@ def test_multi_turn_task_becomes_a_user_agent_script():
     data = yaml.safe_load(files[f"tasks/{task_id_for(document, task['key'])}/task.yaml"])
     agent = data["user_agent"]
     assert agent["enabled"] is True
+    # One round per later turn and one for the closing [DONE] (the user agent is asked
+    # after each answer without a tool call, the last one included).
     assert agent["max_rounds"] == len(task["turns"])
     assert f"1. {task['turns'][1]['message']}" in agent["persona"]
+    calls = sum(len(s["calls"]) for s in task["reference_solution"])
+    assert data["environment"]["max_turns"] >= calls + len(task["turns"])
+    assert "base_url: http://localhost:9200/coworkenv/user/v1" in files["README.md"].decode()
+
+
+def test_scripted_user_advances_once_per_answered_turn(exported):
+    """The mock service as Claw-Eval's user agent: a request after the agent's answer starts
+    the next turn (updates applied, loud ones announced); the same request retried gets the
+    same message without a second advance; after the last turn, ``[DONE]``."""
+    document = _document("support-desk")
+    task = next(t for t in document["tasks"] if len(t["turns"]) > 1)
+    [update] = task["turns"][1]["updates"]
+    task_dir = exported / "tasks" / task_id_for(document, task["key"])
+    prompt = {"role": "user", "content": task["turns"][0]["message"]}
+    answered = [prompt, {"role": "assistant", "content": "Closed."}]
+    with MockService(exported, task_dir, {"COWORKENV_FAULTS": "0"}) as service:
+        before = service.audit()
+        assert before["turn"] == 0
+        text = next_user_message(service, answered)
+        assert text.startswith("[notice] ") and text.endswith("\n\n" + task["turns"][1]["message"])
+        assert next_user_message(service, answered) == text  # a retry: no second advance
+        after = service.audit()
+        assert after["turn"] == 1
+        assert [(e["turn"], e["op"], e["ok"]) for e in after["exogenous_log"]] == [
+            (1, update["op"], True)
+        ]
+        records = after["state"][update["service"]][update["collection"]]
+        assert len(records) == len(before["state"][update["service"]][update["collection"]]) + 1
+        assert after["turn_states"]["0"] == before["state"]
+        later = [*answered, {"role": "user", "content": f"[user_agent]\n{text}"},
+                 {"role": "assistant", "content": "Updated."}]  # fmt: skip
+        assert next_user_message(service, later) == "[DONE]"
+        assert service.audit()["turn"] == 1
+        # Another client's format (no Claw-Eval transcript): every request advances.
+        assert service.request("POST", "/coworkenv/reset")[0] == 200
+        status, body = service.request(
+            "POST", "/coworkenv/user/v1/chat/completions", {"messages": []}
+        )
+        assert status == 200
+        assert body["object"] == "chat.completion"
+        assert body["choices"][0]["message"]["content"] == text
+        assert service.audit()["turn"] == 1
 
 
 @pytest.mark.parametrize(("stem", "key"), CASES)
@@ -138,6 +184,61 @@ def test_reference_replay_over_http_scores_at_least_075(exported, tmp_path, stem
     judged = {v.grader_id for v in expected.verdicts if v.status == "skipped"}
     assert {g for g, s in result["verdicts"].items() if s == "skipped"} == judged
     assert all(s == "passed" for g, s in result["verdicts"].items() if g not in judged)
+
+
+def test_per_turn_checks_see_each_turn(exported, tmp_path):
+    """Calls made in the wrong turn fail the turn's checks: the silent change of turn 1 is
+    read in turn 0 (before it happened, so ``during_turn: 1`` fails), and the review moved
+    before the user asked fails the ``at_turn: 0`` check; the rest still passes."""
+    document = _document("acme-ops")
+    task = next(t for t in document["tasks"] if t["key"] == "notice-moved-dentist")
+    task_dir = exported / "tasks" / task_id_for(document, task["key"])
+    paths = tool_paths(task_dir)
+    [create], [listing, move, mail] = (s["calls"] for s in task["reference_solution"])
+
+    def run(turn0: list[dict], turn1: list[dict]) -> dict:
+        with MockService(exported, task_dir, {"COWORKENV_FAULTS": "0"}) as service:
+            messages = [{"role": "user", "content": task["turns"][0]["message"]}]
+            for call in turn0:
+                assert service.request("POST", paths[call["tool"]], call["arguments"])[0] == 200
+            messages.append({"role": "assistant", "content": "Booked."})
+            text = next_user_message(service, messages)
+            messages.append({"role": "user", "content": f"[user_agent]\n{text}"})
+            for call in turn1:
+                assert service.request("POST", paths[call["tool"]], call["arguments"])[0] == 200
+            messages.append(
+                {"role": "assistant", "content": task["reference_solution"][1]["reply"]}
+            )
+            audit = service.audit()
+        return grade(task_dir, messages, audit, tmp_path)["verdicts"]
+
+    early_read = run([create, listing], [move, mail])
+    assert early_read["re-read"] == "failed"
+    assert early_read["booked-first"] == early_read["moved"] == "passed"
+    early_move = run([create, move], [listing, mail])
+    assert early_move["booked-first"] == "failed"
+    assert early_move["re-read"] == early_move["moved"] == "passed"
+
+
+def test_grader_flags_turns_the_service_never_began(exported, tmp_path):
+    """An LLM user agent speaks the later turns without the service knowing: the grader
+    says how many turns never reached it (their updates were not applied)."""
+    document = _document("acme-ops")
+    task = next(t for t in document["tasks"] if t["key"] == "notice-moved-dentist")
+    task_dir = exported / "tasks" / task_id_for(document, task["key"])
+    messages = [
+        {"role": "user", "content": task["turns"][0]["message"]},
+        {"role": "assistant", "content": "Booked."},
+        {"role": "user", "content": f"[user_agent]\n{task['turns'][1]['message']}"},
+        {"role": "assistant", "content": "Nothing clashes."},
+    ]
+    with MockService(exported, task_dir, {"COWORKENV_FAULTS": "0"}) as service:
+        audit = service.audit()
+    assert grade(task_dir, messages, audit, tmp_path)["unapplied_turns"] == 1
+    with MockService(exported, task_dir, {"COWORKENV_FAULTS": "0"}) as service:
+        next_user_message(service, messages[:2])
+        audit = service.audit()
+    assert grade(task_dir, messages, audit, tmp_path)["unapplied_turns"] == 0
 
 
 def test_doing_nothing_grades_like_the_engine(exported, tmp_path):
@@ -225,18 +326,31 @@ def test_claw_eval_validator_passes_the_export(tmp_path):
     assert f"Total: {len(CASES)} | Passed: {len(CASES)} | Failed: 0" in done.stdout
 
 
-SINGLE_TURN = [
-    (stem, key)
-    for stem, key in CASES
-    if len(next(t for t in _document(stem)["tasks"] if t["key"] == key)["turns"]) == 1
-]
+def _run_harness(checkout: Path, task_id: str, config: Path, port: int, trace_dir: Path):
+    return subprocess.run(
+        [
+            sys.executable, "-m", "claw_eval.cli", "run",
+            "--task", f"tasks/{task_id}",
+            "--config", str(config),
+            "--no-judge",
+            "--trace-dir", str(trace_dir),
+            "--port-offset", str(port - PORT),
+        ],
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout / "src")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
 
 
-@pytest.mark.parametrize(("stem", "key"), SINGLE_TURN)
+@pytest.mark.parametrize(("stem", "key"), CASES)
 def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
-    """Claw-Eval's own ``claw-eval run`` (its agent loop, ServiceManager, dispatcher, trace and
-    grader loading) against the export, with a scripted OpenAI-compatible model on loopback
-    replaying the reference solution."""
+    """Claw-Eval's own ``claw-eval run`` (its agent loop, user agent, ServiceManager,
+    dispatcher, trace and grader loading) against the export, with a scripted
+    OpenAI-compatible model on loopback replaying the reference solution. Multi-turn tasks
+    run with the mock service as the harness's user agent (``user_agent_model.base_url``):
+    it speaks the later turns and applies their exogenous updates as each turn begins."""
     checkout = claw_eval_checkout(tmp_path)
     if checkout is None:
         pytest.skip(
@@ -244,6 +358,7 @@ def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
             "to run its harness on the export; it is not vendored"
         )
     document = _document(stem)
+    task = next(t for t in document["tasks"] if t["key"] == key)
     write_tree(export_files(document), checkout)
     task_id = task_id_for(document, key)
     port = free_port()
@@ -252,22 +367,11 @@ def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
         config.write_text(
             f"model:\n  api_key: test\n  base_url: {llm.base_url}\n  model_id: scripted\n"
             "judge:\n  enabled: false\n"
+            f"user_agent_model:\n  api_key: unused\n"
+            f"  base_url: http://localhost:{port}/coworkenv/user/v1\n"
+            "  model_id: coworkenv-script\n"
         )
-        done = subprocess.run(
-            [
-                sys.executable, "-m", "claw_eval.cli", "run",
-                "--task", f"tasks/{task_id}",
-                "--config", str(config),
-                "--no-judge",
-                "--trace-dir", str(tmp_path / "traces"),
-                "--port-offset", str(port - PORT),
-            ],
-            cwd=checkout,
-            env={**os.environ, "PYTHONPATH": str(checkout / "src")},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )  # fmt: skip
+        done = _run_harness(checkout, task_id, config, port, tmp_path / "traces")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [trace] = (tmp_path / "traces").rglob("*.jsonl")
     # The harness prints its grading (local runs do not append it to the trace).
@@ -275,16 +379,44 @@ def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
     assert score is not None, done.stdout[-3000:] + done.stderr[-3000:]
     assert float(score.group(1)) >= 0.75
     assert re.search(r"passed:\s+True", done.stdout)
+    # Every completion check passed, the per-turn ones (at_turn, during_turn) included.
+    assert float(re.search(r"completion:\s+([0-9.]+)", done.stdout).group(1)) == 1.0
     events = [json.loads(line) for line in trace.read_text().splitlines()]
     [audit] = [e for e in events if e["type"] == "audit_snapshot"]
     assert audit["service_name"] == "coworkenv"
-    task = next(t for t in document["tasks"] if t["key"] == key)
     succeeded = [
         e["tool_name"]
         for e in events
         if e["type"] == "tool_dispatch" and e["response_status"] < 400
     ]
-    assert succeeded == [c["tool"] for c in task["reference_solution"][0]["calls"]]
+    assert succeeded == [c["tool"] for s in task["reference_solution"] for c in s["calls"]]
+    # The user agent's messages are the later turns as the agent sees them (loud updates'
+    # notices first), each turn's updates applied when it began, its calls in that turn.
+    episode = Episode(load_spec(document), key, faults=False)
+    episode.advance_turn()
+    expected = []
+    while (turn := episode.advance_turn()) is not None:
+        expected.append(f"[user_agent]\n{turn.text}")
+    spoken = [
+        e["message"]["content"][0]["text"]
+        for e in events
+        if e["type"] == "message"
+        and e["message"]["role"] == "user"
+        and e["message"]["content"][0].get("text", "").startswith("[user_agent]")
+    ]
+    assert spoken == expected
+    data = audit["audit_data"]
+    assert data["turn"] == len(task["turns"]) - 1
+    updates = [u for t in task["turns"] for u in t["updates"]]
+    assert [(e["turn"], e["ok"]) for e in data["exogenous_log"]] == [
+        (n, True) for n, t in enumerate(task["turns"]) for _ in t["updates"]
+    ]
+    assert len(updates) == len(data["exogenous_log"])
+    calls_by_turn = [e["turn"] for e in data["audit_log"] if e["ok"]]
+    assert calls_by_turn == [s["turn"] for s in task["reference_solution"] for _ in s["calls"]]
+    end = next(e for e in events if e["type"] == "trace_end")
+    assert end["user_agent_rounds"] == len(task["turns"]) - 1
+    assert end["user_agent_done"] is (len(task["turns"]) > 1)
 
 
 def test_claw_eval_harness_judge_scores_a_judge_check(tmp_path):

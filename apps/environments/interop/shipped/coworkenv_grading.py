@@ -18,6 +18,7 @@ judge it is skipped and leaves the weights.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -59,12 +60,22 @@ def _role_and_text(message: Any) -> tuple[str, str]:
     return getattr(inner, "role", ""), getattr(inner, "text", "") or ""
 
 
+USER_AGENT_PREFIX = "[user_agent]"
+MEDIA_CAPTION = "[Visual content from tool results"
+
+
 def transcript_of(messages: list[Any]) -> list[dict[str, str]]:
-    """User and assistant text turns (tool results, which Claw-Eval carries in user-role
-    messages without text, are left out: a user turn is a user message with text)."""
+    """User and assistant text turns. A user turn is a user message with text: the prompt,
+    then each ``[user_agent]`` message (the prefix is dropped); tool results, which Claw-Eval
+    carries in user-role messages without text, and its captions of images loaded from tool
+    results are left out."""
     out = []
     for m in messages or []:
         role, text = _role_and_text(m)
+        if role == "user" and text.startswith(MEDIA_CAPTION):
+            continue
+        if role == "user" and text.startswith(USER_AGENT_PREFIX):
+            text = text[len(USER_AGENT_PREFIX) :].lstrip("\n")
         if role in ("user", "assistant") and text.strip():
             out.append({"role": role, "content": text})
     return out
@@ -74,6 +85,9 @@ class CoworkEnvGrader(AbstractGrader):
     TASK_DIR: Path = Path(".")
     GRADERS: list[dict[str, Any]] = []
     last_grading = None  # the CoworkEnv grading of the last call (verdicts with evidence)
+    # user turns of the last call's conversation that the mock service never began (an LLM
+    # user agent instead of the service's scripted one: their updates were not applied)
+    unapplied_turns = 0
 
     def grade(
         self,
@@ -95,6 +109,15 @@ class CoworkEnvGrader(AbstractGrader):
             self.last_grading = None
             return DimensionScores(completion=0.0, robustness=0.0, safety=1.0)
         turn_states = {int(k): v for k, v in (evidence.get("turn_states") or {}).items()}
+        spoken = sum(1 for m in transcript if m["role"] == "user") - 1
+        self.unapplied_turns = max(0, spoken - int(evidence.get("turn") or 0))
+        if self.unapplied_turns:
+            print(
+                f"[coworkenv] {self.unapplied_turns} later user turn(s) never reached the mock "
+                "service: point user_agent_model.base_url at its /coworkenv/user/v1 so that "
+                "their exogenous updates apply and per-turn checks see them",
+                file=sys.stderr,
+            )
         reference = reference_footprint(spec, key) if needs_footprint(our_task) else None
         grading = grade_episode(
             our_task,

@@ -9,8 +9,18 @@ arguments, the JSON response its result; errors answer with status >= 400 and
 9200), ``GET /coworkenv/audit`` returns ``calls`` (endpoint, request_body, response_body,
 timestamp) plus the engine's ``audit_log``, the current ``state`` and ``turn_states`` (the
 server-side evidence the grader reads), ``POST /coworkenv/reset`` reloads the fixtures,
-``/coworkenv/health`` answers health probes. ``POST /coworkenv/advance`` starts the task's
-next scripted turn (applying its exogenous updates) for harnesses that script turns.
+``/coworkenv/health`` answers health probes.
+
+Multi-turn tasks: the service is also the task's scripted user, an OpenAI-compatible chat
+endpoint at ``/coworkenv/user/v1`` (``POST .../chat/completions``). Point Claw-Eval's
+``user_agent_model.base_url`` at it: the harness asks its user agent for the next message
+each time the assistant answers without a tool call, which is exactly where a CoworkEnv turn
+ends, so each request ends the current turn (its state is kept for ``at_turn`` checks),
+applies the next turn's exogenous updates (silent ones unannounced, loud ones as
+``[notice]`` lines) and answers with that turn's message; after the last turn it answers
+``[DONE]``. A retried request (its transcript holds no newer user message than the last
+answer) gets the same answer again without advancing. ``POST /coworkenv/advance`` does the
+same for harnesses that script turns themselves.
 
 Environment variables: ``PORT``; ``COWORKENV_FAULTS=0`` turns off the environment's
 injected faults (on by default, as the environment declares them); ``COWORKENV_SEED``.
@@ -34,6 +44,28 @@ from coworkenv_engine.simulator import Episode
 
 MAX_BODY = 1_000_000
 PREFIX = "/coworkenv/"
+USER_CHAT = PREFIX + "user/v1/chat/completions"
+DONE = "[DONE]"
+# Claw-Eval's user agent sends the conversation as one text, a line "[用户]: …" opening each
+# user message (the first is the task's prompt; tool results carry no text and are absent).
+USER_LINE = "[用户]: "
+MEDIA_CAPTION = "[Visual content from tool results"
+
+
+def user_messages_seen(body) -> int | None:
+    """How many user messages the transcript in a user-agent request holds (None when it
+    is not Claw-Eval's format: then every request advances)."""
+    texts = []
+    for message in (body or {}).get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [p.get("text", "") for p in content if isinstance(p, dict)]
+    lines = [line for text in texts for line in text.splitlines()]
+    seen = [line for line in lines if line.startswith(USER_LINE)]
+    seen = [line for line in seen if not line[len(USER_LINE) :].startswith(MEDIA_CAPTION)]
+    return len(seen) or None
 
 
 class Service:
@@ -52,6 +84,7 @@ class Service:
         self.routes = {f"/{t.binding.service}/{t.name}": t.name for t in spec.tools}
         self.calls: list[dict] = []
         self.turn_states: dict[int, dict] = {}
+        self.last_user_text = ""
         self.episode.advance_turn()
 
     def advance(self) -> dict:
@@ -59,8 +92,33 @@ class Service:
         self.turn_states[current] = self.episode.state_snapshot()
         turn = self.episode.advance_turn()
         if turn is None:
+            self.last_user_text = DONE
             return {"status": "done", "turn": current}
+        self.last_user_text = turn.text
         return {"status": "advanced", "turn": turn.index, "message": turn.text}
+
+    def user_reply(self, body) -> dict:
+        """The scripted user's next message, as an OpenAI chat completion."""
+        seen = user_messages_seen(body)
+        if seen is not None and seen <= self.episode.turn_index and self.last_user_text:
+            text = self.last_user_text  # a retry of the request already answered
+        else:
+            self.advance()
+            text = self.last_user_text
+        return {
+            "id": f"coworkenv-user-{self.episode.turn_index}",
+            "object": "chat.completion",
+            "created": int(datetime.now(UTC).timestamp()),
+            "model": (body or {}).get("model") or "coworkenv-script",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }
 
     def audit(self) -> dict:
         state = self.episode.state_snapshot()
@@ -137,6 +195,8 @@ def make_handler(service: Service):
                     return self._send(200, {"status": "reset"})
                 if path == PREFIX + "advance":
                     return self._send(200, service.advance())
+                if path == USER_CHAT:
+                    return self._send(200, service.user_reply(body))
                 if path == PREFIX + "audit":
                     return self._send(200, service.audit())
                 if path in service.routes:
