@@ -87,6 +87,7 @@ def create_app(
     listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
     refresh: Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]] | None = None,
     refresh_interval: float = 60.0,
+    allow_empty: bool = False,
     max_sessions: int = 256,
     idle_timeout: float = 600.0,
     max_lifetime: float = 3600.0,
@@ -97,10 +98,11 @@ def create_app(
     environment name (the app adds its database id, revision and spec hash).
     ``refresh``: an async callable returning ``(specs, listing_extra)``, awaited every
     ``refresh_interval`` seconds to replace the catalogue (new resets see it; running
-    sessions keep the spec they started with; a refresh that fails keeps the old one)."""
+    sessions keep the spec they started with; a refresh that fails keeps the old one).
+    ``allow_empty``: start with no environment (a catalogue a refresh fills later)."""
     if token and authorise is not None:
         raise ValueError("give a token or an authorise callable, not both")
-    current = _Current(Catalog(specs, listing_extra=listing_extra))
+    current = _Current(Catalog(specs, listing_extra=listing_extra, allow_empty=allow_empty))
     store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock)
 
     async def authorised(request_or_ws: Request | WebSocket) -> bool:
