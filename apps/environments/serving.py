@@ -36,6 +36,7 @@ from asgiref.sync import sync_to_async
 
 from apps.accounts.models import Membership, Project
 from apps.accounts.services import api_token_authenticate
+from apps.environments.attachments import attachment_bytes
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.specs import environment_spec
 from coworkenv_engine import spec as engine_spec
@@ -180,6 +181,7 @@ def project_envserver_app(
         refresh=sync_to_async(reread) if refresh_interval else None,
         refresh_interval=refresh_interval or 60.0,
         allow_empty=allow_empty,
+        attachments=attachment_bytes,  # view tools' images as data: URLs
         **options,
     )
     app.state.catalogue = catalogue

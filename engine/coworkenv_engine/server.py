@@ -55,12 +55,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from .attachments import Resolver
 from .protocol import (
     ACTION_SCHEMA,
     OBSERVATION_SCHEMA,
     STATE_SCHEMA,
     VERSION,
     Catalog,
+    ImageURLs,
     ProtocolError,
     SessionStore,
     Slot,
@@ -88,6 +90,7 @@ def create_app(
     refresh: Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]] | None = None,
     refresh_interval: float = 60.0,
     allow_empty: bool = False,
+    attachments: Resolver | None = None,
     max_sessions: int = 256,
     idle_timeout: float = 600.0,
     max_lifetime: float = 3600.0,
@@ -99,11 +102,15 @@ def create_app(
     ``refresh``: an async callable returning ``(specs, listing_extra)``, awaited every
     ``refresh_interval`` seconds to replace the catalogue (new resets see it; running
     sessions keep the spec they started with; a refresh that fails keeps the old one).
-    ``allow_empty``: start with no environment (a catalogue a refresh fills later)."""
+    ``allow_empty``: start with no environment (a catalogue a refresh fills later).
+    ``attachments``: where image bytes come from (sha256 -> bytes); view tools' images are
+    then sent as ``image_url`` parts with ``data:`` URLs (without it, as the transcript's
+    ``attachment:sha256:<hex>`` URLs)."""
     if token and authorise is not None:
         raise ValueError("give a token or an authorise callable, not both")
     current = _Current(Catalog(specs, listing_extra=listing_extra, allow_empty=allow_empty))
     store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock)
+    image_url = ImageURLs(attachments) if attachments is not None else None
 
     async def authorised(request_or_ws: Request | WebSocket) -> bool:
         if not token and authorise is None:
@@ -151,7 +158,12 @@ def create_app(
         catalog = current.catalog
         spec, task_key, seed, faults = catalog.resolve(kwargs)
         slot.session = EpisodeSession(
-            spec, task_key, seed, faults=faults, tools=catalog.tools[spec.name]
+            spec,
+            task_key,
+            seed,
+            faults=faults,
+            tools=catalog.tools[spec.name],
+            image_url=image_url,
         )
         slot.episode_id = kwargs.get("episode_id") or slot.id
         store.touch(slot)
