@@ -40,7 +40,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .attachments import Resolver
+from .attachments import Resolver, directory_resolver
 from .protocol import ImageURLs, ProtocolError, parse_action
 from .session import EpisodeSession
 from .spec import EnvironmentSpec, load_spec
@@ -177,6 +177,11 @@ def _tool_turn(results: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     return [{"role": "user", "content": [{"type": "text", "text": text}, *images]}]
 
 
+@functools.lru_cache(maxsize=8)
+def _resolver_at(folder: str) -> Resolver:
+    return directory_resolver(folder)
+
+
 @functools.lru_cache(maxsize=64)
 def _spec_at(path: str) -> EnvironmentSpec:
     return load_spec(json.loads(Path(path).read_text("utf-8")))
@@ -193,6 +198,7 @@ def verifiers_classes() -> dict[str, type]:
         task_key: str
         seed: int = 0
         faults: bool = True
+        attachments: str | None = None
 
     class CoworkEnvTask(vf.Task[CoworkEnvData]):
         @property
@@ -213,6 +219,9 @@ def verifiers_classes() -> dict[str, type]:
         """One task per task and seed."""
         faults: bool = True
         """Inject the spec's tool faults."""
+        attachments: str | None = None
+        """A folder of the specs' attachment files (any names): view tools' images are
+        sent to the player as ``image_url`` parts."""
 
     class CoworkEnvTaskset(vf.Taskset[CoworkEnvTask, CoworkEnvTasksetConfig]):
         def _task(self, path: str, spec: EnvironmentSpec, task_key: str, seed: int):
@@ -228,6 +237,7 @@ def verifiers_classes() -> dict[str, type]:
                     task_key=task.key,
                     seed=seed,
                     faults=self.config.faults,
+                    attachments=self.config.attachments,
                 ),
                 self.config.task,
             )
@@ -263,7 +273,11 @@ def verifiers_classes() -> dict[str, type]:
         async def run(self, task, agents):
             data = task.data
             episode = TextEpisode(
-                _spec_at(data.spec_path), data.task_key, data.seed, faults=data.faults
+                _spec_at(data.spec_path),
+                data.task_key,
+                data.seed,
+                faults=data.faults,
+                attachments=_resolver_at(data.attachments) if data.attachments else None,
             )
             async with agents.player.interaction(task) as interaction:
                 message = episode.opening()

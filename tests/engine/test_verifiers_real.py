@@ -164,3 +164,32 @@ def test_taskset_from_the_apps_verifiers_export(tmp_path):
     missing = CLASSES["CoworkEnvTasksetConfig"](specs=[str(SAMPLES[0])], rows=str(rows))
     with pytest.raises(ValueError, match="no spec in `specs` is named"):
         list(CLASSES["CoworkEnvTaskset"](missing))
+
+
+def test_a_view_tools_image_reaches_the_player_as_verifiers_image_content(tmp_path):
+    """With ``attachments`` (a folder of the spec's files), the tool results of a view tool
+    come to the player as one user message that verifiers' own parser (what ``turn`` applies
+    to wire dicts) types as text + ``ImageUrlContentPart`` with the image's data: URL."""
+    from verifiers.v1.dialects import parse_message
+    from verifiers.v1.types import ImageUrlContentPart, TextContentPart, UserMessage
+
+    from coworkenv_engine.attachments import data_url
+
+    from .test_attachments import PNG, image_spec
+
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "receipt.png").write_bytes(PNG)
+    spec_path = tmp_path / "receipts.json"
+    spec_path.write_text(json.dumps(image_spec()))
+    config = CLASSES["CoworkEnvTasksetConfig"](
+        specs=[str(spec_path)], attachments=str(tmp_path / "files"), faults=False
+    )
+    task = next(t for t in CLASSES["CoworkEnvTaskset"](config) if t.data.task_key == "file-rc-1")
+    view = {"tool_calls": [{"name": "view_receipt", "arguments": {"receipt_id": "rc-1"}}]}
+    player = run(task, [json.dumps(view), "Done."])
+    (message,) = player.seen[1]
+    typed = parse_message(message)
+    assert isinstance(typed, UserMessage)
+    text, image = typed.content
+    assert isinstance(text, TextContentPart) and isinstance(image, ImageUrlContentPart)
+    assert image.image_url.url == data_url("image/png", PNG)

@@ -97,3 +97,50 @@ def test_a_withdrawn_environment_is_gone_after_a_refresh(app_url, served, projec
     while not _tasks(url, token).json()["environments"]:
         assert time.monotonic() < deadline + 20, "the catalogue was not refreshed in time"
         time.sleep(0.05)
+
+
+def test_an_image_environments_view_tool_sends_the_stored_image_as_a_data_url(
+    transactional_db, project, author
+):
+    """A receipts environment (images in the attachments storage), served by the web app:
+    the oracle, driven through OpenEnv's client, sees each receipt it views as an
+    ``image_url`` part with the stored bytes' ``data:`` URL, and scores 1.0."""
+    from openenv.core import GenericEnvClient
+
+    from apps.accounts.services import api_token_create
+    from apps.environments.services import environment_import_with_files, environment_validate
+    from apps.synthesis.generators.receipts import generate_receipts_environment
+    from coworkenv_engine.adversaries import policy_by_name
+    from coworkenv_engine.attachments import data_url, image_urls
+    from coworkenv_engine.spec import load_spec
+    from coworkenv_web.asgi import application
+    from tests.engine.drive import play
+
+    doc, files = generate_receipts_environment(seed=1, tasks=1)
+    environment = environment_import_with_files(project=project, spec=doc, files=files, user=author)
+    assert environment_validate(environment=environment).valid
+    _, token = api_token_create(user=author, name="vlm trainer")
+    spec = load_spec(doc)
+    expected = {
+        data_url(a["media_type"], files[a["sha256"]])
+        for a in doc["attachments"]
+        if a["media_type"].startswith("image/")
+    }
+    with running(application) as url:
+        base = f"{url}/envs/{project.slug}/t/{token}"
+        with GenericEnvClient(base_url=base).sync() as client:
+            task = spec.tasks[0]
+
+            def as_obs(result):
+                return {**result.observation, "reward": result.reward, "done": result.done}
+
+            seen = play(
+                spec,
+                task.key,
+                policy_by_name("oracle"),
+                as_obs(client.reset(task_key=task.key, faults=False)),
+                lambda action: as_obs(client.step(action)),
+            )
+    shown = {u for obs in seen for m in obs["messages"] for u in image_urls(m["content"])}
+    assert shown and shown <= expected
+    assert seen[-1]["reward"] == 1.0
