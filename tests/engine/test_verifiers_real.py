@@ -3,8 +3,9 @@ loads real ``Task``/``TaskData`` objects, and ``CoworkEnvEnv.run`` drives a scri
 through the real ``Segment``/``AssistantMessage`` types and records on a real ``Trace``.
 
 verifiers 0.4.0 pins ``openai<3`` and ``mcp==2.0.0``; the app's venv has openai 3.x and
-mcp 2.3 (openenv-core's fastmcp), so it is not installed there and this module skips. Run it
-in a venv of its own (no Django needed):
+mcp 2.3 (openenv-core's fastmcp), so it is not installed there and this module skips there;
+``test_verifiers_venv.py`` runs it in the suite, in a cached venv of its own. By hand (no
+Django needed):
 
     python -m venv /tmp/vf && /tmp/vf/bin/pip install verifiers jsonschema jmespath \\
         google-re2 pytest
@@ -23,8 +24,8 @@ import pytest
 vf = pytest.importorskip(
     "verifiers.v1",
     reason="verifiers is not installed in this venv: verifiers 0.4.0 pins openai<3 and "
-    "mcp==2.0.0, which would downgrade the app's openai 3.x and openenv-core's mcp; run this "
-    "module in a venv of its own (see its docstring)",
+    "mcp==2.0.0, which would downgrade the app's openai 3.x and openenv-core's mcp; "
+    "test_verifiers_venv.py runs this module in a venv of its own",
 )
 
 from verifiers.v1.trace import AgentInfo, TraceTask  # noqa: E402
