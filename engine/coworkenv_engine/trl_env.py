@@ -28,6 +28,7 @@ is not installed). The bytes come from ``environment_class(spec, attachments=res
 
 from __future__ import annotations
 
+import base64
 import inspect
 import io
 import json
@@ -169,16 +170,23 @@ class _CoworkEnvBase:
         return [{"type": "text", "text": text}, *images] if images else text
 
     def _image(self, url: str) -> dict[str, Any]:
-        sha = url_sha256(url) or ""
-        attachment = next((a for a in self.spec.attachments if a.sha256 == sha), None)
-        data = self.attachments(sha) if self.attachments and attachment else None
-        if attachment is None or data is None:
-            name = attachment.name if attachment else "an attachment"
-            return {"type": "text", "text": f"[image {name} is not available]"}
+        """An ``image`` block for an ``attachment:`` URL (bytes from ``attachments``) or a
+        ``data:`` URL (what an environment server sends)."""
+        if url.startswith("data:") and ";base64," in url:
+            media_type = url[5:].split(";", 1)[0]
+            data = base64.b64decode(url.split(",", 1)[1])
+        else:
+            sha = url_sha256(url) or ""
+            attachment = next((a for a in self.spec.attachments if a.sha256 == sha), None)
+            data = self.attachments(sha) if self.attachments and attachment else None
+            if attachment is None or data is None:
+                name = attachment.name if attachment else "an attachment"
+                return {"type": "text", "text": f"[image {name} is not available]"}
+            media_type = attachment.media_type
         try:
             from PIL import Image
         except ImportError:  # a data: URL, which transformers' load_image also reads
-            return {"type": "image", "image": data_url(attachment.media_type, data)}
+            return {"type": "image", "image": data_url(media_type, data)}
         image = Image.open(io.BytesIO(data))
         image.load()
         return {"type": "image", "image": image}
