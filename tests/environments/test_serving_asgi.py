@@ -59,6 +59,21 @@ def test_the_mount_is_per_project_and_django_still_serves_the_rest(
     ]
     assert _tasks(theirs, served["member"]).status_code == 401
     assert httpx.get(f"{mine}/health").json() == {"status": "healthy"}
+    # an HTTP episode through the mount (POST routes, episode_id sessions)
+    headers = {"Authorization": f"Bearer {served['member']}"}
+    task_key = served["spec"].tasks[0].key
+    reset = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=headers).json()
+    episode_id = reset["observation"]["episode_id"]
+    step = httpx.post(
+        f"{mine}/step",
+        json={"episode_id": episode_id, "action": {"reply": "Done."}},
+        headers=headers,
+    )
+    assert step.status_code == 200 and step.json()["observation"]["turn_ended"] is True
+    state = httpx.get(f"{mine}/state", params={"episode_id": episode_id}, headers=headers)
+    assert (state.json()["task_key"], state.json()["step_count"]) == (task_key, 1)
+    closed = httpx.post(f"{mine}/close", json={"episode_id": episode_id}, headers=headers)
+    assert closed.json() == {"episode_id": episode_id, "closed": True}
     # Django answers everything outside /envs/<slug>/
     from django.urls import reverse
 
