@@ -5,11 +5,17 @@
 * the in-process engine: ``EpisodeSession.act`` steps per second (whole episodes, session
   creation and start included, as the server's resets are) and per-step latency, replaying
   the oracle's actions on every sample task (fault-free);
-* the same actions through the OpenEnv-protocol server (``python -m coworkenv_engine
-  serve`` in a subprocess on loopback, WebSocket sessions) at 1, 64 and 256 concurrent
-  sessions: steps per second, p50 / p99 step latency (send to reply), and the ratio to the
-  in-process engine; the p99 overhead over the in-process step is the issue's target
-  (< 1 ms at 64 sessions);
+* the same actions through the OpenEnv-protocol server (``engine.server.serve`` in a
+  subprocess on loopback, WebSocket sessions, probed: see ``_probe``) at 1, 64 and 256
+  concurrent sessions: steps per second and its ratio to the in-process engine; p50 / p99
+  step latency end to end (client send to reply: at n sessions mostly queueing behind the
+  others, n / throughput); p50 / p99 of the handling time inside the server and of its
+  overhead (handling minus the engine's ``act``), in wall time and in the handler thread's
+  CPU time; the server process's CPU time per step. The issue's target is the server's
+  overhead per step, < 1 ms p99 at 64 sessions;
+* ``--against REV``: the same server measurements for the engine of a git revision (its
+  ``engine/coworkenv_engine`` extracted to a temporary folder), interleaved with this
+  checkout's in the same run, and the after/before ratios;
 * a Claw-Eval-style HTTP mock service (``bench/engine.py``'s: one POST per tool call to a
   stdlib threading server, one client) over the same samples' reference calls, for scale:
   the server's single-session steps/s against the mock's calls/s.
@@ -21,12 +27,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -97,24 +106,67 @@ def in_process(scripts, episodes: int) -> tuple[list[float], float]:
     return latencies, time.perf_counter() - start
 
 
-def start_server() -> tuple[subprocess.Popen, str]:
+def _probe(port: int, out: str) -> None:
+    """The server of this checkout (or of ``--against``'s, by PYTHONPATH) with probes:
+    for each step, the time from the WebSocket message's arrival in the handler to the
+    observation's send returning, and the engine's ``act`` inside it; written to ``out``
+    when the server stops."""
+    import signal
+
+    from starlette.websockets import WebSocket
+
+    from coworkenv_engine.server import serve
+    from coworkenv_engine.session import EpisodeSession
+
+    samples: list[tuple[float, float, float, float]] = []
+    clock, cpu = time.perf_counter, time.thread_time
+    current: list = [None]
+    receive, act = WebSocket.receive_text, EpisodeSession.act
+
+    async def receive_text(self):
+        text = await receive(self)
+        self._bench_t, self._bench_c, self._bench_act = clock(), cpu(), None
+        current[0] = self  # the handler runs on to act() without yielding
+        return text
+
+    def timed_act(self, *args, **kwargs):
+        t0, c0 = clock(), cpu()
+        try:
+            return act(self, *args, **kwargs)
+        finally:
+            current[0]._bench_act = (clock() - t0, cpu() - c0)
+
+    def sender(original):
+        async def send(self, *args, **kwargs):
+            await original(self, *args, **kwargs)
+            if getattr(self, "_bench_act", None) is not None:
+                wall, used = clock() - self._bench_t, cpu() - self._bench_c
+                samples.append((wall, self._bench_act[0], used, self._bench_act[1]))
+                self._bench_act = None
+
+        return send
+
+    WebSocket.receive_text = receive_text
+    EpisodeSession.act = timed_act
+    WebSocket.send_text = sender(WebSocket.send_text)
+    WebSocket.send_json = sender(WebSocket.send_json)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    specs = [load_spec(json.loads(p.read_text("utf-8"))) for p in SAMPLES]
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the signal it caught
+        serve(specs, port=port, max_sessions=1024)
+    Path(out).write_text(json.dumps(samples))
+
+
+def start_server(engine: Path, out: Path) -> tuple[subprocess.Popen, str]:
+    """A probed server (``_probe``) on a free port, its engine imported from ``engine``."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    path = os.pathsep.join([str(engine), str(ROOT), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "coworkenv_engine",
-            "serve",
-            *map(str, SAMPLES),
-            "--port",
-            str(port),
-            "--max-sessions",
-            "1024",
-        ],
+        [sys.executable, str(Path(__file__).resolve()), "--probe", str(port), str(out)],
         cwd=ROOT,
-        env={**os.environ, "COWORKENV_ENV_TOKEN": ""},
+        env={**os.environ, "PYTHONPATH": path},
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -126,6 +178,24 @@ def start_server() -> tuple[subprocess.Popen, str]:
             time.sleep(0.1)
     proc.terminate()
     raise RuntimeError("the server did not start")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def engine_at(rev: str, into: Path) -> Path:
+    """The engine package of git revision ``rev``, extracted under ``into``."""
+    archive = subprocess.run(
+        ["git", "archive", rev, "engine/coworkenv_engine"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "engine"
 
 
 async def through_server(url: str, scripts, sessions: int, episodes_each: int):
@@ -164,22 +234,60 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+def measure(engine: Path, scripts, n: int, episodes_each: int, tmp: Path) -> dict:
+    out = tmp / f"samples-{n}-{abs(hash(str(engine)))}.json"
+    proc, url = start_server(engine, out)
+    try:
+        cpu0 = cpu_seconds(proc.pid)
+        lat, wall = asyncio.run(through_server(url, scripts, n, episodes_each))
+        cpu = cpu_seconds(proc.pid) - cpu0
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    samples = json.loads(out.read_text())
+    handling = [h for h, _, _, _ in samples]
+    overhead = [h - a for h, a, _, _ in samples]
+    overhead_cpu = [c - a for _, _, c, a in samples]
+    return {
+        "rate": len(lat) / wall,
+        "p50": pct(lat, 0.5),
+        "p99": pct(lat, 0.99),
+        "handling_p50": pct(handling, 0.5),
+        "handling_p99": pct(handling, 0.99),
+        "overhead_p50": pct(overhead, 0.5),
+        "overhead_p99": pct(overhead, 0.99),
+        "overhead_cpu_p50": pct(overhead_cpu, 0.5),
+        "overhead_cpu_p99": pct(overhead_cpu, 0.99),
+        "cpu_per_step": cpu / len(lat),
+        "engine_cpu_mean": statistics.mean(a for _, _, _, a in samples),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sessions", default="1,64,256")
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        default=None,
+        help="also measure the server of this git revision (before/after in the same run)",
+    )
+    parser.add_argument("--probe", nargs=2, metavar=("PORT", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.probe:
+        _probe(int(args.probe[0]), args.probe[1])
+        return
     steps_target = 2_000 if args.quick else 10_000
 
     scripts = oracle_scripts()
     mean_steps = statistics.mean(len(a) for _, _, a in scripts)
     local, local_wall = in_process(scripts, max(1, int(steps_target / mean_steps)))
     local_rate = len(local) / local_wall
-    local_mean = statistics.mean(local)
     print(f"oracle scripts: {len(scripts)} tasks, {mean_steps:.1f} steps per episode")
     print(
         f"in process      {local_rate:10.0f} steps/s   p50 {pct(local, 0.5) * 1e3:6.3f} ms   "
-        f"p99 {pct(local, 0.99) * 1e3:6.3f} ms"
+        f"p99 {pct(local, 0.99) * 1e3:6.3f} ms   mean {statistics.mean(local) * 1e3:6.3f} ms"
     )
     from bench.engine import bench_http, reference_calls
 
@@ -189,22 +297,48 @@ def main() -> None:
         mock_rates.append(bench_http(load_spec(doc), reference_calls(doc), steps_target // 4))
     mock_rate = statistics.mean(mock_rates)
     print(f"HTTP mock       {mock_rate:10.0f} calls/s (Claw-Eval style, 1 client, tool calls only)")
-    proc, url = start_server()
-    try:
+    print(
+        "server: end-to-end = client send to reply (queueing at n sessions included); "
+        "handling = message in the handler to its reply sent; overhead = handling minus the "
+        "engine's act() (wall time, and the handler thread's CPU time, which leaves out "
+        "the time other processes of a busy machine take); CPU/step = the server process's "
+        "CPU time per step, event loop and WebSocket framing included"
+    )
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        versions = [("this checkout", ROOT / "engine")]
+        if args.against:
+            versions.insert(0, (args.against, engine_at(args.against, tmp)))
+        results: dict[tuple[str, int], dict] = {}
         for n in (int(x) for x in args.sessions.split(",")):
             episodes_each = max(1, int(steps_target / mean_steps / n))
-            lat, wall = asyncio.run(through_server(url, scripts, n, episodes_each))
-            rate = len(lat) / wall
-            p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
-            print(
-                f"server x{n:<4}     {rate:10.0f} steps/s   p50 {p50 * 1e3:6.3f} ms   "
-                f"p99 {p99 * 1e3:6.3f} ms   in-process/server {local_rate / rate:6.1f}x   "
-                f"p99 overhead {(p99 - local_mean) * 1e3:7.3f} ms   "
-                f"server/mock {rate / mock_rate:5.2f}x"
-            )
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+            for label, engine in versions:
+                r = results[label, n] = measure(engine, scripts, n, episodes_each, tmp)
+                print(
+                    f"{label[:14]:<14} x{n:<4} {r['rate']:7.0f} steps/s "
+                    f"({local_rate / r['rate']:5.1f}x slower than in process, "
+                    f"{r['rate'] / mock_rate:4.2f}x the mock)   "
+                    f"end-to-end p50 {r['p50'] * 1e3:7.3f} p99 {r['p99'] * 1e3:8.3f} ms   "
+                    f"handling p50 {r['handling_p50'] * 1e3:6.3f} p99 "
+                    f"{r['handling_p99'] * 1e3:6.3f} ms   overhead p50 "
+                    f"{r['overhead_p50'] * 1e3:6.3f} p99 {r['overhead_p99'] * 1e3:6.3f} ms "
+                    f"(CPU p50 {r['overhead_cpu_p50'] * 1e3:6.3f} p99 "
+                    f"{r['overhead_cpu_p99'] * 1e3:6.3f} ms)   "
+                    f"CPU/step {r['cpu_per_step'] * 1e3:6.3f} ms "
+                    f"({(r['cpu_per_step'] - r['engine_cpu_mean']) * 1e3:6.3f} over the engine)"
+                )
+        if args.against:
+            for n in (int(x) for x in args.sessions.split(",")):
+                before, after = results[args.against, n], results["this checkout", n]
+                print(
+                    f"x{n:<4} after/before: overhead p99 "
+                    f"{after['overhead_p99'] / before['overhead_p99']:4.2f}x (CPU "
+                    f"{after['overhead_cpu_p99'] / before['overhead_cpu_p99']:4.2f}x), "
+                    "overhead p50 "
+                    f"{after['overhead_p50'] / before['overhead_p50']:4.2f}x, CPU/step "
+                    f"{after['cpu_per_step'] / before['cpu_per_step']:4.2f}x, steps/s "
+                    f"{after['rate'] / before['rate']:4.2f}x"
+                )
 
 
 if __name__ == "__main__":

@@ -14,10 +14,18 @@ project, any role; sent as ``Authorization: Bearer <token>`` or as the ``/t/<tok
 prefix (OpenEnv's client cannot send headers: ``GenericEnvClient(base_url=
 "http://host:8000/t/<token>")``). A missing, wrong, revoked or another project's token gets
 the same 401 ``missing or wrong token``.
+
+Served from the web app too: ``ProjectEnvServers`` wraps the ASGI application
+(``coworkenv_web/asgi.py``) so that ``/envs/<project-slug>/…`` (HTTP and the ``/ws``
+WebSocket) reaches that project's server, built on its first request and kept (its catalogue
+read again every ``ENVSERVER_REFRESH_S`` seconds, 60 by default); everything else goes to
+Django. An unknown project gets 404, a wrong token the same 401 as above.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +36,7 @@ from asgiref.sync import sync_to_async
 
 from apps.accounts.models import Membership, Project
 from apps.accounts.services import api_token_authenticate
+from apps.environments.attachments import attachment_bytes
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.specs import environment_spec
 from coworkenv_engine import spec as engine_spec
@@ -132,16 +141,23 @@ def project_token_allowed(*, project_id: int, raw: str) -> bool:
     return Membership.objects.filter(project_id=project_id, user_id=token.user_id).exists()
 
 
-def project_envserver_app(*, project: Project, refresh_interval: float | None = 60.0, **options):
+def project_envserver_app(
+    *,
+    project: Project,
+    refresh_interval: float | None = 60.0,
+    allow_empty: bool = False,
+    **options,
+):
     """The engine's starlette app over ``project_catalogue(project)``, opened by the
     project's tokens, the catalogue read again every ``refresh_interval`` seconds (None:
     never). ``options`` go to ``engine.server.create_app`` (session limits). Raises
-    ValueError when the project has no servable environment at start."""
+    ValueError when the project has no servable environment at start, unless
+    ``allow_empty`` (the app's mount: environments validated later appear at a refresh)."""
     from coworkenv_engine.server import create_app  # the envserver extra
 
     loaded: dict = {}
     catalogue = project_catalogue(project=project, loaded=loaded)
-    if not catalogue.specs:
+    if not catalogue.specs and not allow_empty:
         raise ValueError(f"Project “{project.slug}” has no valid or approved environment to serve.")
     check = sync_to_async(project_token_allowed)
     project_id = project.pk
@@ -164,7 +180,113 @@ def project_envserver_app(*, project: Project, refresh_interval: float | None = 
         listing_extra=catalogue.extra,
         refresh=sync_to_async(reread) if refresh_interval else None,
         refresh_interval=refresh_interval or 60.0,
+        allow_empty=allow_empty,
+        attachments=attachment_bytes,  # view tools' images as data: URLs
         **options,
     )
     app.state.catalogue = catalogue
     return app
+
+
+PREFIX = "/envs/"
+
+
+class ProjectEnvServers:
+    """ASGI middleware: ``/envs/<slug>/<route>`` (HTTP and WebSocket) to the environment
+    server of the project ``slug``, anything else to ``app`` (Django).
+
+    A project's server is built on its first request (``project_envserver_app``, empty
+    catalogues allowed) and kept for the life of the process; its lifespan (session reaper,
+    catalogue refresh every ``ENVSERVER_REFRESH_S`` seconds) starts with it and ends at the
+    ASGI server's shutdown, which also forgets the servers. The lifespan protocol is answered
+    here (Django's handler does not speak it). An unknown slug gets 404."""
+
+    def __init__(self, app, *, prefix: str = PREFIX):
+        self.app = app
+        self.prefix = prefix
+        self.servers: dict[str, Any] = {}
+        self._lock: asyncio.Lock | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        kind = scope["type"]
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        path = scope.get("path", "")
+        if kind in ("http", "websocket") and path.startswith(self.prefix):
+            slug, slash, _ = path[len(self.prefix) :].partition("/")
+            if slug and slash:
+                server = await self.server(slug)
+                if server is None:
+                    await _not_found(scope, receive, send, slug)
+                    return
+                root = scope.get("root_path", "") + self.prefix + slug
+                await server({**scope, "root_path": root}, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def server(self, slug: str):
+        """The project's server, built (and its lifespan entered) on first use; None for a
+        slug no project has."""
+        server = self.servers.get(slug)
+        if server is not None:
+            return server
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            server = self.servers.get(slug)
+            if server is None:
+                server = await sync_to_async(_project_server)(slug)
+                if server is None:
+                    return None
+                if self._stack is None:
+                    self._stack = contextlib.AsyncExitStack()
+                await self._stack.enter_async_context(server.router.lifespan_context(server))
+                self.servers[slug] = server
+        return server
+
+    async def close(self) -> None:
+        """End every project server's lifespan and forget them."""
+        stack, self._stack = self._stack, None
+        self.servers.clear()
+        self._lock = None
+        if stack is not None:
+            await stack.aclose()
+
+    async def _lifespan(self, receive, send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def _project_server(slug: str):
+    from django.conf import settings
+
+    project = Project.objects.filter(slug=slug).first()
+    if project is None:
+        return None
+    refresh = float(getattr(settings, "ENVSERVER_REFRESH_S", 60.0))
+    return project_envserver_app(
+        project=project, refresh_interval=refresh or None, allow_empty=True
+    )
+
+
+async def _not_found(scope, receive, send, slug: str) -> None:
+    from starlette.responses import JSONResponse
+    from starlette.websockets import WebSocket
+
+    response = JSONResponse({"detail": f"no project {slug!r}"}, 404)
+    if scope["type"] == "http":
+        await response(scope, receive, send)
+        return
+    websocket = WebSocket(scope, receive, send)
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await websocket.send_denial_response(response)
+    else:
+        await websocket.close(code=1008)

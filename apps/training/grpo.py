@@ -222,8 +222,8 @@ def remote_environment_class(spec, *, url: str, token: str | None = None, faults
             if self._done:
                 return OVER
             obs = self._step(reply, calls)
-            if calls:
-                return "\n".join(r["content"] for r in obs["tool_results"])
+            if calls:  # text, or TRL's content blocks when the server sent images
+                return self._tool_response(obs["tool_results"])
             return OVER if obs["done"] else obs["user_message"]
 
         def _finish(self, final_reply: str) -> float | None:

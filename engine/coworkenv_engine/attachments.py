@@ -203,6 +203,29 @@ def describe(data: bytes, *, name: str, media_type: str | None = None) -> Attach
     return Attachment(hashlib.sha256(data).hexdigest(), media_type, len(data), name)
 
 
+def directory_resolver(root: str) -> Resolver:
+    """A ``Resolver`` over the files under ``root`` (any names, any depth), each found by the
+    sha256 of its bytes: where a standalone server or trainer keeps an environment's images
+    (the app's storage layout ``<2 hex>/<sha256>`` works as is). Hashed once, read on use."""
+    import os
+
+    paths: dict[str, str] = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as handle:
+                paths[hashlib.sha256(handle.read()).hexdigest()] = path
+
+    def resolve(sha256: str) -> bytes | None:
+        path = paths.get(sha256)
+        if path is None:
+            return None
+        with open(path, "rb") as handle:
+            return handle.read()
+
+    return resolve
+
+
 def message_text(content: Any) -> str:
     """A message's text: the string itself, or the joined ``text`` parts of a part list
     (a view tool's result: its record as JSON, then the images)."""

@@ -10,7 +10,7 @@ import traceback
 from typing import Any, TextIO
 
 from .adversaries import policy_by_name
-from .attachments import image_urls, message_text
+from .attachments import directory_resolver, image_urls, message_text
 from .bounds import MAX_DOCUMENT_CHARS, DocumentUnreadable, loads_document
 from .problems import Problem, SpecError
 from .runner import run_task
@@ -57,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-sessions", type=int, default=256)
     sv.add_argument("--idle-timeout", type=float, default=600.0, help="seconds")
     sv.add_argument("--max-lifetime", type=float, default=3600.0, help="seconds")
+    sv.add_argument(
+        "--attachments",
+        default=None,
+        metavar="DIR",
+        help="a folder of the specs' attachment files (any names): view tools' images are "
+        "sent as data: URLs",
+    )
     return p
 
 
@@ -107,6 +114,12 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"serve needs the envserver extra (starlette, uvicorn): {exc}", file=sys.stderr)
         return EXIT_USAGE
+    resolver = None
+    if args.attachments is not None:
+        if not os.path.isdir(args.attachments):
+            print(f"--attachments: {args.attachments} is not a folder", file=sys.stderr)
+            return EXIT_USAGE
+        resolver = directory_resolver(args.attachments)
     token = args.token or os.environ.get("COWORKENV_ENV_TOKEN") or None
     if token is None and args.host not in LOOPBACK and not args.open:
         print(
@@ -123,6 +136,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
         max_lifetime=args.max_lifetime,
+        attachments=resolver,
     )
     return EXIT_OK
 

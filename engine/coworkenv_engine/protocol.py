@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .attachments import Attachment, Resolver, data_url
 from .policies import ToolCall
 from .session import EpisodeSession
 from .spec import EnvironmentSpec, load_spec
@@ -124,6 +126,31 @@ class Catalog:
             raise ProtocolError("NOT_FOUND", "no task matches the given split/capability")
         spec, key = random.Random(seed).choice(matching)
         return spec, key, seed, faults
+
+
+# --------------------------------------------------------------------------- images
+
+
+class ImageURLs:
+    """The ``data:`` URL of an image attachment from a ``Resolver`` (sha256 -> bytes), the
+    last ``max_entries`` kept: an image viewed by many sessions is read and encoded once."""
+
+    def __init__(self, resolve: Resolver, max_entries: int = 32):
+        self.resolve = resolve
+        self.max_entries = max_entries
+        self.cache: OrderedDict[str, str | None] = OrderedDict()
+
+    def __call__(self, attachment: Attachment) -> str | None:
+        key = attachment.sha256
+        if key in self.cache:
+            self.cache.move_to_end(key)
+            return self.cache[key]
+        data = self.resolve(key)
+        url = None if data is None else data_url(attachment.media_type, data)
+        self.cache[key] = url
+        if len(self.cache) > self.max_entries:
+            self.cache.popitem(last=False)
+        return url
 
 
 # --------------------------------------------------------------------------- sessions

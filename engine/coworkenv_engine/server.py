@@ -34,7 +34,10 @@ limit gets ``CAPACITY_REACHED`` and is closed, an HTTP reset gets 503), each dro
 Bearer-token auth when a token is set (``Authorization: Bearer <token>`` or the ``/t/<token>``
 prefix), or through ``authorise`` (an async callable given the presented token, empty when
 none, returning whether it may use the server: how the app checks its project API tokens).
-Engine steps run on the event loop (a step is well under a millisecond).
+Engine steps run on the event loop (a step is well under a millisecond). JSON is read and
+written with ``orjson`` when it is installed (the ``server`` extra has it), else the standard
+library; ``serve`` turns WebSocket compression (permessage-deflate) off: on loopback or a
+cluster network it costs more CPU per step than the bytes it saves.
 """
 
 from __future__ import annotations
@@ -55,12 +58,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from .attachments import Resolver
 from .protocol import (
     ACTION_SCHEMA,
     OBSERVATION_SCHEMA,
     STATE_SCHEMA,
     VERSION,
     Catalog,
+    ImageURLs,
     ProtocolError,
     SessionStore,
     Slot,
@@ -73,6 +78,26 @@ from .session import EpisodeSession, SessionError
 from .spec import EnvironmentSpec
 
 logger = logging.getLogger(__name__)
+
+try:  # the per-step path: decode the action, encode the observation
+    import orjson
+
+    def _dumps(value: Any) -> bytes:
+        return orjson.dumps(value)
+
+    _loads = orjson.loads
+except ImportError:  # pragma: no cover - the server extra installs orjson
+
+    def _dumps(value: Any) -> bytes:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+    _loads = json.loads
+
+
+class _JSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return _dumps(content)
+
 
 # --------------------------------------------------------------------------- app
 
@@ -87,6 +112,8 @@ def create_app(
     listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
     refresh: Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]] | None = None,
     refresh_interval: float = 60.0,
+    allow_empty: bool = False,
+    attachments: Resolver | None = None,
     max_sessions: int = 256,
     idle_timeout: float = 600.0,
     max_lifetime: float = 3600.0,
@@ -97,11 +124,16 @@ def create_app(
     environment name (the app adds its database id, revision and spec hash).
     ``refresh``: an async callable returning ``(specs, listing_extra)``, awaited every
     ``refresh_interval`` seconds to replace the catalogue (new resets see it; running
-    sessions keep the spec they started with; a refresh that fails keeps the old one)."""
+    sessions keep the spec they started with; a refresh that fails keeps the old one).
+    ``allow_empty``: start with no environment (a catalogue a refresh fills later).
+    ``attachments``: where image bytes come from (sha256 -> bytes); view tools' images are
+    then sent as ``image_url`` parts with ``data:`` URLs (without it, as the transcript's
+    ``attachment:sha256:<hex>`` URLs)."""
     if token and authorise is not None:
         raise ValueError("give a token or an authorise callable, not both")
-    current = _Current(Catalog(specs, listing_extra=listing_extra))
+    current = _Current(Catalog(specs, listing_extra=listing_extra, allow_empty=allow_empty))
     store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock)
+    image_url = ImageURLs(attachments) if attachments is not None else None
 
     async def authorised(request_or_ws: Request | WebSocket) -> bool:
         if not token and authorise is None:
@@ -115,19 +147,19 @@ def create_app(
             return bool(await authorise(given))
         return hmac.compare_digest(given.encode(), token.encode())
 
-    def error(exc: ProtocolError | SessionError) -> JSONResponse:
+    def error(exc: ProtocolError | SessionError) -> _JSON:
         if isinstance(exc, SessionError):
-            return JSONResponse({"detail": str(exc), "code": "EXECUTION_ERROR"}, 409)
+            return _JSON({"detail": str(exc), "code": "EXECUTION_ERROR"}, 409)
         status = HTTP_STATUS.get(exc.code, 400)
         detail: Any = exc.errors if exc.code == "VALIDATION_ERROR" else str(exc)
-        return JSONResponse({"detail": detail, "code": exc.code}, status)
+        return _JSON({"detail": detail, "code": exc.code}, status)
 
     async def body(request: Request) -> dict[str, Any]:
         raw = await request.body()
         if not raw:
             return {}
         try:
-            data = json.loads(raw)
+            data = _loads(raw)
         except ValueError as exc:
             raise ProtocolError("INVALID_JSON", "the body is not JSON") from exc
         if not isinstance(data, dict):
@@ -135,9 +167,9 @@ def create_app(
         return data
 
     def guarded(handler):
-        async def endpoint(request: Request) -> JSONResponse:
+        async def endpoint(request: Request) -> _JSON:
             if not await authorised(request):
-                return JSONResponse({"detail": "missing or wrong token"}, 401)
+                return _JSON({"detail": "missing or wrong token"}, 401)
             try:
                 return await handler(request)
             except (ProtocolError, SessionError) as exc:
@@ -149,7 +181,12 @@ def create_app(
         catalog = current.catalog
         spec, task_key, seed, faults = catalog.resolve(kwargs)
         slot.session = EpisodeSession(
-            spec, task_key, seed, faults=faults, tools=catalog.tools[spec.name]
+            spec,
+            task_key,
+            seed,
+            faults=faults,
+            tools=catalog.tools[spec.name],
+            image_url=image_url,
         )
         slot.episode_id = kwargs.get("episode_id") or slot.id
         store.touch(slot)
@@ -166,12 +203,12 @@ def create_app(
         obs["episode_id"] = slot.episode_id
         return wire(obs)
 
-    async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "healthy"})
+    async def health(request: Request) -> _JSON:
+        return _JSON({"status": "healthy"})
 
-    async def metadata(request: Request) -> JSONResponse:
+    async def metadata(request: Request) -> _JSON:
         names = ", ".join(current.catalog.specs)
-        return JSONResponse(
+        return _JSON(
             {
                 "name": "coworkenv",
                 "description": f"CoworkEnv environments: {names}",
@@ -182,15 +219,15 @@ def create_app(
             }
         )
 
-    async def schema(request: Request) -> JSONResponse:
-        return JSONResponse(
+    async def schema(request: Request) -> _JSON:
+        return _JSON(
             {"action": ACTION_SCHEMA, "observation": OBSERVATION_SCHEMA, "state": STATE_SCHEMA}
         )
 
-    async def tasks(request: Request) -> JSONResponse:
-        return JSONResponse(current.catalog.listing())
+    async def tasks(request: Request) -> _JSON:
+        return _JSON(current.catalog.listing())
 
-    async def reset(request: Request) -> JSONResponse:
+    async def reset(request: Request) -> _JSON:
         kwargs = await body(request)
         current.catalog.resolve(kwargs)  # refuse bad input before taking a slot
         episode_id = kwargs.get("episode_id")
@@ -200,9 +237,9 @@ def create_app(
             slot = None
         if slot is None or slot.websocket is not None:
             slot = store.open(uuid.uuid4().hex if slot is not None else episode_id)
-        return JSONResponse(start(slot, kwargs))
+        return _JSON(start(slot, kwargs))
 
-    async def http_step(request: Request) -> JSONResponse:
+    async def http_step(request: Request) -> _JSON:
         data = await body(request)
         extra = sorted(set(data) - {"action", "episode_id", "timeout_s", "request_id"})
         if extra:
@@ -215,25 +252,26 @@ def create_app(
         slot = store.get(episode_id)
         if slot.websocket is not None:
             raise ProtocolError("NOT_FOUND", f"no HTTP session {episode_id!r}")
-        return JSONResponse(step(slot, data["action"]))
+        return _JSON(step(slot, data["action"]))
 
-    async def http_state(request: Request) -> JSONResponse:
+    async def http_state(request: Request) -> _JSON:
         episode_id = request.query_params.get("episode_id")
         if not episode_id:
             raise invalid("episode_id", "episode_id is required")
-        return JSONResponse(state_of(store.get(episode_id)))
+        return _JSON(state_of(store.get(episode_id)))
 
-    async def close(request: Request) -> JSONResponse:
+    async def close(request: Request) -> _JSON:
         data = await body(request)
         episode_id = data.get("episode_id")
         if not isinstance(episode_id, str):
             raise invalid("episode_id", "episode_id is required")
         slot = store.get(episode_id)
         store.drop(slot.id)
-        return JSONResponse({"episode_id": episode_id, "closed": True})
+        return _JSON({"episode_id": episode_id, "closed": True})
 
     async def ws_send_error(ws: WebSocket, code: str, message: str, **extra: Any) -> None:
-        await ws.send_json({"type": "error", "data": {"message": message, "code": code, **extra}})
+        reply = {"type": "error", "data": {"message": message, "code": code, **extra}}
+        await ws.send_text(_dumps(reply).decode())
 
     async def ws_endpoint(ws: WebSocket) -> None:
         if not await authorised(ws):
@@ -261,13 +299,13 @@ def create_app(
                 if reply is None:  # close
                     await ws.close()
                     return
-                await ws.send_json(reply)
+                await ws.send_text(_dumps(reply).decode())
         finally:
             store.drop(slot.id)
 
     def ws_message(slot: Slot, raw: str) -> dict[str, Any] | None:
         try:
-            msg = json.loads(raw)
+            msg = _loads(raw)
         except ValueError:
             return _ws_error("INVALID_JSON", "the message is not JSON")
         if not isinstance(msg, dict):
@@ -372,4 +410,10 @@ def serve(
 ) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(specs, **options), host=host, port=port, log_level="warning")
+    uvicorn.run(
+        create_app(specs, **options),
+        host=host,
+        port=port,
+        log_level="warning",
+        ws_per_message_deflate=False,
+    )

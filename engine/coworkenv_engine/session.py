@@ -15,7 +15,11 @@ Observations are plain JSON-able dicts (the OpenEnv observation of ``server.py``
     messages        the messages the environment adds to the conversation, in order
                     (reset: system + user; a tool step: the tool messages; a turn end: the
                     next user message, if any)
-    tool_results    [{tool_call_id, name, ok, content, error_code, retryable}]
+    tool_results    [{tool_call_id, name, ok, content, error_code, retryable}]; a view
+                    tool's ``content`` (in its tool message too) is OpenAI content parts:
+                    the text, then an ``image_url`` part per image — with a ``data:`` URL
+                    when the session has an ``image_url`` maker (a server), else the
+                    transcript's ``attachment:sha256:<hex>`` URL
     user_message    the next user message (reset and turn ends), else None
     turn_reward     at a turn end: that turn's reward (``rewards.turn_rewards``), else None
     system_prompt, tools                  on reset only (else None / [])
@@ -27,8 +31,10 @@ Observations are plain JSON-able dicts (the OpenEnv observation of ``server.py``
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+from .attachments import Attachment, url_sha256
 from .policies import ToolCall
 from .rewards import turn_credit
 from .runner import needs_footprint, reference_footprint
@@ -61,9 +67,12 @@ class EpisodeSession:
         limits: Limits | None = None,
         scoring: ScoringConfig | None = None,
         tools: list[dict[str, Any]] | None = None,
+        image_url: Callable[[Attachment], str | None] | None = None,
     ):
         """``tools``: ``spec.openai_tools()`` computed once by a caller that runs many
-        sessions of one spec (a server); it is sent as is, never changed."""
+        sessions of one spec (a server); it is sent as is, never changed. ``image_url``: the
+        URL an image is shown by in observations (a ``data:`` URL; None: not available);
+        the transcript keeps ``attachment:`` URLs whatever it returns."""
         self.spec = spec if isinstance(spec, EnvironmentSpec) else load_spec(spec)
         self.limits = limits or Limits()
         self.scoring = scoring
@@ -72,6 +81,7 @@ class EpisodeSession:
         self.episode = Episode(self.spec, task_key, seed, faults=faults, limits=self.limits)
         self.task = self.episode.task
         self.tools = tools if tools is not None else self.spec.openai_tools()
+        self.image_url = image_url
         self.transcript: list[dict[str, Any]] = []
         self.turn_states: dict[int, dict[str, Any]] = {}
         self.turn_rewards: list[float] = []
@@ -157,14 +167,11 @@ class EpisodeSession:
         stop = None
         for call_id, call in pending:
             result = self.episode.call(call.name, call.arguments)
-            tool_message = {
-                "role": "tool",
-                "tool_call_id": call_id,
-                "content": result.to_message_content(),
-            }
-            self.transcript.append(tool_message)
-            added.append(tool_message)
-            results.append(self._result(call_id, call.name, result))
+            content = result.message_content()
+            self.transcript.append({"role": "tool", "tool_call_id": call_id, "content": content})
+            shown = self._shown(content)
+            added.append({"role": "tool", "tool_call_id": call_id, "content": shown})
+            results.append(self._result(call_id, call.name, result, shown))
             if result.error_code == "call_limit":
                 stop = "call_limit"
         self._round += 1
@@ -177,13 +184,33 @@ class EpisodeSession:
 
     # ------------------------------------------------------------------ internals
 
+    def _shown(self, content: Any) -> Any:
+        """A tool message's content as observations show it: image parts get the URL of
+        ``image_url`` (a text part says so when the image is not available)."""
+        if not isinstance(content, list) or self.image_url is None:
+            return content
+        by_sha = {a.sha256: a for a in self.spec.attachments}
+        shown = []
+        for part in content:
+            if part.get("type") != "image_url":
+                shown.append(part)
+                continue
+            attachment = by_sha.get(url_sha256(part["image_url"]["url"]) or "")
+            url = self.image_url(attachment) if attachment is not None else None
+            if url is None:
+                name = attachment.name if attachment is not None else "an attachment"
+                shown.append({"type": "text", "text": f"[image {name} is not available]"})
+            else:
+                shown.append({"type": "image_url", "image_url": {"url": url}})
+        return shown
+
     @staticmethod
-    def _result(call_id: str, name: str, result: ToolResult) -> dict[str, Any]:
+    def _result(call_id: str, name: str, result: ToolResult, content: Any) -> dict[str, Any]:
         return {
             "tool_call_id": call_id,
             "name": name,
             "ok": result.ok,
-            "content": result.to_message_content(),
+            "content": content,
             "error_code": result.error_code,
             "retryable": result.retryable,
         }

@@ -17,14 +17,24 @@ Dataset rows carry ``task_key`` and optionally ``seed`` (``task_rows(spec)`` lis
 ``reset(**row)`` returns the system prompt and the first user message as the prompt text.
 After the reward, ``env.grading`` and ``env.turn_rewards`` hold the full grading and the
 per-turn rewards (``rewards.turn_rewards``) for credit assignment.
+
+Images: a view tool whose result shows an image returns TRL's multimodal tool response, a
+list of content blocks ``[{"type": "text", "text": ...}, {"type": "image", "image": <PIL
+image>}]`` (TRL >= 1.x passes a tool's list result through as the tool message content and
+gives the ``image`` blocks to the VLM processor; a ``data:`` URL string stands in when Pillow
+is not installed). The bytes come from ``environment_class(spec, attachments=resolver)``
+(sha256 -> bytes); without one the image is a text block saying it is not available.
 """
 
 from __future__ import annotations
 
+import base64
 import inspect
+import io
 import json
 from typing import Any
 
+from .attachments import Resolver, data_url, url_sha256
 from .policies import ToolCall
 from .session import EpisodeSession
 from .spec import EnvironmentSpec, load_spec
@@ -99,6 +109,7 @@ def _holds_prompt(prompt: Any, user_message: str) -> bool:
 class _CoworkEnvBase:
     spec: EnvironmentSpec
     faults: bool = True
+    attachments: Resolver | None = None
 
     def __init__(self) -> None:
         self._session: EpisodeSession | None = None
@@ -139,8 +150,46 @@ class _CoworkEnvBase:
         obs = session.act(reply, calls)
         self._record(obs)
         if calls:
-            return "\n".join(r["content"] for r in obs["tool_results"])
+            return self._tool_response(obs["tool_results"])
         return OVER if obs["done"] else obs["user_message"]
+
+    def _tool_response(self, results: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+        """The tool results' text, or (images among them) TRL's content blocks."""
+        texts: list[str] = []
+        images: list[dict[str, Any]] = []
+        for result in results:
+            content = result["content"]
+            if not isinstance(content, list):
+                texts.append(content)
+                continue
+            texts.append("".join(p["text"] for p in content if p.get("type") == "text"))
+            images.extend(
+                self._image(p["image_url"]["url"]) for p in content if p.get("type") == "image_url"
+            )
+        text = "\n".join(texts)
+        return [{"type": "text", "text": text}, *images] if images else text
+
+    def _image(self, url: str) -> dict[str, Any]:
+        """An ``image`` block for an ``attachment:`` URL (bytes from ``attachments``) or a
+        ``data:`` URL (what an environment server sends)."""
+        if url.startswith("data:") and ";base64," in url:
+            media_type = url[5:].split(";", 1)[0]
+            data = base64.b64decode(url.split(",", 1)[1])
+        else:
+            sha = url_sha256(url) or ""
+            attachment = next((a for a in self.spec.attachments if a.sha256 == sha), None)
+            data = self.attachments(sha) if self.attachments and attachment else None
+            if attachment is None or data is None:
+                name = attachment.name if attachment else "an attachment"
+                return {"type": "text", "text": f"[image {name} is not available]"}
+            media_type = attachment.media_type
+        try:
+            from PIL import Image
+        except ImportError:  # a data: URL, which transformers' load_image also reads
+            return {"type": "image", "image": data_url(media_type, data)}
+        image = Image.open(io.BytesIO(data))
+        image.load()
+        return {"type": "image", "image": image}
 
     def _record(self, obs: dict[str, Any]) -> None:
         if obs["done"]:
@@ -160,11 +209,19 @@ class _CoworkEnvBase:
 
 
 def environment_class(
-    spec: EnvironmentSpec | dict[str, Any], *, faults: bool = True
+    spec: EnvironmentSpec | dict[str, Any],
+    *,
+    faults: bool = True,
+    attachments: Resolver | None = None,
 ) -> type[_CoworkEnvBase]:
-    """A class for TRL's ``environment_factory`` serving every task of ``spec``."""
+    """A class for TRL's ``environment_factory`` serving every task of ``spec``;
+    ``attachments`` (sha256 -> bytes) gives view tools' images (module docstring)."""
     spec = spec if isinstance(spec, EnvironmentSpec) else load_spec(spec)
-    members: dict[str, Any] = {"spec": spec, "faults": faults}
+    members: dict[str, Any] = {
+        "spec": spec,
+        "faults": faults,
+        "attachments": staticmethod(attachments) if attachments else None,
+    }
     for tool in spec.openai_tools():
         name = tool["function"]["name"]
         if name in RESERVED or name.startswith("_"):

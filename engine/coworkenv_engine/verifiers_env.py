@@ -8,7 +8,11 @@ task's first message, the tools as OpenAI function schemas, how to act); ``respo
 takes the model's reply — a JSON action ``{"tool_calls": [{"name", "arguments"}], "reply":
 "..."}`` (bare or in a ```json fence), or plain text, which is the reply to the user and ends
 the turn — runs it in an ``EpisodeSession`` and returns the next user turn: the tool results,
-or the user's next message when the turn ended, or ``None`` when the episode is over. An
+or the user's next message when the turn ended, or ``None`` when the episode is over. Tool
+results that show images come back as one user message with OpenAI content parts (the JSON
+text, then an ``image_url`` part with a ``data:`` URL per image; verifiers' ``turn`` takes
+such messages), the bytes from ``attachments`` (sha256 -> bytes; without it a text part says
+the image is not available). An
 action that does not parse gets an error turn back; after ``max_invalid`` in a row the
 episode ends. ``finish()`` ends an episode the model left (remaining turns get empty
 replies) so every rollout is graded; then ``reward`` (the engine score), ``grading`` and
@@ -36,7 +40,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .protocol import ProtocolError, parse_action
+from .attachments import Resolver, directory_resolver
+from .protocol import ImageURLs, ProtocolError, parse_action
 from .session import EpisodeSession
 from .spec import EnvironmentSpec, load_spec
 
@@ -80,8 +85,10 @@ class TextEpisode:
         *,
         faults: bool = True,
         max_invalid: int = 3,
+        attachments: Resolver | None = None,
     ):
-        self.session = EpisodeSession(spec, task_key, seed, faults=faults)
+        images = ImageURLs(attachments) if attachments is not None else lambda _: None
+        self.session = EpisodeSession(spec, task_key, seed, faults=faults, image_url=images)
         self.max_invalid = max_invalid
         self.invalid = 0
         self.reward: float | None = None
@@ -103,7 +110,7 @@ class TextEpisode:
             {"user_message": obs["user_message"], "tools": obs["tools"], "how_to_act": HOW_TO_ACT}
         )
 
-    def respond(self, text: str) -> str | None:
+    def respond(self, text: str) -> str | list[dict[str, Any]] | None:
         if self._first is None:
             raise RuntimeError("call opening() first")
         if self.done:
@@ -122,14 +129,7 @@ class TextEpisode:
         if obs["done"]:
             return None
         if calls:
-            return _json(
-                {
-                    "tool_results": [
-                        {k: r[k] for k in ("tool_call_id", "name", "ok", "content")}
-                        for r in obs["tool_results"]
-                    ]
-                }
-            )
+            return _tool_turn(obs["tool_results"])
         return _json({"user_message": obs["user_message"]})
 
     def finish(self) -> float:
@@ -161,6 +161,27 @@ class TextEpisode:
         return out
 
 
+def _tool_turn(results: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """The tool results as JSON text, or (images among them) one user message of content
+    parts: that text, then the images."""
+    rows, images = [], []
+    for r in results:
+        content = r["content"]
+        if isinstance(content, list):
+            images.extend(p for p in content if p.get("type") == "image_url")
+            content = "".join(p["text"] for p in content if p.get("type") == "text")
+        rows.append({**{k: r[k] for k in ("tool_call_id", "name", "ok")}, "content": content})
+    text = _json({"tool_results": rows})
+    if not images:
+        return text
+    return [{"role": "user", "content": [{"type": "text", "text": text}, *images]}]
+
+
+@functools.lru_cache(maxsize=8)
+def _resolver_at(folder: str) -> Resolver:
+    return directory_resolver(folder)
+
+
 @functools.lru_cache(maxsize=64)
 def _spec_at(path: str) -> EnvironmentSpec:
     return load_spec(json.loads(Path(path).read_text("utf-8")))
@@ -177,6 +198,7 @@ def verifiers_classes() -> dict[str, type]:
         task_key: str
         seed: int = 0
         faults: bool = True
+        attachments: str | None = None
 
     class CoworkEnvTask(vf.Task[CoworkEnvData]):
         @property
@@ -197,6 +219,9 @@ def verifiers_classes() -> dict[str, type]:
         """One task per task and seed."""
         faults: bool = True
         """Inject the spec's tool faults."""
+        attachments: str | None = None
+        """A folder of the specs' attachment files (any names): view tools' images are
+        sent to the player as ``image_url`` parts."""
 
     class CoworkEnvTaskset(vf.Taskset[CoworkEnvTask, CoworkEnvTasksetConfig]):
         def _task(self, path: str, spec: EnvironmentSpec, task_key: str, seed: int):
@@ -212,6 +237,7 @@ def verifiers_classes() -> dict[str, type]:
                     task_key=task.key,
                     seed=seed,
                     faults=self.config.faults,
+                    attachments=self.config.attachments,
                 ),
                 self.config.task,
             )
@@ -247,7 +273,11 @@ def verifiers_classes() -> dict[str, type]:
         async def run(self, task, agents):
             data = task.data
             episode = TextEpisode(
-                _spec_at(data.spec_path), data.task_key, data.seed, faults=data.faults
+                _spec_at(data.spec_path),
+                data.task_key,
+                data.seed,
+                faults=data.faults,
+                attachments=_resolver_at(data.attachments) if data.attachments else None,
             )
             async with agents.player.interaction(task) as interaction:
                 message = episode.opening()

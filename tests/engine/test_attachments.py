@@ -297,3 +297,17 @@ def test_lifting_moves_tool_images_into_one_user_message_after_the_step():
         {"role": "user", "content": [{"type": "image", "from": "c1"}]},
         messages[3],
     ]
+
+
+def test_a_directory_resolver_finds_files_by_their_hash_whatever_their_names(tmp_path):
+    from coworkenv_engine.attachments import directory_resolver
+    from coworkenv_engine.cli import main
+
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "receipt.png").write_bytes(PNG)
+    (tmp_path / "nested" / "whatever").write_bytes(PDF)
+    resolve = directory_resolver(str(tmp_path))
+    assert (resolve(PNG_SHA), resolve(PDF_SHA), resolve("0" * 64)) == (PNG, PDF, None)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(image_spec()))
+    assert main(["serve", str(spec), "--attachments", str(tmp_path / "nope")]) == 2

@@ -22,9 +22,11 @@ def _imports(path: Path):
 
 
 # optional extras, each confined to its own module
-# re2 (google-re2) is optional: safe_regex imports it in a try/except ImportError
+# re2 (google-re2) is optional: safe_regex imports it in a try/except ImportError; so are
+# orjson (server.py: the per-step JSON) and PIL (trl_env.py: images for VLM processors)
 EXTRAS = {
-    "server.py": {"starlette", "uvicorn"},
+    "server.py": {"starlette", "uvicorn", "orjson"},
+    "trl_env.py": {"PIL"},
     "safe_regex.py": {"re2"},
     "verifiers_env.py": {"verifiers"},
 }

@@ -507,3 +507,45 @@ def test_an_authorise_callable_decides_and_listing_extras_are_added():
     assert listing["environments"][0]["name"] == name
     with pytest.raises(ValueError, match="not both"):
         create_app(SPECS, token="t", authorise=authorise)
+
+
+# --- images: a view tool's image reaches the trainer as an image_url part ----------------
+
+
+def _view_receipt(url: str) -> list:
+    """Reset ``file-rc-1`` of the image spec over OpenEnv's client, view the receipt; the
+    tool message's content and the tool result's content (the same)."""
+    from openenv.core import GenericEnvClient
+
+    with GenericEnvClient(base_url=f"{url}/t/{TOKEN}").sync() as client:
+        client.reset(task_key="file-rc-1", faults=False)
+        action = {"tool_calls": [{"name": "view_receipt", "arguments": {"receipt_id": "rc-1"}}]}
+        obs = client.step(action).observation
+    (message,), (result,) = obs["messages"], obs["tool_results"]
+    assert message["content"] == result["content"]
+    return message["content"]
+
+
+def test_a_view_tools_image_is_sent_as_a_data_url_part():
+    from coworkenv_engine.attachments import data_url
+
+    from .test_attachments import FILES, PNG, PNG_SHA, image_spec
+
+    record = {"id": "rc-1", "uploaded_on": "2026-02-27", "image": f"sha256:{PNG_SHA}"}
+    with running(create_app([image_spec()], token=TOKEN, attachments=FILES.get)) as url:
+        text, image = _view_receipt(url)
+    assert (text["type"], json.loads(text["text"])) == ("text", record)
+    assert image == {"type": "image_url", "image_url": {"url": data_url("image/png", PNG)}}
+    assert image["image_url"]["url"].startswith("data:image/png;base64,")
+    # without a resolver the part keeps the transcript's attachment: URL
+    with running(create_app([image_spec()], token=TOKEN)) as url:
+        assert _view_receipt(url)[1] == {
+            "type": "image_url",
+            "image_url": {"url": f"attachment:sha256:{PNG_SHA}"},
+        }
+    # bytes missing from the store: a text part says so
+    with running(create_app([image_spec()], token=TOKEN, attachments={}.get)) as url:
+        assert _view_receipt(url)[1] == {
+            "type": "text",
+            "text": "[image rc-1.png is not available]",
+        }

@@ -4,6 +4,7 @@ TRL's discovery rule, and oracle / do-nothing rollouts against run_task."""
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 
@@ -106,3 +107,29 @@ def test_reserved_tool_names_are_refused():
     doc["tools"][0]["name"] = "reset"
     with pytest.raises(ValueError, match="tool name 'reset' clashes"):
         environment_class(parse_spec(doc))
+
+
+def test_a_view_tool_returns_trls_multimodal_content_blocks():
+    """TRL's tool loop (trl 1.x ``GRPOTrainer._tool_call_loop``) keeps a tool's list result
+    as the tool message content and hands its ``{"type": "image", "image": ...}`` blocks to
+    the VLM processor: a view tool answers with the record text and the image (PIL)."""
+    from PIL import Image
+
+    from .test_attachments import FILES, PNG_SHA, image_spec
+
+    env = environment_class(image_spec(), faults=False, attachments=FILES.get)()
+    env.reset(task_key="file-rc-1")
+    text, image = env.view_receipt(receipt_id="rc-1")
+    assert text["type"] == "text"
+    assert json.loads(text["text"])["image"] == f"sha256:{PNG_SHA}"
+    assert image["type"] == "image"
+    assert isinstance(image["image"], Image.Image)
+    assert (image["image"].size, image["image"].getpixel((0, 0))) == ((2, 2), (255, 0, 0))
+    # a tool without images still returns plain text
+    assert isinstance(env.file_claim(receipt_id="rc-1", amount=12.5), str)
+    bare = environment_class(image_spec(), faults=False)()
+    bare.reset(task_key="file-rc-1")
+    assert bare.view_receipt(receipt_id="rc-1")[1] == {
+        "type": "text",
+        "text": "[image rc-1.png is not available]",
+    }

@@ -101,3 +101,27 @@ def test_parse_reply():
     assert parse_reply("Sure, done.") == {"reply": "Sure, done."}
     assert parse_reply("{not json") == {"reply": "{not json"}
     assert parse_reply("[1, 2]") == {"reply": "[1, 2]"}
+
+
+def test_a_view_tools_image_comes_back_as_a_user_message_with_image_parts():
+    from coworkenv_engine.attachments import data_url
+
+    from .test_attachments import FILES, PNG, PNG_SHA, image_spec
+
+    action = json.dumps(
+        {"tool_calls": [{"name": "view_receipt", "arguments": {"receipt_id": "rc-1"}}]}
+    )
+    episode = TextEpisode(image_spec(), "file-rc-1", faults=False, attachments=FILES.get)
+    episode.opening()
+    ((message),) = episode.respond(action)
+    assert message["role"] == "user"
+    text, image = message["content"]
+    (result,) = json.loads(text["text"])["tool_results"]
+    assert json.loads(result["content"])["image"] == f"sha256:{PNG_SHA}"
+    assert image == {"type": "image_url", "image_url": {"url": data_url("image/png", PNG)}}
+    # without the bytes: text only, saying so
+    bare = TextEpisode(image_spec(), "file-rc-1", faults=False)
+    bare.opening()
+    reply = bare.respond(action)
+    assert isinstance(reply, str)
+    assert "[image rc-1.png is not available]" in json.loads(reply)["tool_results"][0]["content"]

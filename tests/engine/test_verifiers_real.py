@@ -3,8 +3,9 @@ loads real ``Task``/``TaskData`` objects, and ``CoworkEnvEnv.run`` drives a scri
 through the real ``Segment``/``AssistantMessage`` types and records on a real ``Trace``.
 
 verifiers 0.4.0 pins ``openai<3`` and ``mcp==2.0.0``; the app's venv has openai 3.x and
-mcp 2.3 (openenv-core's fastmcp), so it is not installed there and this module skips. Run it
-in a venv of its own (no Django needed):
+mcp 2.3 (openenv-core's fastmcp), so it is not installed there and this module skips there;
+``test_verifiers_venv.py`` runs it in the suite, in a cached venv of its own. By hand (no
+Django needed):
 
     python -m venv /tmp/vf && /tmp/vf/bin/pip install verifiers jsonschema jmespath \\
         google-re2 pytest
@@ -23,8 +24,8 @@ import pytest
 vf = pytest.importorskip(
     "verifiers.v1",
     reason="verifiers is not installed in this venv: verifiers 0.4.0 pins openai<3 and "
-    "mcp==2.0.0, which would downgrade the app's openai 3.x and openenv-core's mcp; run this "
-    "module in a venv of its own (see its docstring)",
+    "mcp==2.0.0, which would downgrade the app's openai 3.x and openenv-core's mcp; "
+    "test_verifiers_venv.py runs this module in a venv of its own",
 )
 
 from verifiers.v1.trace import AgentInfo, TraceTask  # noqa: E402
@@ -164,3 +165,32 @@ def test_taskset_from_the_apps_verifiers_export(tmp_path):
     missing = CLASSES["CoworkEnvTasksetConfig"](specs=[str(SAMPLES[0])], rows=str(rows))
     with pytest.raises(ValueError, match="no spec in `specs` is named"):
         list(CLASSES["CoworkEnvTaskset"](missing))
+
+
+def test_a_view_tools_image_reaches_the_player_as_verifiers_image_content(tmp_path):
+    """With ``attachments`` (a folder of the spec's files), the tool results of a view tool
+    come to the player as one user message that verifiers' own parser (what ``turn`` applies
+    to wire dicts) types as text + ``ImageUrlContentPart`` with the image's data: URL."""
+    from verifiers.v1.dialects import parse_message
+    from verifiers.v1.types import ImageUrlContentPart, TextContentPart, UserMessage
+
+    from coworkenv_engine.attachments import data_url
+
+    from .test_attachments import PNG, image_spec
+
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "receipt.png").write_bytes(PNG)
+    spec_path = tmp_path / "receipts.json"
+    spec_path.write_text(json.dumps(image_spec()))
+    config = CLASSES["CoworkEnvTasksetConfig"](
+        specs=[str(spec_path)], attachments=str(tmp_path / "files"), faults=False
+    )
+    task = next(t for t in CLASSES["CoworkEnvTaskset"](config) if t.data.task_key == "file-rc-1")
+    view = {"tool_calls": [{"name": "view_receipt", "arguments": {"receipt_id": "rc-1"}}]}
+    player = run(task, [json.dumps(view), "Done."])
+    (message,) = player.seen[1]
+    typed = parse_message(message)
+    assert isinstance(typed, UserMessage)
+    text, image = typed.content
+    assert isinstance(text, TextContentPart) and isinstance(image, ImageUrlContentPart)
+    assert image.image_url.url == data_url("image/png", PNG)

@@ -14,50 +14,17 @@ from django.core.management.base import CommandError
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from apps.accounts.services import api_token_create, api_token_revoke
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.services import environment_import
-from apps.environments.services.validation import environment_validate
 from apps.environments.serving import project_catalogue, project_envserver_app
 from coworkenv_engine.adversaries import policy_by_name
 from coworkenv_engine.runner import run_task
-from coworkenv_engine.spec import load_spec
 from tests.engine.drive import play
 from tests.engine.serving import running
 
 from .conftest import SAMPLES
 
 REFUSED = {"detail": "missing or wrong token"}
-
-
-@pytest.fixture
-def served(transactional_db, project, author, other_project, outsider):
-    """A validated environment and a draft one in ``project``, a validated one in the other
-    project; tokens of a member, an outsider and a revoked member token."""
-    spec = json.loads(SAMPLES[0].read_text())
-    valid = environment_import(project=project, spec=spec, user=author)
-    report = environment_validate(environment=valid)
-    assert report.valid, report.problems
-    draft = environment_import(
-        project=project, spec=json.loads(SAMPLES[1].read_text()), user=author
-    )
-    elsewhere = environment_import(
-        project=other_project, spec=json.loads(SAMPLES[2].read_text()), user=outsider
-    )
-    Environment.objects.filter(pk=elsewhere.pk).update(status=EnvironmentStatus.VALID)
-    _, member_token = api_token_create(user=author, name="trainer")
-    _, outsider_token = api_token_create(user=outsider, name="theirs")
-    revoked, revoked_token = api_token_create(user=author, name="old")
-    api_token_revoke(token=revoked)
-    valid.refresh_from_db()
-    return {
-        "valid": valid,
-        "draft": draft,
-        "spec": load_spec(spec),
-        "member": member_token,
-        "outsider": outsider_token,
-        "revoked": revoked_token,
-    }
 
 
 @pytest.fixture
@@ -171,10 +138,14 @@ def test_another_projects_environment_is_not_there(base_url, served):
 
 
 def test_openenv_client_oracle_and_do_nothing(base_url, served):
+    oracle_and_do_nothing(f"{base_url}/t/{served['member']}", served["spec"])
+
+
+def oracle_and_do_nothing(url: str, spec) -> None:
+    """OpenEnv's client at ``url``: the oracle gets the engine's score (1.0, strict) on
+    every task of ``spec``, replying "Done." at once gets less than the pass threshold."""
     from openenv.core import GenericEnvClient
 
-    spec = served["spec"]
-    url = f"{base_url}/t/{served['member']}"
     for task in spec.tasks:
         expected = run_task(spec, task.key, policy_by_name("oracle"), seed=3)
         with GenericEnvClient(base_url=url).sync() as client:

@@ -217,3 +217,25 @@ def test_rloo_through_trl_is_the_leave_one_out_advantage():
     assert trl_advantages == pytest.approx([0.8, -0.4, -0.4])
     assert trl_advantages == pytest.approx(group_advantages([1.0, 0.2, 0.2], "rloo"))
     assert dict(logged)["reward_mean"] == pytest.approx(1.4 / 3)  # reported unscaled
+
+
+def test_a_view_tools_image_through_the_server_reaches_trl_as_an_image_block():
+    """The ``env_server`` mode with an image environment: the server's ``data:`` URL comes
+    back from the tool method as TRL's ``{"type": "image", "image": <PIL image>}`` block."""
+    pytest.importorskip("uvicorn")
+    from PIL import Image
+
+    from apps.training.grpo import remote_environment_class
+    from coworkenv_engine.server import create_app
+    from tests.engine.serving import running
+    from tests.engine.test_attachments import FILES, PNG_SHA, image_spec
+
+    spec = load_spec(image_spec())
+    with running(create_app([spec], token="tok", attachments=FILES.get)) as base:
+        env = remote_environment_class(spec, url=base, token="tok", faults=False)()
+        env.reset(task_key="file-rc-1")
+        text, image = env.view_receipt(receipt_id="rc-1")
+        env._close()
+    assert json.loads(text["text"])["image"] == f"sha256:{PNG_SHA}"
+    assert image["type"] == "image" and isinstance(image["image"], Image.Image)
+    assert image["image"].getpixel((1, 1)) == (255, 0, 0)

@@ -1,0 +1,161 @@
+"""The environment server mounted in the web app's ASGI application (``coworkenv_web.asgi``)
+under ``/envs/<project-slug>/``: a real uvicorn on a loopback port serving the whole app,
+driven by openenv-core's client, httpx and websockets."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+from django.test import override_settings
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from apps.environments.models import Environment, EnvironmentStatus
+from tests.engine.serving import running
+
+from .conftest import SAMPLES
+from .test_serving import REFUSED, oracle_and_do_nothing
+
+
+@pytest.fixture
+def app_url(served):
+    from coworkenv_web.asgi import application
+
+    with override_settings(ENVSERVER_REFRESH_S=0.2), running(application) as url:
+        yield url
+    assert application.servers == {}  # the shutdown ended and forgot every project server
+
+
+def _tasks(url: str, token: str) -> httpx.Response:
+    return httpx.get(f"{url}/tasks", headers={"Authorization": f"Bearer {token}"})
+
+
+def test_openenv_client_through_the_web_app(app_url, served, project):
+    oracle_and_do_nothing(f"{app_url}/envs/{project.slug}/t/{served['member']}", served["spec"])
+
+
+def test_the_mount_is_per_project_and_django_still_serves_the_rest(
+    app_url, served, project, other_project
+):
+    mine, theirs = f"{app_url}/envs/{project.slug}", f"{app_url}/envs/{other_project.slug}"
+    listing = _tasks(mine, served["member"]).json()
+    assert [e["name"] for e in listing["environments"]] == [served["valid"].name]
+    assert listing["environments"][0]["id"] == served["valid"].pk
+    # another project's token is refused like a wrong one; it opens its own project's server
+    for token in (served["outsider"], served["revoked"], "cwe_nope_nope"):
+        response = _tasks(mine, token)
+        assert (response.status_code, response.json()) == (401, REFUSED)
+        prefixed = httpx.get(f"{mine}/t/{token}/tasks")
+        assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
+        with pytest.raises(InvalidStatus) as refused:
+            connect(mine.replace("http://", "ws://") + f"/t/{token}/ws")
+        assert refused.value.response.status_code == 403
+    elsewhere = json.loads(SAMPLES[2].read_text())["name"]
+    assert [e["name"] for e in _tasks(theirs, served["outsider"]).json()["environments"]] == [
+        elsewhere
+    ]
+    assert _tasks(theirs, served["member"]).status_code == 401
+    assert httpx.get(f"{mine}/health").json() == {"status": "healthy"}
+    # an HTTP episode through the mount (POST routes, episode_id sessions)
+    headers = {"Authorization": f"Bearer {served['member']}"}
+    task_key = served["spec"].tasks[0].key
+    reset = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=headers).json()
+    episode_id = reset["observation"]["episode_id"]
+    step = httpx.post(
+        f"{mine}/step",
+        json={"episode_id": episode_id, "action": {"reply": "Done."}},
+        headers=headers,
+    )
+    assert step.status_code == 200 and step.json()["observation"]["turn_ended"] is True
+    state = httpx.get(f"{mine}/state", params={"episode_id": episode_id}, headers=headers)
+    assert (state.json()["task_key"], state.json()["step_count"]) == (task_key, 1)
+    closed = httpx.post(f"{mine}/close", json={"episode_id": episode_id}, headers=headers)
+    assert closed.json() == {"episode_id": episode_id, "closed": True}
+    # Django answers everything outside /envs/<slug>/
+    from django.urls import reverse
+
+    login = httpx.get(app_url + reverse("accounts:login"))
+    assert login.status_code == 200
+    assert "text/html" in login.headers["content-type"]
+    assert httpx.get(f"{app_url}/envs/{project.slug}").status_code == 404
+
+
+def test_an_unknown_project_is_404_over_http_and_websocket(app_url, served):
+    response = httpx.get(f"{app_url}/envs/nope/tasks")
+    assert (response.status_code, response.json()) == (404, {"detail": "no project 'nope'"})
+    with pytest.raises(InvalidStatus) as refused:
+        connect(app_url.replace("http://", "ws://") + f"/envs/nope/t/{served['member']}/ws")
+    assert refused.value.response.status_code == 404
+
+
+def test_a_withdrawn_environment_is_gone_after_a_refresh(app_url, served, project):
+    url, token, valid = f"{app_url}/envs/{project.slug}", served["member"], served["valid"]
+    ws_url = url.replace("http://", "ws://") + f"/t/{token}/ws"
+    with connect(ws_url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"environment": valid.name}}))
+        assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+    Environment.objects.filter(pk=valid.pk).update(status=EnvironmentStatus.DRAFT)
+    deadline = time.monotonic() + 20
+    while _tasks(url, token).json()["environments"]:
+        assert time.monotonic() < deadline, "the catalogue was not refreshed in time"
+        time.sleep(0.05)
+    with connect(ws_url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"environment": valid.name}}))
+        refused = json.loads(ws.recv(timeout=30))
+    assert refused["type"] == "error"
+    assert refused["data"]["message"] == f"no environment named {valid.name!r}"
+    # validated again: served again at the next refresh
+    Environment.objects.filter(pk=valid.pk).update(status=EnvironmentStatus.VALID)
+    while not _tasks(url, token).json()["environments"]:
+        assert time.monotonic() < deadline + 20, "the catalogue was not refreshed in time"
+        time.sleep(0.05)
+
+
+def test_an_image_environments_view_tool_sends_the_stored_image_as_a_data_url(
+    transactional_db, project, author
+):
+    """A receipts environment (images in the attachments storage), served by the web app:
+    the oracle, driven through OpenEnv's client, sees each receipt it views as an
+    ``image_url`` part with the stored bytes' ``data:`` URL, and scores 1.0."""
+    from openenv.core import GenericEnvClient
+
+    from apps.accounts.services import api_token_create
+    from apps.environments.services import environment_import_with_files, environment_validate
+    from apps.synthesis.generators.receipts import generate_receipts_environment
+    from coworkenv_engine.adversaries import policy_by_name
+    from coworkenv_engine.attachments import data_url, image_urls
+    from coworkenv_engine.spec import load_spec
+    from coworkenv_web.asgi import application
+    from tests.engine.drive import play
+
+    doc, files = generate_receipts_environment(seed=1, tasks=1)
+    environment = environment_import_with_files(project=project, spec=doc, files=files, user=author)
+    assert environment_validate(environment=environment).valid
+    _, token = api_token_create(user=author, name="vlm trainer")
+    spec = load_spec(doc)
+    expected = {
+        data_url(a["media_type"], files[a["sha256"]])
+        for a in doc["attachments"]
+        if a["media_type"].startswith("image/")
+    }
+    with running(application) as url:
+        base = f"{url}/envs/{project.slug}/t/{token}"
+        with GenericEnvClient(base_url=base).sync() as client:
+            task = spec.tasks[0]
+
+            def as_obs(result):
+                return {**result.observation, "reward": result.reward, "done": result.done}
+
+            seen = play(
+                spec,
+                task.key,
+                policy_by_name("oracle"),
+                as_obs(client.reset(task_key=task.key, faults=False)),
+                lambda action: as_obs(client.step(action)),
+            )
+    shown = {u for obs in seen for m in obs["messages"] for u in image_urls(m["content"])}
+    assert shown and shown <= expected
+    assert seen[-1]["reward"] == 1.0
