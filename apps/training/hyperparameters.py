@@ -13,7 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 TINY_PRESET_MODEL = "preset:tiny-qwen2"
-PRESET_MODELS = (TINY_PRESET_MODEL,)
+# A tiny vision-language model (a LLaVA: a 1-layer CLIP vision tower, a 2-layer Qwen2) built
+# from a config with a locally trained tokenizer: the CPU smoke test for image versions.
+TINY_VLM_PRESET_MODEL = "preset:tiny-llava"
+PRESET_MODELS = (TINY_PRESET_MODEL, TINY_VLM_PRESET_MODEL)
 
 DEFAULTS: dict[str, Any] = {
     "epochs": 1.0,
@@ -54,6 +57,20 @@ PRESETS: dict[str, dict[str, Any]] = {
             "warmup_ratio": 0.0,
             "lr_scheduler_type": "linear",
             "save_steps": 10,
+        },
+    },
+    "tiny-vlm-cpu": {
+        "label": "Tiny vision-language smoke test (CPU, images, built from a config)",
+        "base_model": TINY_VLM_PRESET_MODEL,
+        "hyperparameters": {
+            "max_steps": 10,
+            "learning_rate": 3e-3,
+            "batch_size": 1,
+            "gradient_accumulation_steps": 1,
+            "max_length": 4096,
+            "warmup_ratio": 0.0,
+            "lr_scheduler_type": "linear",
+            "save_steps": 5,
         },
     },
     "small-lora": {
