@@ -99,7 +99,7 @@ def test_the_storage_is_s3_and_files_are_uploaded_once_by_hash(bucket, project, 
     from storages.backends.s3 import S3Storage
 
     assert isinstance(attachment_storage(), S3Storage)
-    _, doc, files = _import(project, author)
+    _, _, files = _import(project, author)
     objects = _objects(bucket)
     assert objects.keys() == {f"{PREFIX}/{sha[:2]}/{sha}" for sha in files}
     for sha, data in files.items():
@@ -115,7 +115,7 @@ def test_the_storage_is_s3_and_files_are_uploaded_once_by_hash(bucket, project, 
 
 
 def test_validation_reads_the_bucket_and_notices_a_file_gone(bucket, project, author):
-    environment, doc, files = _import(project, author)
+    environment, doc, _ = _import(project, author)
     assert environment_validate(environment=environment).valid
     sha = doc["attachments"][0]["sha256"]
     attachment_storage().delete(attachment_name(sha))
