@@ -313,3 +313,32 @@ def test_a_worker_runs_a_receipts_job_end_to_end(
             print((tmp_path / "worker.log").read_text()[-3000:])
     assert synthesis.job.status == JobStatus.SUCCEEDED, synthesis.job.message
     assert_receipts_environments(synthesis, 2)
+
+
+# --- command ----------------------------------------------------------------------------
+
+
+def test_the_command_takes_a_family(project, catalogue):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    out = io.StringIO()
+    call_command(
+        "synthesize",
+        "--project=acme",
+        "--generator=template",
+        "--capability=clarify-before-acting",
+        "--family=receipts",
+        "--count=1",
+        "--tasks-per-env=2",
+        "--seed=12",
+        "--sync",
+        stdout=out,
+    )
+    synthesis = SynthesisJob.objects.get()
+    assert synthesis.family == "receipts"
+    assert "slot 1/1: valid" in out.getvalue()
+    assert_receipts_environments(synthesis, 1)
+    with pytest.raises(CommandError, match="invalid choice: 'cooking'"):
+        call_command("synthesize", "--project=acme", "--family=cooking", "--capability=x")
