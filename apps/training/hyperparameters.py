@@ -6,6 +6,8 @@ A preset names a base model and the hyperparameters that suit its size; anything
 explicitly overrides the preset. ``preset:tiny-qwen2`` is not a hub model: the entry point
 builds a 2-layer Qwen2 (hidden size 64) from a config and trains a byte-level BPE
 tokenizer on the training file itself — a CPU smoke test that needs no download.
+``preset:tiny-llava`` (preset ``tiny-vlm-cpu``) is its vision-language counterpart for
+versions with images (``apps.training.vision``).
 """
 
 from __future__ import annotations

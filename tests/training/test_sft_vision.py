@@ -206,3 +206,17 @@ def test_the_text_preset_refuses_image_rows(data, tmp_path):
     assert reported[-1]["status"] == "failed"
     assert "preset:tiny-qwen2 is a text model" in reported[-1]["message"]
     assert "preset:tiny-llava" in reported[-1]["message"]
+
+
+def test_text_rows_go_through_the_vision_collator_without_pixels(tmp_path):
+    from tests.training.test_sft import ROW
+
+    base = build_tiny_vlm_preset([ROW], tmp_path / "base", seed=0)
+    processor, model, template = load_vision(str(base), {})
+    collator = VisionCollator(processor, template, [ROW, ROW])
+    batch = collator([{"index": 0}, {"index": 1}])
+    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    trained = processor.tokenizer.decode([int(t) for t in batch["labels"][0] if t != -100])
+    assert "Booked for Thursday at 15:00." in trained
+    assert "Not yet, shall I book it now?" not in trained  # weight 0
+    assert math.isfinite(float(model(**batch).loss.detach()))
