@@ -12,6 +12,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX
 from apps.llm.models import ModelEndpoint
 from apps.synthesis.access import synthesis_get_for_user
+from apps.synthesis.generators import TEMPLATE_FAMILY_CHOICES
 from apps.synthesis.models import (
     MAX_ENVIRONMENTS_PER_JOB,
     MAX_REPAIR_ROUNDS,
@@ -63,6 +64,7 @@ class SynthesisOutput(serializers.Serializer):
     turns = serializers.SerializerMethodField()
     difficulty = serializers.CharField()
     horizon = serializers.ChoiceField(choices=Horizon.choices)
+    family = serializers.CharField(help_text="Template family; blank: chosen by the seed.")
     generator = serializers.ChoiceField(choices=Generator.choices)
     endpoint = serializers.IntegerField(source="endpoint_id", allow_null=True)
     endpoint_name = serializers.CharField()
@@ -125,6 +127,14 @@ class SynthesisInput(serializers.Serializer):
         choices=Horizon.choices,
         default=Horizon.SHORT,
         help_text="short | medium | long: the share and length of multi-day project tasks.",
+    )
+    family = serializers.ChoiceField(
+        choices=[("", "Any"), *TEMPLATE_FAMILY_CHOICES],
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Template generator only: the scenario family (blank: the seed chooses "
+        "among those covering the services); 'receipts' gives environments with images.",
     )
     max_repair_rounds = serializers.IntegerField(
         min_value=0, max_value=MAX_REPAIR_ROUNDS, default=3
@@ -191,6 +201,7 @@ class SynthesisListApi(APIView):
             turns=tuple(values["turns"]),
             difficulty=values["difficulty"],
             horizon=values["horizon"],
+            family=values["family"],
             max_repair_rounds=values["max_repair_rounds"],
             domain_hint=values["domain_hint"],
             scenario_hint=values["scenario_hint"],

@@ -2,6 +2,7 @@ from django import forms
 
 from apps.capabilities.models import Capability
 from apps.llm.models import ModelEndpoint
+from apps.synthesis.generators import TEMPLATE_FAMILY_CHOICES
 from apps.synthesis.models import (
     MAX_ENVIRONMENTS_PER_JOB,
     MAX_REPAIR_ROUNDS,
@@ -41,6 +42,13 @@ class SynthesisForm(forms.Form):
         initial=Horizon.SHORT,
         help_text="Template generator: how many tasks are multi-day projects (their length "
         "comes from the horizon; the turn range bounds the short tasks).",
+    )
+    family = forms.ChoiceField(
+        choices=[("", "Any (the seed chooses)"), *TEMPLATE_FAMILY_CHOICES],
+        required=False,
+        initial="",
+        help_text="Template generator: the scenario family. Receipts: images the agent must "
+        "view (no services; at most 8 tasks).",
     )
     generator = forms.ChoiceField(
         choices=Generator.choices,
@@ -87,6 +95,8 @@ class SynthesisForm(forms.Form):
             self.add_error("turns_max", "Must be at least “Turns from”.")
         if data.get("generator") == Generator.LLM and not data.get("endpoint"):
             self.add_error("endpoint", "Choose the model endpoint the LLM generator uses.")
+        if data.get("generator") == Generator.LLM and data.get("family"):
+            self.add_error("family", "A family is chosen for the template generator only.")
         return data
 
     def service_kwargs(self) -> dict:
@@ -99,6 +109,7 @@ class SynthesisForm(forms.Form):
             "turns": (data["turns_min"], data["turns_max"]),
             "difficulty": data["difficulty"],
             "horizon": data["horizon"],
+            "family": data["family"],
             "generator": data["generator"],
             "endpoint": data["endpoint"],
             "max_repair_rounds": data["max_repair_rounds"],

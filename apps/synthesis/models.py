@@ -93,6 +93,9 @@ class SynthesisJob(models.Model):
         max_length=8, choices=Difficulty.choices, default=Difficulty.MEDIUM
     )
     horizon = models.CharField(max_length=8, choices=Horizon.choices, default=Horizon.SHORT)
+    # The template generator's scenario family (generators.TEMPLATE_FAMILY_CHOICES); blank:
+    # chosen by the seed among the standard-service families.
+    family = models.CharField(max_length=40, blank=True, default="")
     generator = models.CharField(max_length=16, choices=Generator.choices)
     endpoint = models.ForeignKey(
         "llm.ModelEndpoint",

@@ -92,7 +92,8 @@ class LaunchForm(forms.Form):
     base_model = forms.CharField(
         max_length=300,
         required=False,
-        help_text="A Hugging Face id, a local path, or preset:tiny-qwen2. Blank: the preset's.",
+        help_text="A Hugging Face id, a local path, or preset:tiny-qwen2 (preset:tiny-llava: a "
+        "tiny vision-language model, for versions with images). Blank: the preset's.",
     )
     eval_on_validation = forms.BooleanField(
         required=False, initial=True, label="Evaluate on the validation split"

@@ -6,6 +6,8 @@ A preset names a base model and the hyperparameters that suit its size; anything
 explicitly overrides the preset. ``preset:tiny-qwen2`` is not a hub model: the entry point
 builds a 2-layer Qwen2 (hidden size 64) from a config and trains a byte-level BPE
 tokenizer on the training file itself — a CPU smoke test that needs no download.
+``preset:tiny-llava`` (preset ``tiny-vlm-cpu``) is its vision-language counterpart for
+versions with images (``apps.training.vision``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 TINY_PRESET_MODEL = "preset:tiny-qwen2"
-PRESET_MODELS = (TINY_PRESET_MODEL,)
+# A tiny vision-language model (a LLaVA: a 1-layer CLIP vision tower, a 2-layer Qwen2) built
+# from a config with a locally trained tokenizer: the CPU smoke test for image versions.
+TINY_VLM_PRESET_MODEL = "preset:tiny-llava"
+PRESET_MODELS = (TINY_PRESET_MODEL, TINY_VLM_PRESET_MODEL)
 
 DEFAULTS: dict[str, Any] = {
     "epochs": 1.0,
@@ -54,6 +59,20 @@ PRESETS: dict[str, dict[str, Any]] = {
             "warmup_ratio": 0.0,
             "lr_scheduler_type": "linear",
             "save_steps": 10,
+        },
+    },
+    "tiny-vlm-cpu": {
+        "label": "Tiny vision-language smoke test (CPU, images, built from a config)",
+        "base_model": TINY_VLM_PRESET_MODEL,
+        "hyperparameters": {
+            "max_steps": 10,
+            "learning_rate": 3e-3,
+            "batch_size": 1,
+            "gradient_accumulation_steps": 1,
+            "max_length": 4096,
+            "warmup_ratio": 0.0,
+            "lr_scheduler_type": "linear",
+            "save_steps": 5,
         },
     },
     "small-lora": {

@@ -22,6 +22,11 @@ The rows are tokenized here (``tokenize_row``) and handed to the trainer as
 ``input_ids``/``labels``. LoRA through ``peft`` when asked. Checkpoints go to
 ``output_dir/checkpoints``; a rerun resumes from the last one (the step count continues).
 The final model (or adapter) and its tokenizer go to ``output_dir/final``.
+
+Rows with images (a version whose demonstrations show images: its ``trl`` rows with an
+``images`` column, or its TRL bundle zip) train a vision-language model instead
+(``apps.training.vision``: ``preset:tiny-llava`` or a hub VLM, the same per-turn weights);
+``preset:tiny-qwen2`` refuses them.
 """
 
 from __future__ import annotations
@@ -38,8 +43,20 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from apps.training.hyperparameters import TINY_PRESET_MODEL, validate_hyperparameters
+from apps.training.hyperparameters import (
+    TINY_PRESET_MODEL,
+    TINY_VLM_PRESET_MODEL,
+    validate_hyperparameters,
+)
 from apps.training.reporting import Reporter, reporter_from_config
+from apps.training.vision import (
+    VisionCollator,
+    build_tiny_vlm_preset,
+    has_images,
+    load_vision,
+    read_bundle_or_rows,
+    tiny_vlm_base,
+)
 
 logger = logging.getLogger("apps.training.sft")
 
@@ -357,28 +374,57 @@ def run(config: dict[str, Any]) -> int:
             if config.get("eval_file")
             else None
         )
-    train_rows = read_rows(train_path)
-    eval_rows = read_rows(eval_path) if eval_path else []
+    train_rows = read_bundle_or_rows(train_path)
+    eval_rows = read_bundle_or_rows(eval_path) if eval_path else []
     if not train_rows:
         raise ValueError("The training file has no rows.")
 
     base = config["base_model"]
+    vision = has_images(train_rows + eval_rows) or tiny_vlm_base(base)
+    if vision and base == TINY_PRESET_MODEL:
+        raise ValueError(
+            f"The rows show images and {TINY_PRESET_MODEL} is a text model: train "
+            f"{TINY_VLM_PRESET_MODEL} or a vision-language model on them."
+        )
+    model_kwargs: dict[str, Any] = {}
+    if hp["bf16"] and torch.cuda.is_available():
+        model_kwargs["dtype"] = torch.bfloat16
+    collator = None
     with state.main_process_first():
         if base == TINY_PRESET_MODEL:
             base = str(build_tiny_preset(train_rows + eval_rows, output_dir / "base", hp["seed"]))
-    tokenizer = transformers.AutoTokenizer.from_pretrained(base)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    template = training_chat_template(tokenizer)
+        elif tiny_vlm_base(base):
+            base = str(
+                build_tiny_vlm_preset(train_rows + eval_rows, output_dir / "base", hp["seed"])
+            )
+    if vision:
+        # Rows are encoded batch by batch (images are read then): the datasets hold indexes.
+        tokenizer, model, template = load_vision(base, model_kwargs)
+        collator = VisionCollator(tokenizer, template, train_rows + eval_rows)
+        train_dataset = datasets.Dataset.from_list([{"index": i} for i in range(len(train_rows))])
+        eval_dataset = (
+            datasets.Dataset.from_list(
+                [{"index": len(train_rows) + i} for i in range(len(eval_rows))]
+            )
+            if eval_rows
+            else None
+        )
+        excluded = collator.excluded_tokens()
+    else:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(base)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        template = training_chat_template(tokenizer)
 
-    def prepare(rows):
-        tokenized = [tokenize_row(tokenizer, template, row) for row in rows]
-        return datasets.Dataset.from_list(
-            [{"input_ids": t["input_ids"], "labels": t["labels"]} for t in tokenized]
-        ), sum(t["excluded_tokens"] for t in tokenized)
+        def prepare(rows):
+            tokenized = [tokenize_row(tokenizer, template, row) for row in rows]
+            return datasets.Dataset.from_list(
+                [{"input_ids": t["input_ids"], "labels": t["labels"]} for t in tokenized]
+            ), sum(t["excluded_tokens"] for t in tokenized)
 
-    train_dataset, excluded = prepare(train_rows)
-    eval_dataset = prepare(eval_rows)[0] if eval_rows else None
+        train_dataset, excluded = prepare(train_rows)
+        eval_dataset = prepare(eval_rows)[0] if eval_rows else None
+        model = transformers.AutoModelForCausalLM.from_pretrained(base, **model_kwargs)
 
     checkpoints = output_dir / "checkpoints"
     resume_path, resumed_from = _last_checkpoint(checkpoints)
@@ -407,11 +453,10 @@ def run(config: dict[str, Any]) -> int:
         report_to=[],
         disable_tqdm=True,
         dataset_num_proc=None,
+        # the vision path's datasets are row indexes its collator encodes
+        remove_unused_columns=not vision,
+        dataset_kwargs={"skip_prepare_dataset": True} if vision else None,
     )
-    model_kwargs: dict[str, Any] = {}
-    if hp["bf16"] and use_cuda:
-        model_kwargs["dtype"] = torch.bfloat16
-    model = transformers.AutoModelForCausalLM.from_pretrained(base, **model_kwargs)
     peft_config = None
     if hp["lora"]:
         from peft import LoraConfig
@@ -432,6 +477,7 @@ def run(config: dict[str, Any]) -> int:
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=[callback],
+        data_collator=collator,
     )
     data_sha256 = {"train": sha256_file(train_path)}
     if eval_path:

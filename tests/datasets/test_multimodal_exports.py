@@ -189,10 +189,13 @@ def test_a_regenerated_openai_file_is_the_one_written_with_its_images(version):
     assert path.read_bytes() == written  # cached again: it hashed to the recorded sha256
 
 
-def test_local_training_on_a_version_with_images_is_refused_with_a_clear_error(
+def test_text_trainers_on_a_version_with_images_are_refused_with_a_clear_error(
     version, project, author
 ):
+    """The local backend trains a vision-language model on it (tests/training/
+    test_local_vision.py), not the text preset; a command trainer is offered the bundle."""
     from apps.core.exceptions import ApplicationError
+    from apps.training.models import CommandTemplate
     from apps.training.services import training_job_create
 
     with pytest.raises(ApplicationError) as raised:
@@ -204,8 +207,22 @@ def test_local_training_on_a_version_with_images_is_refused_with_a_clear_error(
             base_model="preset:tiny-qwen2",
             enqueue=False,
         )
+    assert raised.value.extra["fields"]["base_model"][0].startswith(
+        "This version's demonstrations show images and preset:tiny-qwen2 is a text model"
+    )
+    template = CommandTemplate.objects.create(project=project, name="slurm", template="true")
+    with pytest.raises(ApplicationError) as raised:
+        training_job_create(
+            project=project,
+            user=author,
+            dataset_version=version,
+            backend="command",
+            base_model="Qwen/Qwen2-VL-2B-Instruct",
+            command_template=template,
+            enqueue=False,
+        )
     assert raised.value.extra["fields"]["dataset_version"][0].startswith(
-        "This version's demonstrations show images, and the local and command trainers"
+        "This version's demonstrations show images, and a command trainer gets text rows."
     )
 
 

@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from apps.capabilities.models import Capability
+from apps.environments.attachments import attachment_save
 from apps.llm.client import llm_chat, parse_json_answer
 from apps.llm.exceptions import LLMError, LLMOutputError
-from apps.synthesis.generators import generate_environment
+from apps.synthesis.generators import RECEIPTS_FAMILY, generate_environment
+from apps.synthesis.generators.receipts import generate_receipts_environment
 from apps.synthesis.models import SynthesisAttempt, SynthesisJob, SynthesisSlot
 from apps.synthesis.services.prompts import render_draft, render_repair, render_system
 from coworkenv_engine.spec import spec_json_schema
@@ -62,8 +64,21 @@ class Answer:
 
 
 def draft_with_template(*, synthesis: SynthesisJob, slot: SynthesisSlot) -> Answer:
-    """The seeded template generator: seed = job seed + slot index, no LLM."""
+    """The seeded template generator: seed = job seed + slot index, no LLM.
+
+    A family with files (``receipts``) stores them by hash here, before validation checks
+    the document against the stored files: the same seed draws the same bytes, so a slot
+    drafted twice stores nothing new, and the environment the slot imports lists only files
+    that are there."""
+    if synthesis.family == RECEIPTS_FAMILY:
+        document, files = generate_receipts_environment(
+            seed=slot.seed, tasks=synthesis.tasks_per_environment
+        )
+        for sha256, data in files.items():
+            attachment_save(sha256, data)
+        return Answer(document=document, model="template")
     document = generate_environment(
+        family=synthesis.family or None,
         seed=slot.seed,
         capabilities=list(synthesis.capability_slugs),
         services=list(synthesis.services) or None,

@@ -13,7 +13,12 @@ from apps.core.exceptions import ApplicationError
 from apps.core.leases import stale_after
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 from apps.core.services import job_create, send_task
-from apps.synthesis.generators import GENERATOR_VERSION
+from apps.synthesis.generators import (
+    GENERATOR_VERSION,
+    MAX_RECEIPT_TASKS,
+    RECEIPTS_FAMILY,
+    TEMPLATE_FAMILY_CHOICES,
+)
 from apps.synthesis.models import (
     FINISHED_SLOT_STATUSES,
     MAX_ENVIRONMENTS_PER_JOB,
@@ -60,6 +65,7 @@ def _check_inputs(
     difficulty,
     max_repair_rounds,
     horizon=Horizon.SHORT,
+    family="",
 ) -> None:
     if not capabilities:
         raise _field_error("capabilities", "Choose at least one capability.")
@@ -102,6 +108,36 @@ def _check_inputs(
         raise _field_error(
             "max_repair_rounds", f"Allow between 0 and {MAX_REPAIR_ROUNDS} repair rounds."
         )
+    _check_family(
+        family=family,
+        generator=generator,
+        services=services,
+        tasks_per_environment=tasks_per_environment,
+        horizon=horizon,
+    )
+
+
+def _check_family(*, family, generator, services, tasks_per_environment, horizon) -> None:
+    if not family:
+        return
+    keys = [key for key, _ in TEMPLATE_FAMILY_CHOICES]
+    if family not in keys:
+        raise _field_error("family", f"Unknown family “{family}”; choose one of {', '.join(keys)}.")
+    if generator != Generator.TEMPLATE:
+        raise _field_error("family", "A family is chosen for the template generator only.")
+    if family != RECEIPTS_FAMILY:
+        return
+    if services:
+        raise _field_error(
+            "services", "The receipts family brings its own expenses service; choose none."
+        )
+    if horizon != Horizon.SHORT:
+        raise _field_error("horizon", "The receipts family has short tasks only.")
+    if tasks_per_environment > MAX_RECEIPT_TASKS:
+        raise _field_error(
+            "tasks_per_environment",
+            f"The receipts family has at most {MAX_RECEIPT_TASKS} tasks per environment.",
+        )
 
 
 def synthesis_start(
@@ -117,6 +153,7 @@ def synthesis_start(
     turns: tuple[int, int] = (1, 3),
     difficulty: str = Difficulty.MEDIUM,
     horizon: str = Horizon.SHORT,
+    family: str = "",
     domain_hint: str = "",
     scenario_hint: str = "",
     max_repair_rounds: int = 3,
@@ -125,8 +162,10 @@ def synthesis_start(
 ) -> SynthesisJob:
     """Create the job and its slots; once committed, one task per slot goes to the queue.
 
-    ``enqueue=False`` leaves the slots for ``synthesis_run_inline`` (the command's --sync,
-    the demo seed).
+    ``family`` (template generator only) forces a scenario family,
+    ``generators.TEMPLATE_FAMILY_CHOICES``: ``receipts`` gives multimodal environments whose
+    images are stored by hash as each slot is drafted. ``enqueue=False`` leaves the slots
+    for ``synthesis_run_inline`` (the command's --sync, the demo seed).
     """
     services = list(dict.fromkeys(services))
     capabilities = list(dict.fromkeys(capabilities))
@@ -142,13 +181,15 @@ def synthesis_start(
         difficulty=difficulty,
         max_repair_rounds=max_repair_rounds,
         horizon=horizon,
+        family=family,
     )
     if generator != Generator.LLM:
         endpoint = None
     seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
     slugs = [capability.slug for capability in capabilities]
     noun = "environment" if count == 1 else "environments"
-    title = f"Synthesize {count} {noun} ({generator}): {', '.join(slugs)}"
+    how = f"{generator}, {family}" if family else generator
+    title = f"Synthesize {count} {noun} ({how}): {', '.join(slugs)}"
     with transaction.atomic():
         job = job_create(
             project=project,
@@ -170,6 +211,7 @@ def synthesis_start(
             turns_max=turns[1],
             difficulty=difficulty,
             horizon=horizon,
+            family=family,
             generator=generator,
             endpoint=endpoint,
             endpoint_name=endpoint.name if endpoint else "",

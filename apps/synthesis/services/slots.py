@@ -25,6 +25,7 @@ from django.utils import timezone
 from apps.accounts.models import Project
 from apps.core.leases import TRANSIENT_DB_ERRORS, Heartbeat, max_claims, worker_name
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
+from apps.environments.attachments import attachment_bytes
 from apps.environments.models import EnvironmentSource
 from apps.environments.services import environment_import, environment_validation_record
 from apps.llm.exceptions import LLMError, LLMOutputError
@@ -242,7 +243,8 @@ def _produce(slot: SynthesisSlot, lease: SlotLease) -> Final:
         lease.checkpoint()
         if answer.document is not None:
             started = time.monotonic()
-            report = validate_spec(answer.document)
+            # Listed attachments are checked against the stored files (hash, size, type).
+            report = validate_spec(answer.document, attachments=attachment_bytes)
             answer.report = report.to_dict()
             answer.spec = report.spec
             answer.validation_ms = round((time.monotonic() - started) * 1000)

@@ -29,6 +29,7 @@ import json
 import time
 from dataclasses import dataclass
 
+from apps.environments.attachments import attachment_bytes
 from apps.llm.client import llm_chat, parse_json_answer
 from apps.llm.exceptions import LLMError
 from apps.synthesis.models import Generator, SynthesisAttempt, SynthesisJob, SynthesisSlot
@@ -516,7 +517,7 @@ def _apply(step: str, document: dict | None, parsed: dict) -> dict:
 def final_check(document: dict) -> Answer:
     finished = finished_document(document)
     started = time.monotonic()
-    report = validate_spec(finished).to_dict()
+    report = validate_spec(finished, attachments=attachment_bytes).to_dict()
     answer = Answer(document=finished, model="")
     answer.validation_ms = round((time.monotonic() - started) * 1000)
     answer.report = {**report, "step": FINAL}

@@ -36,8 +36,10 @@ from apps.datasets.models import (
     VersionStatus,
 )
 from apps.training.hyperparameters import (
+    PRESET_MODELS,
     PRESETS,
     TINY_PRESET_MODEL,
+    TINY_VLM_PRESET_MODEL,
     HyperparameterError,
     planned_steps,
     validate_hyperparameters,
@@ -223,9 +225,10 @@ def training_job_create(
     base_model = (base_model or "").strip() or (PRESETS[preset]["base_model"] if preset else "")
     if not base_model:
         raise _field_error("base_model", "Name a base model (a hub id, a local path or a preset).")
-    if base_model.startswith("preset:") and base_model != TINY_PRESET_MODEL:
+    if base_model.startswith("preset:") and base_model not in PRESET_MODELS:
         raise _field_error(
-            "base_model", f"Unknown preset model; the built-in one is {TINY_PRESET_MODEL}."
+            "base_model",
+            f"Unknown preset model; the built-in ones are {', '.join(PRESET_MODELS)}.",
         )
     try:
         hp = validate_hyperparameters(hyperparameters or {}, preset=preset)
@@ -236,7 +239,7 @@ def training_job_create(
     if backend == Backend.OPENAI:
         if endpoint is None or endpoint.project_id != project.pk:
             raise _field_error("endpoint", "Choose this project's endpoint of the fine-tuning API.")
-        if base_model == TINY_PRESET_MODEL:
+        if base_model in PRESET_MODELS:
             raise _field_error(
                 "base_model", "The tiny preset trains locally; name the provider's model."
             )
@@ -257,13 +260,23 @@ def training_job_create(
     multimodal = DatasetExport.objects.filter(  # a split with images exports a TRL bundle
         version=dataset_version, format="trl", split="train", path__endswith=".zip"
     ).exists()
-    if backend != Backend.OPENAI and multimodal:
+    # The local trainer writes the images beside its data file and trains a vision-language
+    # model on them (apps.training.vision); a command's script may run where only the rows
+    # reach it (train_url), so it is offered the TRL bundle instead.
+    if backend == Backend.COMMAND and multimodal:
         raise _field_error(
             "dataset_version",
-            "This version's demonstrations show images, and the local and command trainers "
-            "train text models on text rows. Download its TRL bundle (a datasets imagefolder "
-            "with an images column) to train a vision-language model, or use the OpenAI "
-            "backend (its rows carry the images).",
+            "This version's demonstrations show images, and a command trainer gets text rows. "
+            "Train it with the local backend (a vision-language model, e.g. "
+            f"{TINY_VLM_PRESET_MODEL}), download its TRL bundle (a datasets imagefolder with an "
+            "images column), or use the OpenAI backend (its rows carry the images).",
+        )
+    if backend == Backend.LOCAL and multimodal and base_model == TINY_PRESET_MODEL:
+        raise _field_error(
+            "base_model",
+            f"This version's demonstrations show images and {TINY_PRESET_MODEL} is a text "
+            f"model: train {TINY_VLM_PRESET_MODEL} (preset tiny-vlm-cpu) or a vision-language "
+            "model on it.",
         )
     if not _export_ready(dataset_version, fmt, "train"):
         raise _field_error(

@@ -30,6 +30,7 @@ from django.conf import settings
 from apps.core.exceptions import ApplicationError
 from apps.core.services import JobCancelled, JobContext
 from apps.datasets.services import export_lines
+from apps.environments.attachments import attachment_bytes
 from apps.training.models import ModelKind, TrainingJob, TrainingMethod
 from apps.training.services.jobs import (
     trained_model_register,
@@ -47,7 +48,9 @@ LOG_CHUNK = 64_000
 
 
 def write_split(training_job: TrainingJob, fmt: str, split: str, path: Path) -> str:
-    """Write one split of the version in ``fmt`` to ``path`` (atomically); its sha256."""
+    """Write one split of the version in ``fmt`` to ``path`` (atomically); its sha256. The
+    images a row names (``images/<sha256>.<ext>``, relative to the file: a split whose
+    demonstrations show images) are written beside it from the attachment storage."""
     path.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     temp = path.with_name(f".{path.name}.part")
@@ -56,8 +59,24 @@ def write_split(training_job: TrainingJob, fmt: str, split: str, path: Path) -> 
             data = line.encode()
             digest.update(data)
             handle.write(data)
+            if '"images": ["' in line:
+                write_images(json.loads(line)["images"], path.parent)
     temp.replace(path)
     return digest.hexdigest()
+
+
+def write_images(names: list[str], folder: Path) -> None:
+    for name in names:
+        target = folder / name
+        if target.exists() or not name.startswith("images/"):
+            continue
+        data = attachment_bytes(Path(name).stem)
+        if data is None:  # the export wrote "[image unavailable]" for it instead
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f".{target.name}.part")
+        part.write_bytes(data)
+        part.replace(target)
 
 
 def prepare_files(training_job: TrainingJob, *, fmt: str = "trl") -> dict:

@@ -11,6 +11,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
 from apps.core.text import count_of
 from apps.llm.models import ModelEndpoint
+from apps.synthesis.generators import TEMPLATE_FAMILY_CHOICES
 from apps.synthesis.models import Difficulty, Generator, Horizon
 from apps.synthesis.selectors import synthesis_summary
 from apps.synthesis.services import synthesis_run_inline, synthesis_start
@@ -34,6 +35,12 @@ class Command(BaseCommand):
         parser.add_argument("--turns", type=int, nargs=2, default=(1, 3), metavar=("FROM", "TO"))
         parser.add_argument("--difficulty", choices=Difficulty.values, default=Difficulty.MEDIUM)
         parser.add_argument("--horizon", choices=Horizon.values, default=Horizon.SHORT)
+        parser.add_argument(
+            "--family",
+            choices=[key for key, _ in TEMPLATE_FAMILY_CHOICES],
+            default="",
+            help="template generator: the scenario family (receipts: images to read)",
+        )
         parser.add_argument("--service", action="append", default=[], help="Standard service.")
         parser.add_argument("--max-repair-rounds", type=int, default=3)
         parser.add_argument("--domain", default="", help="Domain hint (llm).")
@@ -81,6 +88,7 @@ class Command(BaseCommand):
                 turns=tuple(options["turns"]),
                 difficulty=options["difficulty"],
                 horizon=options["horizon"],
+                family=options["family"],
                 domain_hint=options["domain"],
                 scenario_hint=options["scenario"],
                 max_repair_rounds=options["max_repair_rounds"],
