@@ -97,6 +97,7 @@ CODES: dict[str, str] = {
     "mutants_sampled": "Only a sample of the mutants was replayed (work budget).",
     "validation_budget_exceeded": "Validating the spec would take more simulated work than "
     "allowed.",
+    "validation_time_budget_exceeded": "Validation ran past its wall-clock time budget.",
     "grader_counts_failed_attempts": "A grader bounds attempts at a tool that injects faults.",
     "update_failed_at_run": "An exogenous update fails when the task runs.",
     "update_id_collides": "An exogenous create uses an id of the form the tools generate.",
