@@ -107,6 +107,7 @@ CODES: dict[str, str] = {
     "instruction_like_text": "Data or a tool description carries prompt-injection-like text.",
     "check_type_mismatch": "A check compares values of types that make it always or never hold.",
     "check_vacuous": "A check looks at a turn its grader never sees.",
+    "negation_vacuous": "A `not` negates a check that can hold in no reachable state.",
     "binding_unknown_field": "A search binding searches only fields no record has.",
     "clarification_fact_given": "A clarification task's first message already gives the fact.",
     "grader_ignores_reference_call": "The main completion grader still passes when a "
