@@ -13,6 +13,8 @@ with ``enum`` / ``const``; anything else leaves the field open). From that:
   ``matches``) with values that field can never take never holds;
 * a tool_call check (successful calls) whose argument matcher wants a value the tool's own
   parameter schema refuses matches no successful call;
+* a regex no text matches (``safe_regex.never_matches``: text after the end, before the
+  start, an empty class) fails every reply and every value;
 * ``all`` fails when a part can never hold, ``any`` when every part cannot.
 
 Each ``not`` over such a check is ``negation_vacuous`` at the negated check. The query
@@ -34,7 +36,7 @@ from ..bindings import placeholder_name
 from ..checks import MAX_DEPTH, CheckView, evaluate
 from ..formats import FORMAT_CHECKER
 from ..problems import Problem, error, pointer
-from ..safe_regex import UnsafeRegex, safe_search
+from ..safe_regex import UnsafeRegex, never_matches, safe_search
 from ..spec_model import EnvironmentSpec, TaskSpec
 
 Key = tuple[str, str]
@@ -287,6 +289,11 @@ class Negations:
         if isinstance(check.get("any"), list) and check["any"]:
             whys = [self.why_never(part, depth + 1) for part in check["any"]]
             return "; ".join(w for w in whys if w) if all(whys) else None
+        pattern = check.get("matches") if check.get("kind") == "response" else None
+        if check.get("kind") == "state" and check.get("op") == "matches":
+            pattern = check.get("value")
+        if isinstance(pattern, str) and never_matches(pattern):
+            return f"no text at all matches the regex {pattern[:80]!r}"
         if check.get("kind") == "state":
             return self._state_never(check)
         if check.get("kind") == "tool_call":
