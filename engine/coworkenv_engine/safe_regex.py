@@ -181,8 +181,9 @@ def _seq_never(sub, multiline: bool) -> bool:
         if op in _REPEATS and av[0] >= 1 and _seq_never(av[2], multiline):
             return True
         if lo > 0:
-            if ended and not (end_nl_ok and op == sre_parse.LITERAL and av == 10):
+            if ended and (not end_nl_ok or (op == sre_parse.LITERAL and av != 10)):
                 return True
+            ended = False  # '$' then something that may be the final newline: unsure
             consumed = True
     return False
 

@@ -76,3 +76,10 @@ def test_an_update_makes_a_collection_written():
     )
     check = {"kind": "state", "query": "contacts.people[?name == 'Mallory Evil']", "op": "exists"}
     assert _codes({"not": check}, doc) == []
+
+
+def test_a_mention_of_what_a_readable_record_holds_can_hold():
+    check = {"kind": "response", "mentions": "contacts.people[?name == 'Dana Kim'].email"}
+    assert _codes({"not": check}) == []
+    written = {"kind": "response", "mentions": "email.sent[?to == 'x@evil.test'].subject"}
+    assert _codes({"not": written}) == []

@@ -61,7 +61,8 @@ def test_subject_is_clipped():
         (r"\Zabc", True), (r"a^b", True), (r"[^\s\S]", True), (r"x$y", True),
         (r"(a\Zb|c\Zd)", True), (r"(?:a\Zb)+", True), (r"a\Ab", True),
         (r"abc\Z", False), (r"(?m)a^b", False), ("x$\n", False), (r"(?i)dentist", False),
-        (r"(a\Zb|cd)", False), (r"(?:a\Zb)*", False), (r"^foo$", False), ("(unclosed", False),
+        (r"(a\Zb|cd)", False), (r"(?s)x$.", False), (r"x$\s", False), (r"(?:a\Zb)*", False),
+        (r"^foo$", False), ("(unclosed", False), (r"(?i)password$ reset", True),
     ],
 )  # fmt: skip
 def test_never_matches_decides_the_plain_cases(pattern, never):

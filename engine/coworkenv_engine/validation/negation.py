@@ -13,6 +13,8 @@ with ``enum`` / ``const``; anything else leaves the field open). From that:
   ``matches``) with values that field can never take never holds;
 * a tool_call check (successful calls) whose argument matcher wants a value the tool's own
   parameter schema refuses matches no successful call;
+* a response check mentioning what a query over unwritten collections finds, when it
+  finds nothing, fails every reply;
 * a regex no text matches (``safe_regex.never_matches``: text after the end, before the
   start, an empty class) fails every reply and every value;
 * ``all`` fails when a part can never hold, ``any`` when every part cannot.
@@ -33,7 +35,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ..bindings import placeholder_name
-from ..checks import MAX_DEPTH, CheckView, evaluate
+from ..checks import MAX_DEPTH, CheckView, _flatten, evaluate, run_query
 from ..formats import FORMAT_CHECKER
 from ..problems import Problem, error, pointer
 from ..safe_regex import UnsafeRegex, never_matches, safe_search
@@ -296,12 +298,16 @@ class Negations:
             return f"no text at all matches the regex {pattern[:80]!r}"
         if check.get("kind") == "state":
             return self._state_never(check)
+        if check.get("kind") == "response" and isinstance(check.get("mentions"), str):
+            return self._mentions_never(check)
         if check.get("kind") == "tool_call":
             return self._tool_call_never(check)
         return None
 
-    def _state_never(self, check: dict) -> str | None:
-        ast = _parse(check.get("query"))
+    def _reach(self, query: Any) -> tuple[_Reach, Any, bool] | None:
+        """The query's reach, its result shape, and whether it reads only what nothing
+        writes (None: a query the analysis does not follow)."""
+        ast = _parse(query)
         if ast is None:
             return None
         reach = _Reach(self.world)
@@ -316,32 +322,58 @@ class Negations:
             or (key[1] != "*" and key not in written)
             for key in reach.touched
         )
+        return reach, result, static
+
+    def _state_never(self, check: dict) -> str | None:
+        found = self._reach(check.get("query"))
+        if found is None:
+            return None
+        reach, result, static = found
         if static:
             return self._constant_never(check, reach)
         return self._field_never(check, result)
 
-    def _constant_never(self, check: dict, reach: _Reach) -> str | None:
-        emptied = reach.emptied & self.world.written
+    def _mentions_never(self, check: dict) -> str | None:
+        """A response check mentioning what a query finds, when the query can find nothing."""
+        found = self._reach(check.get("mentions"))
+        if found is None or not found[2]:
+            return None
+        try:
+            values = list(_flatten(run_query(check["mentions"], self._state_for(found[0]))))
+        except (JMESPathError, ValueError, TypeError, RecursionError):
+            return None
+        if values:
+            return None
+        return f"{self._reads(found[0])}; the query finds nothing to mention"
+
+    def _state_for(self, reach: _Reach) -> Any:
         if self._state is None:
             self._state = self.initial()
         state = self._state
+        emptied = reach.emptied & self.world.written
         if emptied:
             state = {s: dict(cols) for s, cols in state.items()}
             for s, c in emptied:
                 state[s][c] = []
-        view = CheckView(state=state, calls=[], replies=[], last_turn=0, messages=[])
-        status, evidence = evaluate(check, view)
-        if status != "failed" or "error" in evidence:
-            return None
+        return state
+
+    def _reads(self, reach: _Reach) -> str:
         unwritten = [*reach.touched, *(reach.emptied - self.world.written)]
         read = sorted({f"{s}.{c}" for s, c in unwritten if c != "*"})
         parts = [f"it reads {', '.join(read)}, which no tool or update writes"] if read else []
+        emptied = reach.emptied & self.world.written
         if emptied:
             filtered = ", ".join(sorted(f"{s}.{c}" for s, c in emptied))
             parts.append(f"it filters {filtered} on a value no record can hold")
-        return (" and ".join(parts) or "it reads nothing the run changes") + (
-            "; on what it reads the check fails"
-        )
+        return " and ".join(parts) or "it reads nothing the run changes"
+
+    def _constant_never(self, check: dict, reach: _Reach) -> str | None:
+        view = CheckView(state=self._state_for(reach), calls=[], replies=[], last_turn=0,
+                         messages=[])  # fmt: skip
+        status, evidence = evaluate(check, view)
+        if status != "failed" or "error" in evidence:
+            return None
+        return f"{self._reads(reach)}; on what it reads the check fails"
 
     def _field_never(self, check: dict, result: Any) -> str | None:
         if not result or result[0] not in ("val", "vlist") or "value" not in check:
