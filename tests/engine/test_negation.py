@@ -54,6 +54,26 @@ def test_a_parameter_enum_bounds_what_a_field_can_hold():
     assert _codes({"not": cannot}, doc) == [("negation_vacuous", "/tasks/0/graders/6/check/not")]
 
 
+def test_case_folding_and_update_created_ids_can_hold():
+    doc = mini_doc()
+    send = next(t for t in doc["tools"] if t["name"] == "send_email")
+    send["parameters"]["properties"]["priority"] = {"type": "string", "enum": ["low", "high"]}
+    send["binding"]["values"]["priority"] = "$priority"
+    folded = {"kind": "state", "query": "email.sent[-1].priority", "op": "==", "value": "HIGH"}
+    assert _codes({"not": {**folded, "ignore_case": True}}, doc) == []
+    assert _codes({"not": folded}, doc) != []
+    call = {"kind": "tool_call", "tool": "send_email"}
+    matcher = {"priority": {"op": "==", "value": "HIGH", "ignore_case": True}}
+    assert _codes({"not": {**call, "arguments": matcher}}, doc) == []
+    doc["tools"] = [t for t in doc["tools"] if t["name"] != "create_event"]
+    doc["tasks"][0]["turns"][1]["updates"].append(
+        {"op": "create", "service": "calendar", "collection": "events", "id": "e7",
+         "values": {"title": "Offsite"}}
+    )  # fmt: skip
+    created = {"kind": "state", "query": "calendar.events[?id == 'e7']", "op": "exists"}
+    assert _codes({"not": created}, doc) == []
+
+
 def test_a_merge_binding_leaves_every_field_open():
     doc = mini_doc()
     update = next(t for t in doc["tools"] if t["name"] == "update_event")

@@ -76,6 +76,8 @@ class World:
         for turn in task.turns:
             for up in turn.updates:
                 self.written.add((up.service, up.collection))
+                if up.op == "create" and up.id is not None:
+                    self._add(up.service, up.collection, "id", up.id)
                 for f, v in (up.values or {}).items():
                     self._add(up.service, up.collection, f, v)
         for tool in spec.tools:
@@ -379,6 +381,8 @@ class Negations:
         if not result or result[0] not in ("val", "vlist") or "value" not in check:
             return None
         op, value = check.get("op"), check.get("value")
+        if check.get("ignore_case"):
+            return None
         _, service, collection, f = result
         domain = self.world.domain(service, collection, f)
         if value is None:
@@ -417,7 +421,7 @@ class Negations:
         for arg, matcher in matchers.items():
             schema = props.get(arg)
             if isinstance(matcher, dict) and isinstance(matcher.get("op"), str):
-                if matcher["op"] != "==" or "value" not in matcher:
+                if matcher["op"] != "==" or "value" not in matcher or matcher.get("ignore_case"):
                     continue
                 matcher = matcher["value"]
             if not isinstance(schema, dict) or matcher is None:
