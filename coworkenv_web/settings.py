@@ -486,6 +486,11 @@ JOB_MAX_CLAIMS = env_int("JOB_MAX_CLAIMS", 5)
 # broker, for up to RUN_LANE_MAX_S seconds; then it hands the next one to the queue (so other
 # batches get their turn). 0 sends every run through the broker.
 RUN_LANE_MAX_S = env_int("RUN_LANE_MAX_S", 300)
+# Wall-clock budget (seconds) of one environment validation (coworkenv_engine's backstop
+# behind its step and size caps): past it the report says validation_time_budget_exceeded.
+VALIDATION_TIME_BUDGET_S = env_int("VALIDATION_TIME_BUDGET_S", 60)
+if VALIDATION_TIME_BUDGET_S < 1:
+    raise ImproperlyConfigured("VALIDATION_TIME_BUDGET_S must be at least 1 (seconds).")
 # Benchmarks: a file that every run appends its phase timings to (one JSON line each).
 RUN_TIMINGS_FILE = env_str("RUN_TIMINGS_FILE", "")
 if JOB_STALE_AFTER_S < 2 or JOB_SWEEP_EVERY_S < 1 or JOB_MAX_CLAIMS < 1:

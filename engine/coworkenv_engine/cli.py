@@ -15,7 +15,7 @@ from .bounds import MAX_DOCUMENT_CHARS, DocumentUnreadable, loads_document
 from .problems import Problem, SpecError
 from .runner import run_task
 from .spec import load_spec
-from .validation import ValidationReport, validate_spec
+from .validation import DEFAULT_TIME_BUDGET_S, ValidationReport, validate_spec
 
 #: 0 valid, 1 invalid, 2 unreadable (or a usage error), 3 internal error (an engine bug)
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -28,6 +28,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m coworkenv_engine")
     sub = p.add_subparsers(dest="command", required=True)
@@ -35,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("file")
     v.add_argument("--json", action="store_true", help="print the JSON report")
     v.add_argument("--static", action="store_true", help="skip the dynamic (simulated) checks")
+    v.add_argument(
+        "--time-budget",
+        type=_seconds,
+        default=DEFAULT_TIME_BUDGET_S,
+        metavar="SECONDS",
+        help=f"wall-clock budget of the whole validation (default {DEFAULT_TIME_BUDGET_S:g})",
+    )
     pl = sub.add_parser("play", help="run one task with a built-in policy")
     pl.add_argument("file")
     pl.add_argument("--task", required=True)
@@ -145,7 +162,7 @@ def _validate(doc: Any, bounds: list[Problem], args: argparse.Namespace, out: Te
     if bounds:
         report = ValidationReport(problems=list(bounds), dynamic=not args.static)
     else:
-        report = validate_spec(doc, dynamic=not args.static)
+        report = validate_spec(doc, dynamic=not args.static, time_budget=args.time_budget)
     _print_report(report, args, _Safe(out))
     if any(p.code == "simulation_crashed" for p in report.problems):
         return EXIT_INTERNAL

@@ -97,6 +97,7 @@ CODES: dict[str, str] = {
     "mutants_sampled": "Only a sample of the mutants was replayed (work budget).",
     "validation_budget_exceeded": "Validating the spec would take more simulated work than "
     "allowed.",
+    "validation_time_budget_exceeded": "Validation ran past its wall-clock time budget.",
     "grader_counts_failed_attempts": "A grader bounds attempts at a tool that injects faults.",
     "update_failed_at_run": "An exogenous update fails when the task runs.",
     "update_id_collides": "An exogenous create uses an id of the form the tools generate.",
@@ -106,6 +107,7 @@ CODES: dict[str, str] = {
     "instruction_like_text": "Data or a tool description carries prompt-injection-like text.",
     "check_type_mismatch": "A check compares values of types that make it always or never hold.",
     "check_vacuous": "A check looks at a turn its grader never sees.",
+    "negation_vacuous": "A `not` negates a check that can hold in no reachable state.",
     "binding_unknown_field": "A search binding searches only fields no record has.",
     "clarification_fact_given": "A clarification task's first message already gives the fact.",
     "grader_ignores_reference_call": "The main completion grader still passes when a "

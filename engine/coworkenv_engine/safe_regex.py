@@ -136,3 +136,69 @@ def compile_safe(pattern: str) -> Any:
 def safe_search(pattern: str, text: str) -> Any:
     """The first match in ``text`` (clipped to MAX_SUBJECT_CHARS), or None."""
     return compile_safe(pattern).search(text[:MAX_SUBJECT_CHARS])
+
+
+_EMPTY_CLASS_PAIRS = (
+    {sre_parse.CATEGORY_DIGIT, sre_parse.CATEGORY_NOT_DIGIT},
+    {sre_parse.CATEGORY_SPACE, sre_parse.CATEGORY_NOT_SPACE},
+    {sre_parse.CATEGORY_WORD, sre_parse.CATEGORY_NOT_WORD},
+)
+
+
+def _empty_class(av) -> bool:
+    """``[^\\s\\S]``-style: a negated class holding a category and its complement."""
+    if not av or av[0][0] != sre_parse.NEGATE:
+        return False
+    cats = {a for op, a in av if op == sre_parse.CATEGORY}
+    return any(pair <= cats for pair in _EMPTY_CLASS_PAIRS)
+
+
+def _seq_never(sub, multiline: bool) -> bool:
+    """Whether a sequence can match no text: an empty class it must pass, text it must
+    consume after the end (``\\Z``, or ``$`` then a character other than a newline), text
+    before the start (``\\A``, or ``^`` without MULTILINE), or a part that never matches."""
+    consumed, ended, end_nl_ok = False, False, False
+    for op, av in sub:
+        if op == sre_parse.AT:
+            if av == sre_parse.AT_END_STRING or (av == sre_parse.AT_END and not multiline):
+                ended, end_nl_ok = True, av == sre_parse.AT_END
+            elif consumed and (
+                av == sre_parse.AT_BEGINNING_STRING
+                or (av == sre_parse.AT_BEGINNING and not multiline)
+            ):
+                return True
+            continue
+        try:
+            lo = sre_parse.SubPattern(sub.state, [(op, av)]).getwidth()[0]
+        except (TypeError, ValueError, AttributeError, OverflowError):
+            return False
+        if op == sre_parse.IN and _empty_class(av):
+            return True
+        if op == sre_parse.BRANCH and all(_seq_never(b, multiline) for b in av[1]):
+            return True
+        if op == sre_parse.SUBPATTERN and _seq_never(av[-1], multiline):
+            return True
+        if op in _REPEATS and av[0] >= 1 and _seq_never(av[2], multiline):
+            return True
+        if lo > 0:
+            if ended and (not end_nl_ok or (op == sre_parse.LITERAL and av != 10)):
+                return True
+            ended = False  # '$' then something that may be the final newline: unsure
+            consumed = True
+    return False
+
+
+def never_matches(pattern: str) -> bool:
+    """Whether no text at all matches ``pattern`` (decided for the plain cases only; False
+    when unsure, or when the pattern does not parse)."""
+    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
+        return False
+    try:
+        sub = sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return False
+    multiline = bool(sub.state.flags & re.MULTILINE)
+    try:
+        return _seq_never(sub, multiline)
+    except RecursionError:
+        return False

@@ -5,6 +5,7 @@ from coworkenv_engine.safe_regex import (
     UnsafeRegex,
     check_pattern,
     compile_safe,
+    never_matches,
     safe_search,
 )
 
@@ -52,3 +53,17 @@ def test_subject_is_clipped():
     text = "a" * MAX_SUBJECT_CHARS + "NEEDLE"
     assert safe_search("NEEDLE", text) is None
     assert safe_search("NEEDLE", "x NEEDLE") is not None
+
+
+@pytest.mark.parametrize(
+    "pattern, never",
+    [
+        (r"\Zabc", True), (r"a^b", True), (r"[^\s\S]", True), (r"x$y", True),
+        (r"(a\Zb|c\Zd)", True), (r"(?:a\Zb)+", True), (r"a\Ab", True),
+        (r"abc\Z", False), (r"(?m)a^b", False), ("x$\n", False), (r"(?i)dentist", False),
+        (r"(a\Zb|cd)", False), (r"(?s)x$.", False), (r"x$\s", False), (r"(?:a\Zb)*", False),
+        (r"^foo$", False), ("(unclosed", False), (r"(?i)password$ reset", True),
+    ],
+)  # fmt: skip
+def test_never_matches_decides_the_plain_cases(pattern, never):
+    assert never_matches(pattern) is never

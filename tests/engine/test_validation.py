@@ -38,10 +38,12 @@ def test_samples_cover_the_required_scenarios():
 
 def _case_report(case):
     """Cases carry a parsed "spec", or "spec_text" when the fault lives in the text itself
-    (duplicate keys, a depth no parser should recurse into)."""
+    (duplicate keys, a depth no parser should recurse into); a "time_budget" (seconds) is
+    the validation's wall-clock budget."""
+    budget = {"time_budget": case["time_budget"]} if "time_budget" in case else {}
     if "spec_text" in case:
-        return validate_text(case["spec_text"])
-    return validate_spec(case["spec"])
+        return validate_text(case["spec_text"], **budget)
+    return validate_spec(case["spec"], **budget)
 
 
 def test_broken_spec_catalogue_is_large_and_distinct():

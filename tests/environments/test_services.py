@@ -2,6 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
+from django.test import override_settings
 
 from apps.capabilities.models import Capability
 from apps.core.exceptions import ApplicationError
@@ -159,6 +160,16 @@ def test_validate_sets_status_and_report(environment):
     assert environment.latest_validation == report
     assert {t["key"] for t in report.tasks} == set(environment.tasks.values_list("key", flat=True))
     assert all(t["sensitivity"] == 1.0 for t in report.tasks)
+
+
+@override_settings(VALIDATION_TIME_BUDGET_S=1e-9)  # spent before the first run
+def test_validate_stops_at_the_time_budget_setting(environment):
+    report = environment_validate(environment=environment)
+    environment.refresh_from_db()
+    assert report.valid is False
+    assert environment.status == EnvironmentStatus.INVALID
+    codes = [(p["code"], p["pointer"]) for p in report.problems]
+    assert ("validation_time_budget_exceeded", "/tasks/0") in codes
 
 
 def test_validation_of_a_stale_revision_keeps_draft(environment):

@@ -16,7 +16,8 @@ SOUNDNESS_CODES = [
     "identifier_confusable", "schema_required_undeclared", "binding_unknown_field",
     "instruction_like_text", "validation_budget_exceeded", "attachment_missing",
     "attachment_unreferenced", "attachment_field_unknown", "attachment_type_unsupported",
-    "attachment_too_large", "attachment_content_invalid",
+    "attachment_too_large", "attachment_content_invalid", "validation_time_budget_exceeded",
+    "negation_vacuous",
 ]  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """Validation as a job: the engine's verdict on an environment's current revision."""
 
+from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -114,7 +115,13 @@ def environment_validate(*, environment: Environment, job: Job | None = None) ->
     # one they are skipped and the report warns that the task is only partially certified.
     judge = judge_for_project(project=environment.project, job=job)
     # The stored files are checked against the listed attachments (hash, size, type).
-    result = validate_spec(document, judge=judge, attachments=attachment_bytes)
+    # The time budget is a backstop: a spec that runs past it is reported invalid.
+    result = validate_spec(
+        document,
+        judge=judge,
+        attachments=attachment_bytes,
+        time_budget=settings.VALIDATION_TIME_BUDGET_S,
+    )
     if judge is not None and judge.outage is not None:
         # A judge that stayed down says nothing about the spec: fail the job, keep the status.
         raise judge.outage

@@ -16,12 +16,20 @@ from ..checks import Judge
 from ..problems import Problem, error, has_errors
 from ..spec import EnvironmentSpec, _build, schema_problems, spec_hash
 from .attachments import attachment_content_problems
+from .budget import DEFAULT_TIME_BUDGET_S, Deadline, as_deadline
 from .dynamic import TaskReport, validate_task
 from .faults import budget_problems
 from .gameable import gameable_problems
 from .static import static_problems
 
-__all__ = ["TaskReport", "ValidationReport", "validate_spec", "validate_text"]
+__all__ = [
+    "DEFAULT_TIME_BUDGET_S",
+    "Deadline",
+    "TaskReport",
+    "ValidationReport",
+    "validate_spec",
+    "validate_text",
+]
 
 Progress = Callable[[int, int, str], None]
 
@@ -86,10 +94,16 @@ def validate_spec(
     on_progress: Progress | None = None,
     judge: Judge | None = None,
     attachments: Resolver | None = None,
+    time_budget: float | Deadline | None = DEFAULT_TIME_BUDGET_S,
 ) -> ValidationReport:
     """``attachments``, when given, fetches an attachment's bytes by sha256 (None when it is
-    not stored): each listed attachment is then checked against its stored file."""
+    not stored): each listed attachment is then checked against its stored file.
+
+    ``time_budget`` (seconds of wall clock, or a ``Deadline``; None = unbounded) is a
+    backstop for the whole validation: past it the dynamic checks stop with
+    ``validation_time_budget_exceeded`` at the task being validated."""
     report = ValidationReport(dynamic=dynamic)
+    deadline = as_deadline(time_budget)
 
     def progress(done: int, total: int, label: str) -> None:
         if on_progress is not None:
@@ -133,11 +147,16 @@ def validate_spec(
     if not dynamic or not runnable:
         report.tasks = [TaskReport(t.key) for t in spec.tasks]
         return report
+    out_of_time = False
     for k, task in enumerate(spec.tasks):
+        if out_of_time:  # the budget is spent: the tasks after are not validated
+            report.tasks.append(TaskReport(task.key))
+            continue
         try:
-            task_report, problems = validate_task(spec, k, judge)
+            task_report, problems = validate_task(spec, k, judge, deadline)
         except Exception as exc:  # a crash on one task must not hide the others
             task_report, problems = TaskReport(task.key), [_crash(f"/tasks/{k}", exc)]
+        out_of_time = any(p.code == "validation_time_budget_exceeded" for p in problems)
         report.tasks.append(task_report)
         report.problems.extend(problems)
         progress(2 + k, total, f"task {task.key}")
@@ -151,6 +170,7 @@ def validate_text(
     on_progress: Progress | None = None,
     judge: Judge | None = None,
     attachments: Resolver | None = None,
+    time_budget: float | Deadline | None = DEFAULT_TIME_BUDGET_S,
 ) -> ValidationReport:
     """Validate JSON text: bounds (size, depth, duplicate keys) are checked while parsing,
     before anything recurses. Raises ``bounds.DocumentUnreadable`` when it is not JSON."""
@@ -158,5 +178,10 @@ def validate_text(
     if bounds:
         return ValidationReport(problems=bounds, dynamic=dynamic)
     return validate_spec(
-        doc, dynamic=dynamic, on_progress=on_progress, judge=judge, attachments=attachments
+        doc,
+        dynamic=dynamic,
+        on_progress=on_progress,
+        judge=judge,
+        attachments=attachments,
+        time_budget=time_budget,
     )

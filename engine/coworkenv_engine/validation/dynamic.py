@@ -24,6 +24,7 @@ from ..policies import EchoPolicy, MutantPolicy, NullPolicy, OraclePolicy, state
 from ..problems import Problem, error, pointer, warning
 from ..runner import EpisodeResult, run_task
 from ..spec import EnvironmentSpec, TaskSpec, canonical_json
+from .budget import Deadline, OutOfTime, out_of_time_problem
 from .evidence import (
     mutant_problems,
     trivial_agent_problems,
@@ -136,16 +137,36 @@ def _adversary_passes(
 
 
 def validate_task(
-    spec: EnvironmentSpec, k: int, judge: Judge | None = None
+    spec: EnvironmentSpec, k: int, judge: Judge | None = None, deadline: Deadline | None = None
 ) -> tuple[TaskReport, list[Problem]]:
-    task = spec.tasks[k]
-    report = TaskReport(task.key)
+    """Every dynamic check of task ``k``. Past ``deadline`` (asked before each run) the
+    task stops with ``validation_time_budget_exceeded``; what was found by then is kept."""
+    report = TaskReport(spec.tasks[k].key)
     problems: list[Problem] = []
+    deadline = deadline if deadline is not None else Deadline(None)
+    try:
+        _validate_task(spec, k, judge, deadline, report, problems)
+    except OutOfTime as exc:
+        problems.append(out_of_time_problem(deadline, k, report.key, exc.what))
+    return report, _dedupe(problems)
+
+
+def _validate_task(
+    spec: EnvironmentSpec,
+    k: int,
+    judge: Judge | None,
+    deadline: Deadline,
+    report: TaskReport,
+    problems: list[Problem],
+) -> None:
+    task = spec.tasks[k]
     task_ptr = pointer("tasks", k)
 
     failed_updates: set[str] = set()
 
     def run(policy, **kw) -> EpisodeResult:
+        seed = f" (faults on, seed {kw.get('seed', 0)})" if kw.get("faults", True) else ""
+        deadline.check(f"the '{getattr(policy, 'name', 'policy')}' run{seed}")
         result = run_task(spec, task.key, policy, judge=judge, **kw)
         if isinstance(policy, (OraclePolicy, NullPolicy, EchoPolicy, MutantPolicy)):
             # an adversary may delete an update's target: that is its failure, not the spec's
@@ -320,7 +341,6 @@ def validate_task(
                 )
         report.sensitivity = report.mutants_caught / report.mutants_replayed
         problems.extend(mutant_problems(spec, task, k, uncaught))
-    return report, _dedupe(problems)
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

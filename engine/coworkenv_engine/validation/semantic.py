@@ -31,6 +31,7 @@ from ..spec_model import EnvironmentSpec, TaskSpec
 from .flow import clarification_problems, information_flow_problems
 from .hygiene import identifier_problems, instruction_problems, required_problems
 from .integrity import attempt_counting_problems, binding_problems, update_problems
+from .negation import negation_problems
 from .ranges import range_problems
 
 ANY = "any"
@@ -369,6 +370,7 @@ def semantic_problems(spec: EnvironmentSpec) -> list[Problem]:
         out += update_problems(spec, k)
         out += attempt_counting_problems(spec, k)
         out += check_type_problems(spec, k)
+        out += negation_problems(spec, k, lambda t=spec.tasks[k]: _initial_state(spec, t))
         out += clarification_problems(spec, k)
         out += information_flow_problems(spec, k)
     out += instruction_problems(spec)
