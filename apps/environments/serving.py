@@ -17,9 +17,10 @@ the same 401 ``missing or wrong token``.
 
 Served from the web app too: ``ProjectEnvServers`` wraps the ASGI application
 (``coworkenv_web/asgi.py``) so that ``/envs/<project-slug>/…`` (HTTP and the ``/ws``
-WebSocket) reaches that project's server, built on its first request and kept (its catalogue
-read again every ``ENVSERVER_REFRESH_S`` seconds, 60 by default); everything else goes to
-Django. An unknown project gets 404, a wrong token the same 401 as above.
+WebSocket) reaches that project's server, built on its first request and kept, with the
+session limits and catalogue refresh of the ``ENVSERVER_*`` settings (``envserver_options``;
+the command's flags default to them too); everything else goes to Django. An unknown
+project gets 404, a wrong token the same 401 as above.
 """
 
 from __future__ import annotations
@@ -271,10 +272,18 @@ def _project_server(slug: str):
     project = Project.objects.filter(slug=slug).first()
     if project is None:
         return None
-    refresh = float(getattr(settings, "ENVSERVER_REFRESH_S", 60.0))
-    return project_envserver_app(
-        project=project, refresh_interval=refresh or None, allow_empty=True
-    )
+    return project_envserver_app(project=project, allow_empty=True, **envserver_options(settings))
+
+
+def envserver_options(settings) -> dict[str, Any]:
+    """The session limits and refresh interval of ``settings`` (``ENVSERVER_*``), as
+    ``project_envserver_app`` takes them: what the mount uses and the command's defaults."""
+    return {
+        "max_sessions": settings.ENVSERVER_MAX_SESSIONS,
+        "idle_timeout": settings.ENVSERVER_IDLE_TIMEOUT_S,
+        "max_lifetime": settings.ENVSERVER_MAX_LIFETIME_S,
+        "refresh_interval": settings.ENVSERVER_REFRESH_S or None,
+    }
 
 
 async def _not_found(scope, receive, send, slug: str) -> None:

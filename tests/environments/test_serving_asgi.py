@@ -159,3 +159,39 @@ def test_an_image_environments_view_tool_sends_the_stored_image_as_a_data_url(
     shown = {u for obs in seen for m in obs["messages"] for u in image_urls(m["content"])}
     assert shown and shown <= expected
     assert seen[-1]["reward"] == 1.0
+
+
+def test_the_session_limit_of_the_settings_holds_through_the_mount(served, project):
+    """ENVSERVER_MAX_SESSIONS=2: a third WebSocket gets CAPACITY_REACHED and an HTTP reset
+    503 until a session ends."""
+    from coworkenv_web.asgi import application
+
+    token, task_key = served["member"], served["spec"].tasks[0].key
+    headers = {"Authorization": f"Bearer {token}"}
+    with override_settings(ENVSERVER_MAX_SESSIONS=2), running(application) as url:
+        mine = f"{url}/envs/{project.slug}"
+        ws_url = mine.replace("http://", "ws://") + f"/t/{token}/ws"
+        with connect(ws_url) as first, connect(ws_url) as second:
+            for ws in (first, second):
+                ws.send(json.dumps({"type": "reset", "data": {"task_key": task_key}}))
+                assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+            with connect(ws_url) as third:
+                refused = json.loads(third.recv(timeout=30))
+            assert refused["type"] == "error"
+            assert refused["data"] == {
+                "message": "session limit reached",
+                "code": "CAPACITY_REACHED",
+                "active_sessions": 2,
+                "max_sessions": 2,
+            }
+            reset = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=headers)
+            assert reset.status_code == 503
+            assert reset.json()["code"] == "CAPACITY_REACHED"
+        # both WebSockets closed: their slots are free again
+        deadline = time.monotonic() + 20
+        while True:
+            reset = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=headers)
+            if reset.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert reset.status_code == 200
