@@ -9,6 +9,7 @@ import time
 
 import httpx
 import pytest
+from django.core.files.storage import FileSystemStorage
 from django.test import override_settings
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
@@ -195,3 +196,86 @@ def test_the_session_limit_of_the_settings_holds_through_the_mount(served, proje
                 break
             time.sleep(0.05)
         assert reset.status_code == 200
+
+
+class SlowStorage(FileSystemStorage):
+    """The attachments storage of the tests, each read taking ``DELAY`` seconds first: what an
+    S3 bucket far away looks like to the server."""
+
+    DELAY = 1.5
+
+    def _open(self, name, mode="rb"):
+        time.sleep(self.DELAY)
+        return super()._open(name, mode)
+
+
+def test_a_slow_image_read_stalls_only_the_session_viewing_it(transactional_db, project, author):
+    """Session A views a receipt whose image takes 1.5 s to read from storage; meanwhile
+    session B's steps keep coming back in well under that (the read runs in a worker thread,
+    not on the event loop). A's second view of the same image is served from the cache."""
+    import threading
+
+    from django.conf import settings as django_settings
+
+    from apps.accounts.services import api_token_create
+    from apps.environments.services import environment_import_with_files, environment_validate
+    from apps.synthesis.generators.receipts import generate_receipts_environment
+    from coworkenv_engine.attachments import data_url
+    from coworkenv_web.asgi import application
+
+    doc, files = generate_receipts_environment(seed=1, tasks=1)
+    environment = environment_import_with_files(project=project, spec=doc, files=files, user=author)
+    assert environment_validate(environment=environment).valid
+    _, token = api_token_create(user=author, name="vlm trainer")
+    task_key = doc["tasks"][0]["key"]
+    receipt = doc["services"]["expenses"]["receipts"][0]
+    sha = receipt["image"].removeprefix("sha256:")
+    expected_url = data_url("image/png", files[sha])
+    view = {"tool_calls": [{"name": "view_receipt", "arguments": {"receipt_id": receipt["id"]}}]}
+    listing = {"tool_calls": [{"name": "list_receipts", "arguments": {}}]}
+    slow = {
+        **django_settings.STORAGES,
+        "attachments": {
+            **django_settings.STORAGES["attachments"],
+            "BACKEND": f"{__name__}.SlowStorage",
+        },
+    }
+    with override_settings(STORAGES=slow), running(application) as url:
+        ws_url = url.replace("http://", "ws://") + f"/envs/{project.slug}/t/{token}/ws"
+        with connect(ws_url) as a, connect(ws_url) as b:
+            for ws in (a, b):
+                ws.send(json.dumps({"type": "reset", "data": {"task_key": task_key}}))
+                assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+            a_sent, a_done, a_reply = threading.Event(), threading.Event(), {}
+
+            def viewer():
+                a.send(json.dumps({"type": "step", "data": view}))
+                a_reply["at"] = time.monotonic()
+                a_sent.set()
+                a_reply["message"] = json.loads(a.recv(timeout=60))
+                a_reply["took"] = time.monotonic() - a_reply["at"]
+                a_done.set()
+
+            thread = threading.Thread(target=viewer)
+            thread.start()
+            assert a_sent.wait(30)
+            latencies = []
+            while not a_done.is_set() and len(latencies) < 30:
+                started = time.monotonic()
+                b.send(json.dumps({"type": "step", "data": listing}))
+                reply = json.loads(b.recv(timeout=60))
+                assert reply["type"] == "observation"
+                if not a_done.is_set():
+                    latencies.append(time.monotonic() - started)
+            thread.join(60)
+            parts = a_reply["message"]["data"]["observation"]["tool_results"][0]["content"]
+            assert {"type": "image_url", "image_url": {"url": expected_url}} in parts
+            assert a_reply["took"] >= SlowStorage.DELAY
+            assert len(latencies) >= 5, latencies
+            assert max(latencies) < SlowStorage.DELAY / 2, latencies
+            # the same image again: from the cache, no storage read
+            started = time.monotonic()
+            a.send(json.dumps({"type": "step", "data": view}))
+            again = json.loads(a.recv(timeout=60))["data"]["observation"]["tool_results"][0]
+            assert time.monotonic() - started < SlowStorage.DELAY / 2
+            assert {"type": "image_url", "image_url": {"url": expected_url}} in again["content"]
