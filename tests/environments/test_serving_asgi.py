@@ -279,3 +279,91 @@ def test_a_slow_image_read_stalls_only_the_session_viewing_it(transactional_db, 
             again = json.loads(a.recv(timeout=60))["data"]["observation"]["tool_results"][0]
             assert time.monotonic() - started < SlowStorage.DELAY / 2
             assert {"type": "image_url", "image_url": {"url": expected_url}} in again["content"]
+
+
+ROUTES = [
+    ("GET", "/metadata", None),
+    ("GET", "/schema", None),
+    ("GET", "/tasks", None),
+    ("POST", "/reset", {}),
+    ("POST", "/step", {"episode_id": "x", "action": {"reply": "hi"}}),
+    ("GET", "/state?episode_id=x", None),
+    ("POST", "/close", {"episode_id": "x"}),
+]
+
+
+def test_every_route_refuses_a_bad_revoked_missing_or_other_projects_token_alike(
+    app_url, served, project
+):
+    """The same 401 body on every route, by header and by /t/<token>/ prefix, and the same
+    refusal of the WebSocket both ways, whatever is wrong with the token."""
+    mine = f"{app_url}/envs/{project.slug}"
+    tokens = {
+        "other project": served["outsider"],
+        "revoked": served["revoked"],
+        "unknown": "cwe_nope_nope",
+        "not a token": "x",
+    }
+    with httpx.Client() as client:
+        for what, token in tokens.items():
+            for method, route, body in ROUTES:
+                for url, headers in (
+                    (mine + route, {"Authorization": f"Bearer {token}"}),
+                    (f"{mine}/t/{token}{route}", {}),
+                ):
+                    response = client.request(method, url, json=body, headers=headers)
+                    assert (response.status_code, response.json()) == (401, REFUSED), (what, url)
+            for url, headers in (
+                (f"{mine}/ws", {"Authorization": f"Bearer {token}"}),
+                (f"{mine}/t/{token}/ws", {}),
+            ):
+                with pytest.raises(InvalidStatus) as refused:
+                    connect(url.replace("http://", "ws://"), additional_headers=headers)
+                assert refused.value.response.status_code == 403, (what, url)
+        for method, route, body in ROUTES:  # no token at all
+            response = client.request(method, mine + route, json=body)
+            assert (response.status_code, response.json()) == (401, REFUSED), route
+    with pytest.raises(InvalidStatus) as refused:
+        connect(mine.replace("http://", "ws://") + "/ws")
+    assert refused.value.response.status_code == 403
+
+
+def test_a_session_of_one_project_is_not_found_under_another(
+    app_url, served, project, other_project
+):
+    """Each project's server keeps its own sessions: project A's episode id, presented to
+    /envs/B/ with a valid B token, finds nothing there (404), and A's session is untouched."""
+    mine, theirs = f"{app_url}/envs/{project.slug}", f"{app_url}/envs/{other_project.slug}"
+    a_headers = {"Authorization": f"Bearer {served['member']}"}
+    b_headers = {"Authorization": f"Bearer {served['outsider']}"}
+    task_key = served["spec"].tasks[0].key
+    reset = httpx.post(
+        f"{mine}/reset", json={"task_key": task_key, "episode_id": "ep-a"}, headers=a_headers
+    )
+    assert reset.json()["observation"]["episode_id"] == "ep-a"
+    step = {"episode_id": "ep-a", "action": {"reply": "Done."}}
+    for response in (
+        httpx.post(f"{theirs}/step", json=step, headers=b_headers),
+        httpx.get(f"{theirs}/state", params={"episode_id": "ep-a"}, headers=b_headers),
+        httpx.post(f"{theirs}/close", json={"episode_id": "ep-a"}, headers=b_headers),
+    ):
+        assert response.status_code == 404
+        assert response.json()["code"] == "NOT_FOUND"
+    # a reset under B with A's episode id starts B's own session; A's is as it was
+    elsewhere = json.loads(SAMPLES[2].read_text())
+    b_reset = httpx.post(
+        f"{theirs}/reset",
+        json={"episode_id": "ep-a", "task_key": elsewhere["tasks"][0]["key"]},
+        headers=b_headers,
+    ).json()
+    assert b_reset["observation"]["episode"]["environment"] == elsewhere["name"]
+    state = httpx.get(f"{mine}/state", params={"episode_id": "ep-a"}, headers=a_headers).json()
+    assert (state["environment"], state["task_key"], state["step_count"]) == (
+        served["valid"].name,
+        task_key,
+        0,
+    )
+    # and A's token opens nothing under B, B's nothing under A
+    assert httpx.post(f"{theirs}/step", json=step, headers=a_headers).status_code == 401
+    assert httpx.post(f"{mine}/step", json=step, headers=b_headers).status_code == 401
+    assert httpx.post(f"{mine}/step", json=step, headers=a_headers).status_code == 200
