@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,6 +219,7 @@ class ProjectEnvServers:
         if kind in ("http", "websocket") and path.startswith(self.prefix):
             slug, slash, _ = path[len(self.prefix) :].partition("/")
             if slug and slash:
+                LIVE_MOUNTS.add(self)  # an ASGI server without the lifespan protocol
                 server = await self.server(slug)
                 if server is None:
                     await _not_found(scope, receive, send, slug)
@@ -259,11 +261,45 @@ class ProjectEnvServers:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                LIVE_MOUNTS.add(self)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                LIVE_MOUNTS.discard(self)
                 await self.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+# The mounts serving in this process (between their ASGI server's start and shutdown): none
+# under ``manage.py runserver``, a WSGI server or a worker.
+LIVE_MOUNTS: weakref.WeakSet[ProjectEnvServers] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class EnvServerStatus:
+    """A project's server in this process's mount: ``started`` once a request built it."""
+
+    started: bool
+    active_sessions: int
+    max_sessions: int
+
+
+def envserver_status(*, project: Project) -> EnvServerStatus | None:
+    """What this process's ``/envs/`` mount serves for ``project``; None when no mount is
+    live in this process (the web app runs without its ASGI application). Sessions count
+    HTTP and WebSocket ones, expired ones until the reaper (every 5 s) drops them. Read from
+    the request thread: lengths and lookups of dicts the event loop changes."""
+    from django.conf import settings
+
+    mounts = list(LIVE_MOUNTS)
+    if not mounts:
+        return None
+    for mount in mounts:
+        server = mount.servers.get(project.slug)
+        if server is not None:
+            status = server.state.store.status()
+            return EnvServerStatus(True, status["active_sessions"], status["max_sessions"])
+    return EnvServerStatus(False, 0, settings.ENVSERVER_MAX_SESSIONS)
 
 
 def _project_server(slug: str):
