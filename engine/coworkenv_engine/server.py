@@ -32,7 +32,9 @@ Sessions: at most ``max_sessions`` at once (HTTP and WebSocket together; a WebSo
 limit gets ``CAPACITY_REACHED`` and is closed, an HTTP reset gets 503), each dropped after
 ``idle_timeout`` seconds without a reset/step or ``max_lifetime`` seconds after it began.
 Bearer-token auth when a token is set (``Authorization: Bearer <token>`` or the ``/t/<token>``
-prefix), or through ``authorise`` (an async callable given the presented token, empty when
+prefix; a refusal is 401 ``{"detail": "missing or wrong token"}`` on every route, the
+``/ws`` handshake included where the ASGI server supports denial responses, as uvicorn
+does), or through ``authorise`` (an async callable given the presented token, empty when
 none, returning whether it may use the server: how the app checks its project API tokens).
 Engine steps run on the event loop (a step is well under a millisecond); images a view
 tool shows are read in a worker thread (``ImageURLs.show``: a slow storage stalls only the
@@ -104,6 +106,7 @@ class _JSON(JSONResponse):
 # --------------------------------------------------------------------------- app
 
 HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 503}
+REFUSED = {"detail": "missing or wrong token"}  # whatever is wrong with the token
 
 
 def create_app(
@@ -171,7 +174,7 @@ def create_app(
     def guarded(handler):
         async def endpoint(request: Request) -> _JSON:
             if not await authorised(request):
-                return _JSON({"detail": "missing or wrong token"}, 401)
+                return _JSON(REFUSED, 401)
             try:
                 return await handler(request)
             except (ProtocolError, SessionError) as exc:
@@ -279,7 +282,11 @@ def create_app(
 
     async def ws_endpoint(ws: WebSocket) -> None:
         if not await authorised(ws):
-            await ws.close(code=1008)
+            # the same 401 and body as the HTTP routes where the ASGI server can send them
+            if "websocket.http.response" in ws.scope.get("extensions", {}):
+                await ws.send_denial_response(_JSON(REFUSED, 401))
+            else:  # a bare refusal of the handshake (the client sees 403)
+                await ws.close(code=1008)
             return
         await ws.accept()
         try:

@@ -259,8 +259,17 @@ def test_ws_protocol_and_errors(base_url):
 
 
 def test_ws_without_token_is_refused(base_url):
-    with pytest.raises(InvalidStatus):
-        connect(base_url.replace("http://", "ws://") + "/ws")
+    """The handshake gets the HTTP routes' 401 and body (uvicorn sends denial responses)."""
+    for path, headers in (
+        ("/ws", {}),
+        ("/ws", {"Authorization": "Bearer wrong"}),
+        ("/t/wrong/ws", {}),
+    ):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(base_url.replace("http://", "ws://") + path, additional_headers=headers)
+        response = refused.value.response
+        assert response.status_code == 401, path
+        assert json.loads(response.body) == {"detail": "missing or wrong token"}
     with connect(
         base_url.replace("http://", "ws://") + "/ws",
         additional_headers={"Authorization": f"Bearer {TOKEN}"},

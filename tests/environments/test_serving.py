@@ -123,8 +123,10 @@ def test_other_tokens_are_refused_alike(base_url, served, who):
     if token:
         prefixed = httpx.get(f"{base_url}/t/{token}/tasks")
         assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
-        with pytest.raises(InvalidStatus):
+        with pytest.raises(InvalidStatus) as refused:
             connect(base_url.replace("http://", "ws://") + f"/t/{token}/ws")
+        denied = refused.value.response
+        assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
     assert httpx.get(f"{base_url}/health").json() == {"status": "healthy"}
 
 
