@@ -4,6 +4,7 @@ Each helper refuses values it cannot interpret instead of guessing, so a typo in
 fails at start-up with a message naming the variable.
 """
 
+import math
 import os
 from pathlib import Path
 
@@ -40,6 +41,20 @@ def env_int(name: str, default: int) -> int:
         return int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}.") from None
+
+
+def env_float(name: str, default: float) -> float:
+    """A finite number (``inf`` and ``nan`` are refused: no setting means "forever" that way)."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}.") from None
+    if not math.isfinite(number):
+        raise ImproperlyConfigured(f"{name} must be a finite number, not {value!r}.")
+    return number
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ import django
 from django.core.exceptions import ImproperlyConfigured
 
 from apps.llm.origins import parse_key_hosts, parse_networks
-from coworkenv_web.env import env_bool, env_int, env_list, env_secret, env_str
+from coworkenv_web.env import env_bool, env_float, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("COWORKENV_VAR_DIR", str(BASE_DIR / "var")))
@@ -533,6 +533,28 @@ if TRAINING_DEVICE not in ("auto", "cpu", "gpu"):
 # A running local job whose worker has not reported for this long is taken over (and resumed
 # from its last checkpoint) by the next worker that starts or receives it.
 TRAINING_STALE_S = env_int("TRAINING_STALE_S", 120)
+# The environment servers (OpenEnv's protocol, apps/environments/serving.py): the ASGI app's
+# /envs/<project-slug>/ mount and `manage.py envserver`, whose flags override these. At most
+# ENVSERVER_MAX_SESSIONS sessions per project server (the next WebSocket gets
+# CAPACITY_REACHED, the next HTTP reset 503); a session ends after ENVSERVER_IDLE_TIMEOUT_S
+# seconds without a reset/step or ENVSERVER_MAX_LIFETIME_S seconds in all; the catalogue is
+# read from the database again every ENVSERVER_REFRESH_S seconds (0: never).
+ENVSERVER_MAX_SESSIONS = env_int("ENVSERVER_MAX_SESSIONS", 256)
+ENVSERVER_IDLE_TIMEOUT_S = env_float("ENVSERVER_IDLE_TIMEOUT_S", 600.0)
+ENVSERVER_MAX_LIFETIME_S = env_float("ENVSERVER_MAX_LIFETIME_S", 3600.0)
+ENVSERVER_REFRESH_S = env_float("ENVSERVER_REFRESH_S", 60.0)
+for _name, _value in (
+    ("ENVSERVER_MAX_SESSIONS", ENVSERVER_MAX_SESSIONS),
+    ("ENVSERVER_IDLE_TIMEOUT_S", ENVSERVER_IDLE_TIMEOUT_S),
+    ("ENVSERVER_MAX_LIFETIME_S", ENVSERVER_MAX_LIFETIME_S),
+):
+    if _value <= 0:
+        raise ImproperlyConfigured(f"{_name} must be positive, not {_value!r}.")
+if ENVSERVER_REFRESH_S < 0:
+    raise ImproperlyConfigured(
+        f"ENVSERVER_REFRESH_S must be 0 (never) or positive, not {ENVSERVER_REFRESH_S!r}."
+    )
+
 # How often the openai backend polls the provider, in seconds.
 TRAINING_POLL_S = float(env_str("TRAINING_POLL_S", "15"))
 # The address cluster jobs (command backend) call back to; it must reach this server.

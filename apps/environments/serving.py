@@ -17,9 +17,10 @@ the same 401 ``missing or wrong token``.
 
 Served from the web app too: ``ProjectEnvServers`` wraps the ASGI application
 (``coworkenv_web/asgi.py``) so that ``/envs/<project-slug>/…`` (HTTP and the ``/ws``
-WebSocket) reaches that project's server, built on its first request and kept (its catalogue
-read again every ``ENVSERVER_REFRESH_S`` seconds, 60 by default); everything else goes to
-Django. An unknown project gets 404, a wrong token the same 401 as above.
+WebSocket) reaches that project's server, built on its first request and kept, with the
+session limits and catalogue refresh of the ``ENVSERVER_*`` settings (``envserver_options``;
+the command's flags default to them too); everything else goes to Django. An unknown
+project gets 404, a wrong token the same 401 as above.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,6 +219,7 @@ class ProjectEnvServers:
         if kind in ("http", "websocket") and path.startswith(self.prefix):
             slug, slash, _ = path[len(self.prefix) :].partition("/")
             if slug and slash:
+                LIVE_MOUNTS.add(self)  # an ASGI server without the lifespan protocol
                 server = await self.server(slug)
                 if server is None:
                     await _not_found(scope, receive, send, slug)
@@ -258,11 +261,45 @@ class ProjectEnvServers:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                LIVE_MOUNTS.add(self)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                LIVE_MOUNTS.discard(self)
                 await self.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+# The mounts serving in this process (between their ASGI server's start and shutdown): none
+# under ``manage.py runserver``, a WSGI server or a worker.
+LIVE_MOUNTS: weakref.WeakSet[ProjectEnvServers] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class EnvServerStatus:
+    """A project's server in this process's mount: ``started`` once a request built it."""
+
+    started: bool
+    active_sessions: int
+    max_sessions: int
+
+
+def envserver_status(*, project: Project) -> EnvServerStatus | None:
+    """What this process's ``/envs/`` mount serves for ``project``; None when no mount is
+    live in this process (the web app runs without its ASGI application). Sessions count
+    HTTP and WebSocket ones, expired ones until the reaper (every 5 s) drops them. Read from
+    the request thread: lengths and lookups of dicts the event loop changes."""
+    from django.conf import settings
+
+    mounts = list(LIVE_MOUNTS)
+    if not mounts:
+        return None
+    for mount in mounts:
+        server = mount.servers.get(project.slug)
+        if server is not None:
+            status = server.state.store.status()
+            return EnvServerStatus(True, status["active_sessions"], status["max_sessions"])
+    return EnvServerStatus(False, 0, settings.ENVSERVER_MAX_SESSIONS)
 
 
 def _project_server(slug: str):
@@ -271,10 +308,18 @@ def _project_server(slug: str):
     project = Project.objects.filter(slug=slug).first()
     if project is None:
         return None
-    refresh = float(getattr(settings, "ENVSERVER_REFRESH_S", 60.0))
-    return project_envserver_app(
-        project=project, refresh_interval=refresh or None, allow_empty=True
-    )
+    return project_envserver_app(project=project, allow_empty=True, **envserver_options(settings))
+
+
+def envserver_options(settings) -> dict[str, Any]:
+    """The session limits and refresh interval of ``settings`` (``ENVSERVER_*``), as
+    ``project_envserver_app`` takes them: what the mount uses and the command's defaults."""
+    return {
+        "max_sessions": settings.ENVSERVER_MAX_SESSIONS,
+        "idle_timeout": settings.ENVSERVER_IDLE_TIMEOUT_S,
+        "max_lifetime": settings.ENVSERVER_MAX_LIFETIME_S,
+        "refresh_interval": settings.ENVSERVER_REFRESH_S or None,
+    }
 
 
 async def _not_found(scope, receive, send, slug: str) -> None:

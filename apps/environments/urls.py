@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from apps.environments.views import attachments, browse, editing
+from apps.environments.views import attachments, browse, editing, serving
 
 app_name = "environments"
 
@@ -9,6 +9,7 @@ urlpatterns = [
     path("p/<slug:slug>/environments/", browse.environment_list_view, name="list"),
     path("p/<slug:slug>/environments/import/", browse.environment_import_view, name="import"),
     path("p/<slug:slug>/environments/bulk/", browse.environment_bulk_view, name="bulk"),
+    path("p/<slug:slug>/environments/server/", serving.envserver_view, name="envserver"),
     path(
         "p/<slug:slug>/environments/export.zip",
         browse.environment_export_matching_view,

@@ -4,6 +4,9 @@ parsing and the OpenEnv wire shapes and JSON Schemas. ``server.py`` puts it on s
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
 import random
 import uuid
 from collections import OrderedDict
@@ -11,10 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .attachments import Attachment, Resolver, data_url
+from .attachments import Attachment, Resolver, data_url, url_sha256
 from .policies import ToolCall
 from .session import EpisodeSession
 from .spec import EnvironmentSpec, load_spec
+
+logger = logging.getLogger(__name__)
 
 VERSION = "1.0.0"
 RESET_KEYS = {"seed", "episode_id", "environment", "task_key", "split", "capability", "faults"}
@@ -133,24 +138,102 @@ class Catalog:
 
 class ImageURLs:
     """The ``data:`` URL of an image attachment from a ``Resolver`` (sha256 -> bytes), the
-    last ``max_entries`` kept: an image viewed by many sessions is read and encoded once."""
+    last ``max_entries`` kept: an image viewed by many sessions is read and encoded once.
+
+    Called, it reads on the caller's thread (an in-process session). A server awaits
+    ``url`` or ``show`` instead: a miss is read in a worker thread (``asyncio.to_thread``), so
+    a slow storage (an S3 bucket) stalls only the session that views the image, never the
+    event loop the other sessions' steps run on; concurrent misses of one image share one
+    read; a resolver that raises makes the image "not available" (logged, not kept)."""
 
     def __init__(self, resolve: Resolver, max_entries: int = 32):
         self.resolve = resolve
         self.max_entries = max_entries
         self.cache: OrderedDict[str, str | None] = OrderedDict()
+        self.reading: dict[str, asyncio.Future] = {}
 
     def __call__(self, attachment: Attachment) -> str | None:
         key = attachment.sha256
         if key in self.cache:
             self.cache.move_to_end(key)
             return self.cache[key]
-        data = self.resolve(key)
-        url = None if data is None else data_url(attachment.media_type, data)
+        url = self._read(attachment)
+        self._keep(key, url)
+        return url
+
+    def _read(self, attachment: Attachment) -> str | None:
+        data = self.resolve(attachment.sha256)
+        return None if data is None else data_url(attachment.media_type, data)
+
+    def _keep(self, key: str, url: str | None) -> None:
         self.cache[key] = url
         if len(self.cache) > self.max_entries:
             self.cache.popitem(last=False)
-        return url
+
+    def _read_done(self, key: str, task: asyncio.Future) -> None:
+        self.reading.pop(key, None)
+        if not task.cancelled() and task.exception() is None:
+            self._keep(key, task.result())
+
+    async def url(self, attachment: Attachment) -> str | None:
+        key = attachment.sha256
+        if key in self.cache:
+            self.cache.move_to_end(key)
+            return self.cache[key]
+        task = self.reading.get(key)
+        if task is None:
+            task = asyncio.ensure_future(asyncio.to_thread(self._read, attachment))
+            self.reading[key] = task
+            task.add_done_callback(functools.partial(self._read_done, key))
+        try:
+            return await asyncio.shield(task)  # a cancelled waiter leaves the read to others
+        except Exception:
+            logger.exception("The image %s could not be read.", key)
+            return None
+
+    async def show(self, obs: dict[str, Any], spec: EnvironmentSpec) -> dict[str, Any]:
+        """The observation of a session made without an ``image_url`` maker (its image parts
+        carry the transcript's ``attachment:sha256:<hex>`` URLs), shown as ``EpisodeSession``
+        shows it with one: each image part gets its ``data:`` URL, or becomes a text part
+        saying the image is not available. The entries are copied, never changed."""
+        if not spec.attachments:
+            return obs
+        by_sha = {a.sha256: a for a in spec.attachments}
+        done: dict[int, list] = {}  # a tool message and its result share one content list
+        for field_name in ("messages", "tool_results"):
+            entries = obs.get(field_name) or []
+            if any(_has_image(entry.get("content")) for entry in entries):
+                shown = []
+                for entry in entries:
+                    content = entry.get("content")
+                    if _has_image(content):
+                        if id(content) not in done:
+                            done[id(content)] = await self._parts(content, by_sha)
+                        entry = {**entry, "content": done[id(content)]}
+                    shown.append(entry)
+                obs[field_name] = shown
+        return obs
+
+    async def _parts(self, content: list, by_sha: dict[str, Attachment]) -> list:
+        shown = []
+        for part in content:
+            if part.get("type") != "image_url":
+                shown.append(part)
+                continue
+            attachment = by_sha.get(url_sha256(part["image_url"]["url"]) or "")
+            url = await self.url(attachment) if attachment is not None else None
+            if url is None:
+                name = attachment.name if attachment is not None else "an attachment"
+                shown.append({"type": "text", "text": f"[image {name} is not available]"})
+            else:
+                shown.append({"type": "image_url", "image_url": {"url": url}})
+        return shown
+
+
+def _has_image(content: Any) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") == "image_url" for part in content
+    )
 
 
 # --------------------------------------------------------------------------- sessions

@@ -32,9 +32,13 @@ Sessions: at most ``max_sessions`` at once (HTTP and WebSocket together; a WebSo
 limit gets ``CAPACITY_REACHED`` and is closed, an HTTP reset gets 503), each dropped after
 ``idle_timeout`` seconds without a reset/step or ``max_lifetime`` seconds after it began.
 Bearer-token auth when a token is set (``Authorization: Bearer <token>`` or the ``/t/<token>``
-prefix), or through ``authorise`` (an async callable given the presented token, empty when
+prefix; a refusal is 401 ``{"detail": "missing or wrong token"}`` on every route, the
+``/ws`` handshake included where the ASGI server supports denial responses, as uvicorn
+does), or through ``authorise`` (an async callable given the presented token, empty when
 none, returning whether it may use the server: how the app checks its project API tokens).
-Engine steps run on the event loop (a step is well under a millisecond). JSON is read and
+Engine steps run on the event loop (a step is well under a millisecond); images a view
+tool shows are read in a worker thread (``ImageURLs.show``: a slow storage stalls only the
+session viewing), the last 32 kept. JSON is read and
 written with ``orjson`` when it is installed (the ``server`` extra has it), else the standard
 library; ``serve`` turns WebSocket compression (permessage-deflate) off: on loopback or a
 cluster network it costs more CPU per step than the bytes it saves.
@@ -102,6 +106,7 @@ class _JSON(JSONResponse):
 # --------------------------------------------------------------------------- app
 
 HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 503}
+REFUSED = {"detail": "missing or wrong token"}  # whatever is wrong with the token
 
 
 def create_app(
@@ -133,7 +138,7 @@ def create_app(
         raise ValueError("give a token or an authorise callable, not both")
     current = _Current(Catalog(specs, listing_extra=listing_extra, allow_empty=allow_empty))
     store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock)
-    image_url = ImageURLs(attachments) if attachments is not None else None
+    images = ImageURLs(attachments) if attachments is not None else None
 
     async def authorised(request_or_ws: Request | WebSocket) -> bool:
         if not token and authorise is None:
@@ -169,7 +174,7 @@ def create_app(
     def guarded(handler):
         async def endpoint(request: Request) -> _JSON:
             if not await authorised(request):
-                return _JSON({"detail": "missing or wrong token"}, 401)
+                return _JSON(REFUSED, 401)
             try:
                 return await handler(request)
             except (ProtocolError, SessionError) as exc:
@@ -186,21 +191,23 @@ def create_app(
             seed,
             faults=faults,
             tools=catalog.tools[spec.name],
-            image_url=image_url,
-        )
+        )  # image parts keep their attachment: URLs; ``shown`` gives them data: URLs
         slot.episode_id = kwargs.get("episode_id") or slot.id
         store.touch(slot)
         obs = slot.session.start()
         obs["episode_id"] = slot.episode_id
         return wire(obs)
 
-    def step(slot: Slot, data: Any) -> dict[str, Any]:
+    async def step(slot: Slot, data: Any) -> dict[str, Any]:
         reply, calls = parse_action(data)
         if slot.session is None:
             raise SessionError("call reset first")
         store.touch(slot)
-        obs = slot.session.act(reply, calls)
+        session = slot.session
+        obs = session.act(reply, calls)
         obs["episode_id"] = slot.episode_id
+        if images is not None:  # images read off the event loop (a slow storage)
+            obs = await images.show(obs, session.spec)
         return wire(obs)
 
     async def health(request: Request) -> _JSON:
@@ -252,7 +259,7 @@ def create_app(
         slot = store.get(episode_id)
         if slot.websocket is not None:
             raise ProtocolError("NOT_FOUND", f"no HTTP session {episode_id!r}")
-        return _JSON(step(slot, data["action"]))
+        return _JSON(await step(slot, data["action"]))
 
     async def http_state(request: Request) -> _JSON:
         episode_id = request.query_params.get("episode_id")
@@ -275,7 +282,11 @@ def create_app(
 
     async def ws_endpoint(ws: WebSocket) -> None:
         if not await authorised(ws):
-            await ws.close(code=1008)
+            # the same 401 and body as the HTTP routes where the ASGI server can send them
+            if "websocket.http.response" in ws.scope.get("extensions", {}):
+                await ws.send_denial_response(_JSON(REFUSED, 401))
+            else:  # a bare refusal of the handshake (the client sees 403)
+                await ws.close(code=1008)
             return
         await ws.accept()
         try:
@@ -295,7 +306,7 @@ def create_app(
                     await ws_send_error(ws, "SESSION_ERROR", "the session expired")
                     await ws.close()
                     return
-                reply = ws_message(slot, raw)
+                reply = await ws_message(slot, raw)
                 if reply is None:  # close
                     await ws.close()
                     return
@@ -303,7 +314,7 @@ def create_app(
         finally:
             store.drop(slot.id)
 
-    def ws_message(slot: Slot, raw: str) -> dict[str, Any] | None:
+    async def ws_message(slot: Slot, raw: str) -> dict[str, Any] | None:
         try:
             msg = _loads(raw)
         except ValueError:
@@ -329,7 +340,7 @@ def create_app(
                 return {"type": "observation", "data": start(slot, data)}
             if "data" not in msg:
                 raise invalid("data", "field required")
-            return {"type": "observation", "data": step(slot, msg["data"])}
+            return {"type": "observation", "data": await step(slot, msg["data"])}
         except ProtocolError as exc:
             code = (
                 exc.code if exc.code in ("VALIDATION_ERROR", "INVALID_JSON") else "EXECUTION_ERROR"

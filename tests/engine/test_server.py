@@ -259,8 +259,17 @@ def test_ws_protocol_and_errors(base_url):
 
 
 def test_ws_without_token_is_refused(base_url):
-    with pytest.raises(InvalidStatus):
-        connect(base_url.replace("http://", "ws://") + "/ws")
+    """The handshake gets the HTTP routes' 401 and body (uvicorn sends denial responses)."""
+    for path, headers in (
+        ("/ws", {}),
+        ("/ws", {"Authorization": "Bearer wrong"}),
+        ("/t/wrong/ws", {}),
+    ):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(base_url.replace("http://", "ws://") + path, additional_headers=headers)
+        response = refused.value.response
+        assert response.status_code == 401, path
+        assert json.loads(response.body) == {"detail": "missing or wrong token"}
     with connect(
         base_url.replace("http://", "ws://") + "/ws",
         additional_headers={"Authorization": f"Bearer {TOKEN}"},
@@ -549,3 +558,70 @@ def test_a_view_tools_image_is_sent_as_a_data_url_part():
             "type": "text",
             "text": "[image rc-1.png is not available]",
         }
+
+
+def test_a_resolver_that_fails_makes_the_image_not_available_and_is_asked_again():
+    from .test_attachments import FILES, PNG_SHA, image_spec
+
+    asked = []
+
+    def flaky(sha: str) -> bytes | None:
+        asked.append(sha)
+        if len(asked) == 1:
+            raise ConnectionError("the bucket is down")
+        return FILES.get(sha)
+
+    with running(create_app([image_spec()], token=TOKEN, attachments=flaky)) as url:
+        first = _view_receipt(url)[1]
+        second = _view_receipt(url)[1]
+    assert first == {"type": "text", "text": "[image rc-1.png is not available]"}
+    assert second["image_url"]["url"].startswith("data:image/png;base64,")
+    assert asked == [PNG_SHA, PNG_SHA]  # a failure is not kept; a success is
+
+
+def test_image_urls_read_off_the_loop_once_for_concurrent_views_and_leave_the_transcript():
+    """``ImageURLs.show``: concurrent misses of one image share one read (in a worker
+    thread); the observation gets data: URLs, the session's transcript keeps attachment:
+    URLs."""
+    import asyncio
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from coworkenv_engine.attachments import data_url
+    from coworkenv_engine.policies import ToolCall
+    from coworkenv_engine.protocol import ImageURLs
+    from coworkenv_engine.session import EpisodeSession
+
+    from .test_attachments import FILES, PNG, PNG_SHA, image_spec
+
+    reads, loop_threads = [], set()
+
+    def slow(sha: str) -> bytes | None:
+        reads.append(threading.current_thread().name)
+        time.sleep(0.3)
+        return FILES.get(sha)
+
+    images = ImageURLs(slow)
+    view = ToolCall(name="view_receipt", arguments={"receipt_id": "rc-1"})
+
+    async def both():
+        loop_threads.add(threading.current_thread().name)
+        sessions = [EpisodeSession(image_spec(), "file-rc-1", faults=False) for _ in range(2)]
+        for session in sessions:
+            session.start()
+        observations = [s.act(tool_calls=[view]) for s in sessions]
+        shown = await asyncio.gather(
+            *(images.show(obs, s.spec) for obs, s in zip(observations, sessions, strict=True))
+        )
+        return sessions, shown
+
+    with ThreadPoolExecutor(1) as pool:
+        sessions, shown = pool.submit(asyncio.run, both()).result()
+    assert len(reads) == 1 and reads[0] not in loop_threads
+    url = data_url("image/png", PNG)
+    for obs, session in zip(shown, sessions, strict=True):
+        assert obs["messages"][0]["content"][1] == {"type": "image_url", "image_url": {"url": url}}
+        assert obs["tool_results"][0]["content"][1]["image_url"]["url"] == url
+        kept = session.transcript[-1]["content"][1]["image_url"]["url"]
+        assert kept == f"attachment:sha256:{PNG_SHA}"

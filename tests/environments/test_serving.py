@@ -11,6 +11,7 @@ import httpx
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import override_settings
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
@@ -122,8 +123,10 @@ def test_other_tokens_are_refused_alike(base_url, served, who):
     if token:
         prefixed = httpx.get(f"{base_url}/t/{token}/tasks")
         assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
-        with pytest.raises(InvalidStatus):
+        with pytest.raises(InvalidStatus) as refused:
             connect(base_url.replace("http://", "ws://") + f"/t/{token}/ws")
+        denied = refused.value.response
+        assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
     assert httpx.get(f"{base_url}/health").json() == {"status": "healthy"}
 
 
@@ -184,6 +187,35 @@ def test_command_refuses_unknown_project_and_empty_catalogue(transactional_db, o
         call_command("envserver", "--project", other_project.slug, "--max-sessions", "0")
     with pytest.raises(CommandError, match="--refresh must be 0"):
         call_command("envserver", "--project", other_project.slug, "--refresh", "-1")
+
+
+def test_command_limits_default_to_the_settings_and_its_flags_override_them():
+    from apps.environments.management.commands.envserver import server_options
+
+    with override_settings(
+        ENVSERVER_MAX_SESSIONS=7,
+        ENVSERVER_IDLE_TIMEOUT_S=11.0,
+        ENVSERVER_MAX_LIFETIME_S=13.0,
+        ENVSERVER_REFRESH_S=0.0,
+    ):
+        unset = {"max_sessions": None, "idle_timeout": None, "max_lifetime": None, "refresh": None}
+        assert server_options(unset) == {
+            "max_sessions": 7,
+            "idle_timeout": 11.0,
+            "max_lifetime": 13.0,
+            "refresh_interval": None,
+        }
+        given = {"max_sessions": 3, "idle_timeout": 1.5, "max_lifetime": 9.0, "refresh": 2.0}
+        assert server_options(given) == {
+            "max_sessions": 3,
+            "idle_timeout": 1.5,
+            "max_lifetime": 9.0,
+            "refresh_interval": 2.0,
+        }
+        with pytest.raises(CommandError, match="--idle-timeout must be positive"):
+            server_options({**unset, "idle_timeout": float("nan")})
+        with pytest.raises(CommandError, match="--max-lifetime must be positive"):
+            server_options({**unset, "max_lifetime": float("inf")})
 
 
 def test_200_concurrent_sessions_on_the_app_server_stay_isolated(served, project):

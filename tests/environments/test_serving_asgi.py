@@ -9,6 +9,7 @@ import time
 
 import httpx
 import pytest
+from django.core.files.storage import FileSystemStorage
 from django.test import override_settings
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
@@ -52,7 +53,8 @@ def test_the_mount_is_per_project_and_django_still_serves_the_rest(
         assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
         with pytest.raises(InvalidStatus) as refused:
             connect(mine.replace("http://", "ws://") + f"/t/{token}/ws")
-        assert refused.value.response.status_code == 403
+        denied = refused.value.response
+        assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
     elsewhere = json.loads(SAMPLES[2].read_text())["name"]
     assert [e["name"] for e in _tasks(theirs, served["outsider"]).json()["environments"]] == [
         elsewhere
@@ -159,3 +161,212 @@ def test_an_image_environments_view_tool_sends_the_stored_image_as_a_data_url(
     shown = {u for obs in seen for m in obs["messages"] for u in image_urls(m["content"])}
     assert shown and shown <= expected
     assert seen[-1]["reward"] == 1.0
+
+
+def test_the_session_limit_of_the_settings_holds_through_the_mount(served, project):
+    """ENVSERVER_MAX_SESSIONS=2: a third WebSocket gets CAPACITY_REACHED and an HTTP reset
+    503 until a session ends."""
+    from coworkenv_web.asgi import application
+
+    token, task_key = served["member"], served["spec"].tasks[0].key
+    headers = {"Authorization": f"Bearer {token}"}
+    with override_settings(ENVSERVER_MAX_SESSIONS=2), running(application) as url:
+        mine = f"{url}/envs/{project.slug}"
+        ws_url = mine.replace("http://", "ws://") + f"/t/{token}/ws"
+        with connect(ws_url) as first, connect(ws_url) as second:
+            for ws in (first, second):
+                ws.send(json.dumps({"type": "reset", "data": {"task_key": task_key}}))
+                assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+            with connect(ws_url) as third:
+                refused = json.loads(third.recv(timeout=30))
+            assert refused["type"] == "error"
+            assert refused["data"] == {
+                "message": "session limit reached",
+                "code": "CAPACITY_REACHED",
+                "active_sessions": 2,
+                "max_sessions": 2,
+            }
+            reset = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=headers)
+            assert reset.status_code == 503
+            assert reset.json()["code"] == "CAPACITY_REACHED"
+        # both WebSockets closed: their slots are free again
+        deadline = time.monotonic() + 20
+        while True:
+            reset = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=headers)
+            if reset.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert reset.status_code == 200
+
+
+class SlowStorage(FileSystemStorage):
+    """The attachments storage of the tests, each read taking ``DELAY`` seconds first: what an
+    S3 bucket far away looks like to the server."""
+
+    DELAY = 1.5
+
+    def _open(self, name, mode="rb"):
+        time.sleep(self.DELAY)
+        return super()._open(name, mode)
+
+
+def test_a_slow_image_read_stalls_only_the_session_viewing_it(transactional_db, project, author):
+    """Session A views a receipt whose image takes 1.5 s to read from storage; meanwhile
+    session B's steps keep coming back in well under that (the read runs in a worker thread,
+    not on the event loop). A's second view of the same image is served from the cache."""
+    import threading
+
+    from django.conf import settings as django_settings
+
+    from apps.accounts.services import api_token_create
+    from apps.environments.services import environment_import_with_files, environment_validate
+    from apps.synthesis.generators.receipts import generate_receipts_environment
+    from coworkenv_engine.attachments import data_url
+    from coworkenv_web.asgi import application
+
+    doc, files = generate_receipts_environment(seed=1, tasks=1)
+    environment = environment_import_with_files(project=project, spec=doc, files=files, user=author)
+    assert environment_validate(environment=environment).valid
+    _, token = api_token_create(user=author, name="vlm trainer")
+    task_key = doc["tasks"][0]["key"]
+    receipt = doc["services"]["expenses"]["receipts"][0]
+    sha = receipt["image"].removeprefix("sha256:")
+    expected_url = data_url("image/png", files[sha])
+    view = {"tool_calls": [{"name": "view_receipt", "arguments": {"receipt_id": receipt["id"]}}]}
+    listing = {"tool_calls": [{"name": "list_receipts", "arguments": {}}]}
+    slow = {
+        **django_settings.STORAGES,
+        "attachments": {
+            **django_settings.STORAGES["attachments"],
+            "BACKEND": f"{__name__}.SlowStorage",
+        },
+    }
+    with override_settings(STORAGES=slow), running(application) as url:
+        ws_url = url.replace("http://", "ws://") + f"/envs/{project.slug}/t/{token}/ws"
+        with connect(ws_url) as a, connect(ws_url) as b:
+            for ws in (a, b):
+                ws.send(json.dumps({"type": "reset", "data": {"task_key": task_key}}))
+                assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+            a_sent, a_done, a_reply = threading.Event(), threading.Event(), {}
+
+            def viewer():
+                a.send(json.dumps({"type": "step", "data": view}))
+                a_reply["at"] = time.monotonic()
+                a_sent.set()
+                a_reply["message"] = json.loads(a.recv(timeout=60))
+                a_reply["took"] = time.monotonic() - a_reply["at"]
+                a_done.set()
+
+            thread = threading.Thread(target=viewer)
+            thread.start()
+            assert a_sent.wait(30)
+            latencies = []
+            while not a_done.is_set() and len(latencies) < 30:
+                started = time.monotonic()
+                b.send(json.dumps({"type": "step", "data": listing}))
+                reply = json.loads(b.recv(timeout=60))
+                assert reply["type"] == "observation"
+                if not a_done.is_set():
+                    latencies.append(time.monotonic() - started)
+            thread.join(60)
+            parts = a_reply["message"]["data"]["observation"]["tool_results"][0]["content"]
+            assert {"type": "image_url", "image_url": {"url": expected_url}} in parts
+            assert a_reply["took"] >= SlowStorage.DELAY
+            assert len(latencies) >= 5, latencies
+            assert max(latencies) < SlowStorage.DELAY / 2, latencies
+            # the same image again: from the cache, no storage read
+            started = time.monotonic()
+            a.send(json.dumps({"type": "step", "data": view}))
+            again = json.loads(a.recv(timeout=60))["data"]["observation"]["tool_results"][0]
+            assert time.monotonic() - started < SlowStorage.DELAY / 2
+            assert {"type": "image_url", "image_url": {"url": expected_url}} in again["content"]
+
+
+ROUTES = [
+    ("GET", "/metadata", None),
+    ("GET", "/schema", None),
+    ("GET", "/tasks", None),
+    ("POST", "/reset", {}),
+    ("POST", "/step", {"episode_id": "x", "action": {"reply": "hi"}}),
+    ("GET", "/state?episode_id=x", None),
+    ("POST", "/close", {"episode_id": "x"}),
+]
+
+
+def test_every_route_refuses_a_bad_revoked_missing_or_other_projects_token_alike(
+    app_url, served, project
+):
+    """The same 401 and body on every route, by header and by /t/<token>/ prefix, the /ws
+    handshake included, whatever is wrong with the token."""
+    mine = f"{app_url}/envs/{project.slug}"
+    tokens = {
+        "other project": served["outsider"],
+        "revoked": served["revoked"],
+        "unknown": "cwe_nope_nope",
+        "not a token": "x",
+    }
+    with httpx.Client() as client:
+        for what, token in tokens.items():
+            for method, route, body in ROUTES:
+                for url, headers in (
+                    (mine + route, {"Authorization": f"Bearer {token}"}),
+                    (f"{mine}/t/{token}{route}", {}),
+                ):
+                    response = client.request(method, url, json=body, headers=headers)
+                    assert (response.status_code, response.json()) == (401, REFUSED), (what, url)
+            for url, headers in (
+                (f"{mine}/ws", {"Authorization": f"Bearer {token}"}),
+                (f"{mine}/t/{token}/ws", {}),
+            ):
+                with pytest.raises(InvalidStatus) as refused:
+                    connect(url.replace("http://", "ws://"), additional_headers=headers)
+                denied = refused.value.response
+                assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED), (what, url)
+        for method, route, body in ROUTES:  # no token at all
+            response = client.request(method, mine + route, json=body)
+            assert (response.status_code, response.json()) == (401, REFUSED), route
+    with pytest.raises(InvalidStatus) as refused:
+        connect(mine.replace("http://", "ws://") + "/ws")
+    denied = refused.value.response
+    assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
+
+
+def test_a_session_of_one_project_is_not_found_under_another(
+    app_url, served, project, other_project
+):
+    """Each project's server keeps its own sessions: project A's episode id, presented to
+    /envs/B/ with a valid B token, finds nothing there (404), and A's session is untouched."""
+    mine, theirs = f"{app_url}/envs/{project.slug}", f"{app_url}/envs/{other_project.slug}"
+    a_headers = {"Authorization": f"Bearer {served['member']}"}
+    b_headers = {"Authorization": f"Bearer {served['outsider']}"}
+    task_key = served["spec"].tasks[0].key
+    reset = httpx.post(
+        f"{mine}/reset", json={"task_key": task_key, "episode_id": "ep-a"}, headers=a_headers
+    )
+    assert reset.json()["observation"]["episode_id"] == "ep-a"
+    step = {"episode_id": "ep-a", "action": {"reply": "Done."}}
+    for response in (
+        httpx.post(f"{theirs}/step", json=step, headers=b_headers),
+        httpx.get(f"{theirs}/state", params={"episode_id": "ep-a"}, headers=b_headers),
+        httpx.post(f"{theirs}/close", json={"episode_id": "ep-a"}, headers=b_headers),
+    ):
+        assert response.status_code == 404
+        assert response.json()["code"] == "NOT_FOUND"
+    # a reset under B with A's episode id starts B's own session; A's is as it was
+    elsewhere = json.loads(SAMPLES[2].read_text())
+    b_reset = httpx.post(
+        f"{theirs}/reset",
+        json={"episode_id": "ep-a", "task_key": elsewhere["tasks"][0]["key"]},
+        headers=b_headers,
+    ).json()
+    assert b_reset["observation"]["episode"]["environment"] == elsewhere["name"]
+    state = httpx.get(f"{mine}/state", params={"episode_id": "ep-a"}, headers=a_headers).json()
+    assert (state["environment"], state["task_key"], state["step_count"]) == (
+        served["valid"].name,
+        task_key,
+        0,
+    )
+    # and A's token opens nothing under B, B's nothing under A
+    assert httpx.post(f"{theirs}/step", json=step, headers=a_headers).status_code == 401
+    assert httpx.post(f"{mine}/step", json=step, headers=b_headers).status_code == 401
+    assert httpx.post(f"{mine}/step", json=step, headers=a_headers).status_code == 200

@@ -1,9 +1,12 @@
 """python manage.py envserver --project SLUG [--host 127.0.0.1] [--port 8000]"""
 
+import math
+
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.accounts.models import Project
-from apps.environments.serving import project_envserver_app
+from apps.environments.serving import envserver_options, project_envserver_app
 
 
 class Command(BaseCommand):
@@ -11,36 +14,38 @@ class Command(BaseCommand):
         "Serve a project's valid and approved environments over OpenEnv's protocol (HTTP "
         "reset/step/state, WebSocket sessions at /ws, GET /tasks), opened by the API tokens "
         "of the project's members. The catalogue is read at start and every --refresh "
-        "seconds."
+        "seconds. Session limits default to the ENVSERVER_* settings."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--project", required=True, help="Project slug.")
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--max-sessions", type=int, default=256)
         parser.add_argument(
-            "--idle-timeout", type=float, default=600.0, help="Seconds without a reset/step."
+            "--max-sessions", type=int, help="Sessions at once (ENVSERVER_MAX_SESSIONS)."
         )
         parser.add_argument(
-            "--max-lifetime", type=float, default=3600.0, help="Seconds a session may last."
+            "--idle-timeout",
+            type=float,
+            help="Seconds without a reset/step (ENVSERVER_IDLE_TIMEOUT_S).",
+        )
+        parser.add_argument(
+            "--max-lifetime",
+            type=float,
+            help="Seconds a session may last (ENVSERVER_MAX_LIFETIME_S).",
         )
         parser.add_argument(
             "--refresh",
             type=float,
-            default=60.0,
-            help="Seconds between reads of the catalogue from the database (0: never).",
+            help="Seconds between reads of the catalogue from the database, 0: never "
+            "(ENVSERVER_REFRESH_S).",
         )
 
     def handle(self, *args, **opts):
         project = Project.objects.filter(slug=opts["project"]).first()
         if project is None:
             raise CommandError(f"No project with the slug “{opts['project']}”.")
-        for name in ("max_sessions", "idle_timeout", "max_lifetime"):
-            if opts[name] <= 0:
-                raise CommandError(f"--{name.replace('_', '-')} must be positive.")
-        if opts["refresh"] < 0:
-            raise CommandError("--refresh must be 0 (never) or positive.")
+        options = server_options(opts)
         try:
             import uvicorn
         except ImportError:
@@ -48,13 +53,7 @@ class Command(BaseCommand):
                 "The environment server needs the envserver extra: pip install '.[envserver]'."
             ) from None
         try:
-            app = project_envserver_app(
-                project=project,
-                max_sessions=opts["max_sessions"],
-                idle_timeout=opts["idle_timeout"],
-                max_lifetime=opts["max_lifetime"],
-                refresh_interval=opts["refresh"] or None,
-            )
+            app = project_envserver_app(project=project, **options)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         catalogue = app.state.catalogue
@@ -73,3 +72,19 @@ class Command(BaseCommand):
             log_level="warning",
             ws_per_message_deflate=False,  # more CPU per step than the bytes it saves
         )
+
+
+def server_options(opts: dict) -> dict:
+    """``project_envserver_app``'s session limits and refresh interval: the ``ENVSERVER_*``
+    settings, each overridden by its flag when given."""
+    options = envserver_options(settings)
+    for name in ("max_sessions", "idle_timeout", "max_lifetime"):
+        if opts.get(name) is not None:
+            if not (opts[name] > 0 and math.isfinite(opts[name])):
+                raise CommandError(f"--{name.replace('_', '-')} must be positive.")
+            options[name] = opts[name]
+    if opts.get("refresh") is not None:
+        if not (opts["refresh"] >= 0 and math.isfinite(opts["refresh"])):
+            raise CommandError("--refresh must be 0 (never) or positive.")
+        options["refresh_interval"] = opts["refresh"] or None
+    return options
