@@ -466,6 +466,8 @@ def training_events_apply(
                     "data_sha256": event.get("data_sha256") or {},
                     "processes": event.get("processes"),
                     "excluded_tokens": event.get("excluded_tokens"),
+                    "truncated_rows": event.get("truncated_rows"),
+                    "dropped_rows": event.get("dropped_rows"),
                     "at": timezone.now().isoformat(),
                 }
             )
@@ -494,6 +496,10 @@ def training_events_apply(
             if event.get("artifacts"):
                 artifacts["final"] = event["artifacts"]
                 changed = True
+            if isinstance(event.get("data"), dict) and artifacts.get("attempts"):
+                # counted as the rows were trained on (the vision path): the attempt's figures
+                artifacts["attempts"][-1].update(_data_counts(event["data"]))
+                changed = True
             lines.append(f"finished: {event.get('status')} {event.get('message', '')}".strip())
         else:
             raise ApplicationError(f"Unknown event type “{kind}”.")
@@ -505,6 +511,19 @@ def training_events_apply(
             training_job=training_job, text="".join(f"[coworkenv] {line}\n" for line in lines)
         )
     return finished
+
+
+DATA_COUNTS = ("rows", "counted_rows", "excluded_tokens", "truncated_rows", "dropped_rows")
+
+
+def _data_counts(data: dict) -> dict:
+    counts = {key: data[key] for key in DATA_COUNTS if isinstance(data.get(key), int)}
+    dropped = data.get("dropped")
+    if isinstance(dropped, dict):
+        counts["dropped"] = {
+            str(reason)[:100]: n for reason, n in list(dropped.items())[:20] if isinstance(n, int)
+        }
+    return counts
 
 
 def training_progress_message(training_job: TrainingJob) -> str:
