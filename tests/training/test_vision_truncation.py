@@ -216,22 +216,25 @@ def test_the_entry_point_reports_truncated_and_dropped_rows(tmp_path):
     two = json.loads(json.dumps(row))
     two["messages"][1]["content"] = [{"type": "image"}, *text("Total?")]
     two["images"] = ["images/a.png", "images/b.png"]
-    three = json.loads(json.dumps(two))
-    three["messages"][0]["content"] = [{"type": "image"}, *text("S.")]
-    three["images"] = ["images/c.png", "images/a.png", "images/b.png"]
+    four = json.loads(json.dumps(two))
+    four["messages"][0]["content"] = [{"type": "image"}, {"type": "image"}, *text("S.")]
+    four["images"] = ["images/c.png", "images/b.png", "images/a.png", "images/b.png"]
     train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps(r) + "\n" for r in (row, two, row, three)))
+    train.write_text("".join(json.dumps(r) + "\n" for r in (row, two, row, four)))
     # the preset the entry point will reuse, to count its tokens here
     base = build_tiny_vlm_preset(read_bundle_or_rows(train), tmp_path / "run" / "base", seed=0)
     processor = transformers.AutoProcessor.from_pretrained(base)
     limit = count(processor, BEFORE_IMAGE) + 18
-    assert 3 * 18 > limit > 2 * 18  # the three-image row's images alone exceed it
+    assert limit < 4 * 18  # the four-image row's images alone exceed it
+    # the two-image row's text budget ends before its first label (the "\n" after "assistant")
+    before_answer = "<|im_start|>system\nS.<|im_end|>\n<|im_start|>user\nTotal?<|im_end|>\n"
+    assert count(processor, before_answer + "<|im_start|>assistant") >= limit - 2 * 18
     result, reported = run_entry_point(tmp_path, train, "preset:tiny-llava", max_length=limit)
     assert result.returncode == 0, result.stderr[-3000:]
     finished = reported[-1]
     assert finished["status"] == "succeeded"
     # one-image rows: cut after their image (as above); the two-image row: cut before any
-    # answer; the three-image row: 54 image tokens > limit
+    # answer; the four-image row: 72 image tokens > limit
     assert finished["data"] == {
         "rows": 4,
         "counted_rows": 4,

@@ -261,17 +261,9 @@ def training_job_create(
         version=dataset_version, format="trl", split="train", path__endswith=".zip"
     ).exists()
     # The local trainer writes the images beside its data file and trains a vision-language
-    # model on them (apps.training.vision); a command's script may run where only the rows
-    # reach it (train_url), so it is offered the TRL bundle instead.
-    if backend == Backend.COMMAND and multimodal:
-        raise _field_error(
-            "dataset_version",
-            "This version's demonstrations show images, and a command trainer gets text rows. "
-            "Train it with the local backend (a vision-language model, e.g. "
-            f"{TINY_VLM_PRESET_MODEL}), download its TRL bundle (a datasets imagefolder with an "
-            "images column), or use the OpenAI backend (its rows carry the images).",
-        )
-    if backend == Backend.LOCAL and multimodal and base_model == TINY_PRESET_MODEL:
+    # model on them (apps.training.vision); a command's script gets them too: beside its
+    # data files, or as the split's image bundle by URL ({train_bundle_url}).
+    if backend != Backend.OPENAI and multimodal and base_model == TINY_PRESET_MODEL:
         raise _field_error(
             "base_model",
             f"This version's demonstrations show images and {TINY_PRESET_MODEL} is a text "
