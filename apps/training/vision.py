@@ -16,8 +16,13 @@ language model is a 2-layer Qwen2, a byte-level BPE tokenizer trained on the job
 and ``CLIPImageProcessorPil`` with its defaults at that size. The chat template
 (``chat_templates/chatml_vision_training.jinja``) renders an image as Qwen2-VL's
 ``<|vision_start|><|image_pad|><|vision_end|>``; the processor expands ``<|image_pad|>``.
-A hub model (``AutoProcessor`` + ``AutoModelForImageTextToText``) keeps its own template
-when it marks generations, else gets that one (right for Qwen2-VL / Qwen2.5-VL).
+A hub model (``AutoProcessor`` + ``AutoModelForImageTextToText``) trains with the template
+``vision_chat_template`` chooses (its own with ``{% generation %}`` markers; that one for
+Qwen2-VL / Qwen2.5-VL; TRL's training variant of a family TRL knows; else refused) and
+checks on a probe conversation (one span per assistant message, tool calls inside).
+
+Rows are encoded when collated, fitted to ``max_length`` with every image block kept whole
+(``fit_to_length``), and counted once per row as they go (``VisionCollator.counts``).
 """
 
 from __future__ import annotations
