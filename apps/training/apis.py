@@ -31,7 +31,7 @@ from apps.training.services import (
     training_job_cancel,
     training_job_create,
 )
-from apps.training.services.command import remote_config
+from apps.training.services.command import bundle_path, remote_config
 
 
 class MetricOutput(serializers.Serializer):
@@ -383,6 +383,41 @@ class CallbackEvalDataApi(CallbackDataApi):
         return super().get(request, pk)
 
 
+class CallbackBundleApi(_SecretOnly, APIView):
+    split = "train"
+
+    @extend_schema(
+        responses={(200, "application/zip"): OpenApiTypes.BINARY},
+        operation_id="training_callback_bundle_train",
+        description="The job's train split as a TRL imagefolder bundle (`metadata.jsonl` with "
+        "a `file_names` column, and `images/`), written when it launched; 404 when the split "
+        "shows no image (its rows are the whole data).",
+    )
+    def get(self, request, pk):
+        training_job = _job_for_secret(request, pk)
+        if training_job is None:
+            return Response(REFUSED.data, status=REFUSED.status_code)
+        file_path = bundle_path(training_job, self.split)
+        if not file_path.exists():
+            return Response(
+                {"message": "This job's split has no image bundle.", "details": {}},
+                status=status.HTTP_404_NOT_FOUND,
+            )
+        return FileResponse(open(file_path, "rb"), content_type="application/zip")
+
+
+class CallbackEvalBundleApi(CallbackBundleApi):
+    split = "eval"
+
+    @extend_schema(
+        responses={(200, "application/zip"): OpenApiTypes.BINARY},
+        operation_id="training_callback_bundle_eval",
+        description="The job's eval split as a TRL imagefolder bundle (as for train).",
+    )
+    def get(self, request, pk):
+        return super().get(request, pk)
+
+
 urlpatterns = [
     path("projects/<int:pk>/training-jobs/", TrainingJobListApi.as_view(), name="training-list"),
     path("training-jobs/<int:pk>/", TrainingJobDetailApi.as_view(), name="training-detail"),
@@ -407,5 +442,15 @@ urlpatterns = [
         "training-jobs/<int:pk>/callback/data/eval/",
         CallbackEvalDataApi.as_view(),
         name="training-data-eval",
+    ),
+    path(
+        "training-jobs/<int:pk>/callback/data/train/bundle/",
+        CallbackBundleApi.as_view(),
+        name="training-bundle-train",
+    ),
+    path(
+        "training-jobs/<int:pk>/callback/data/eval/bundle/",
+        CallbackEvalBundleApi.as_view(),
+        name="training-bundle-eval",
     ),
 ]

@@ -55,6 +55,7 @@ from apps.training.vision import (
     has_images,
     load_vision,
     read_bundle_or_rows,
+    summarize_counts,
     tiny_vlm_base,
 )
 
@@ -397,10 +398,19 @@ def run(config: dict[str, Any]) -> int:
             base = str(
                 build_tiny_vlm_preset(train_rows + eval_rows, output_dir / "base", hp["seed"])
             )
+    counts: dict[str, Any] | None = None  # the vision path counts as it collates
     if vision:
         # Rows are encoded batch by batch (images are read then): the datasets hold indexes.
-        tokenizer, model, template = load_vision(base, model_kwargs)
-        collator = VisionCollator(tokenizer, template, train_rows + eval_rows)
+        rows = train_rows + eval_rows
+        calls_tools = any(m.get("tool_calls") for row in rows for m in row["messages"])
+        tokenizer, model, template = load_vision(base, model_kwargs, tools=calls_tools)
+        collator = VisionCollator(
+            tokenizer,
+            template,
+            rows,
+            max_length=hp["max_length"],
+            splits=[range(len(train_rows)), range(len(train_rows), len(rows))],
+        )
         train_dataset = datasets.Dataset.from_list([{"index": i} for i in range(len(train_rows))])
         eval_dataset = (
             datasets.Dataset.from_list(
@@ -409,7 +419,6 @@ def run(config: dict[str, Any]) -> int:
             if eval_rows
             else None
         )
-        excluded = collator.excluded_tokens()
     else:
         tokenizer = transformers.AutoTokenizer.from_pretrained(base)
         if tokenizer.pad_token is None:
@@ -420,10 +429,11 @@ def run(config: dict[str, Any]) -> int:
             tokenized = [tokenize_row(tokenizer, template, row) for row in rows]
             return datasets.Dataset.from_list(
                 [{"input_ids": t["input_ids"], "labels": t["labels"]} for t in tokenized]
-            ), sum(t["excluded_tokens"] for t in tokenized)
+            ), tokenized
 
-        train_dataset, excluded = prepare(train_rows)
-        eval_dataset = prepare(eval_rows)[0] if eval_rows else None
+        train_dataset, tokenized = prepare(train_rows)
+        eval_dataset, eval_tokenized = prepare(eval_rows) if eval_rows else (None, [])
+        counts = text_counts(tokenized + eval_tokenized, hp["max_length"])
         model = transformers.AutoModelForCausalLM.from_pretrained(base, **model_kwargs)
 
     checkpoints = output_dir / "checkpoints"
@@ -491,11 +501,20 @@ def run(config: dict[str, Any]) -> int:
                 "data_sha256": data_sha256,
                 "train_rows": len(train_rows),
                 "eval_rows": len(eval_rows),
-                "excluded_tokens": excluded,
+                "excluded_tokens": counts["excluded_tokens"] if counts else None,
+                "truncated_rows": counts["truncated_rows"] if counts else None,
+                "dropped_rows": counts["dropped_rows"] if counts else None,
                 "processes": state.num_processes,
             }
         )
     trainer.train(resume_from_checkpoint=resume_path)
+    if vision:
+        from accelerate.utils import gather_object
+
+        merged: dict[int, tuple[int, bool, str]] = {}
+        for counted in gather_object([collator.counted]):
+            merged.update(counted)
+        counts = summarize_counts(merged, len(train_rows) + len(eval_rows))
     return finish_training(
         trainer=trainer,
         tokenizer=tokenizer,
@@ -508,19 +527,48 @@ def run(config: dict[str, Any]) -> int:
         lora=hp["lora"],
         data_sha256=data_sha256,
         what="steps",
+        data=counts,
     )
+
+
+def text_counts(tokenized: list[dict[str, Any]], max_length: int | None) -> dict[str, Any]:
+    """What the text path reports at start, in the vision path's terms: tokens of weight-0
+    turns, rows longer than ``max_length`` (TRL cuts them, keeping the start) and rows left
+    without a trained token (TRL drops them)."""
+    limit = max_length or None
+    truncated = sum(1 for t in tokenized if limit and len(t["input_ids"]) > limit)
+    dropped = sum(1 for t in tokenized if all(x == -100 for x in t["labels"][:limit]))
+    return {
+        "rows": len(tokenized),
+        "counted_rows": len(tokenized),
+        "excluded_tokens": sum(t["excluded_tokens"] for t in tokenized),
+        "truncated_rows": truncated,
+        "dropped_rows": dropped,
+        "dropped": {"no_trained_tokens": dropped} if dropped else {},
+    }
 
 
 def finish_training(
     *, trainer, tokenizer, callback, reporter, state, output_dir, config, base, lora,
-    data_sha256, what: str,
+    data_sha256, what: str, data: dict | None = None,
 ) -> int:  # fmt: skip
     """After ``trainer.train``: report a stop (cancelled, or the supervisor gone), or save the
-    final model with its (serving) chat template and report it. Shared by SFT and GRPO."""
+    final model with its (serving) chat template and report it. Shared by SFT and GRPO.
+    ``data``: the rows' counts (``text_counts``, ``vision.summarize_counts``), reported in the
+    ``finished`` event and as a log line."""
+    if data and state.is_main_process:
+        reporter.emit({"type": "log", "line": describe_counts(data)})
     if callback.stop_reason:
         if state.is_main_process:
             if callback.stop_reason == "cancelled":
-                reporter.emit({"type": "finished", "status": "cancelled", "message": "Cancelled."})
+                reporter.emit(
+                    {
+                        "type": "finished",
+                        "status": "cancelled",
+                        "message": "Cancelled.",
+                        "data": data,
+                    }
+                )
             else:
                 reporter.emit({"type": "log", "line": "The supervising worker is gone; stopping."})
         return EXIT_CANCELLED
@@ -542,9 +590,20 @@ def finish_training(
                     "steps": trainer.state.global_step,
                     "data_sha256": data_sha256,
                 },
+                "data": data,
             }
         )
     return 0
+
+
+def describe_counts(data: dict) -> str:
+    dropped = ", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in data["dropped"].items())
+    return (
+        f"data: {data['counted_rows']} of {data['rows']} rows encoded; "
+        f"{data['excluded_tokens']} tokens of weight-0 turns excluded; "
+        f"{data['truncated_rows']} rows truncated; {data['dropped_rows']} dropped"
+        + (f" ({dropped})" if dropped else "")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

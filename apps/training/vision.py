@@ -16,13 +16,19 @@ language model is a 2-layer Qwen2, a byte-level BPE tokenizer trained on the job
 and ``CLIPImageProcessorPil`` with its defaults at that size. The chat template
 (``chat_templates/chatml_vision_training.jinja``) renders an image as Qwen2-VL's
 ``<|vision_start|><|image_pad|><|vision_end|>``; the processor expands ``<|image_pad|>``.
-A hub model (``AutoProcessor`` + ``AutoModelForImageTextToText``) keeps its own template
-when it marks generations, else gets that one (right for Qwen2-VL / Qwen2.5-VL).
+A hub model (``AutoProcessor`` + ``AutoModelForImageTextToText``) trains with the template
+``vision_chat_template`` chooses (its own with ``{% generation %}`` markers; that one for
+Qwen2-VL / Qwen2.5-VL; TRL's training variant of a family TRL knows; else refused) and
+checks on a probe conversation (one span per assistant message, tool calls inside).
+
+Rows are encoded when collated, fitted to ``max_length`` with every image block kept whole
+(``fit_to_length``), and counted once per row as they go (``VisionCollator.counts``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -162,14 +168,152 @@ def build_tiny_vlm_preset(rows: list[dict[str, Any]], directory: Path, seed: int
     return directory
 
 
-def load_vision(base: str, model_kwargs: dict[str, Any]):
-    """``(processor, model, chat template)`` of a vision-language base model."""
+class VisionTemplateError(ValueError):
+    """No chat template of this model can mark the assistant tokens: refused, never guessed."""
+
+
+GENERATION_MARKER = re.compile(r"\{%-?\s*generation\s*-?%\}")
+
+
+def has_generation_markers(template: str) -> bool:
+    """Whether ``template`` wraps generations in ``{% generation %}`` (not merely mentions
+    ``add_generation_prompt``, which every template does)."""
+    return GENERATION_MARKER.search(template or "") is not None
+
+
+def vision_chat_template(processor, name: str = "the model", *, tools: bool = False) -> str:
+    """The training template of a vision-language processor, checked on a probe conversation.
+
+    1. The processor's own template when it marks generations (``{% generation %}``).
+    2. Qwen2-VL / Qwen2.5-VL (their byte-identical template, as TRL stores it): CoworkEnv's
+       ChatML vision template (``chatml_vision_training.jinja``), which also renders tools,
+       tool calls and tool results the way Qwen2.5 does (TRL's variant drops tool calls).
+    3. TRL's training variant of a template it knows (Qwen3-VL, SmolVLM, Idefics3,
+       LLaVA-NeXT, Gemma 3, …: ``trl.chat_template_utils.get_training_chat_template``).
+    4. Otherwise ``VisionTemplateError``: add ``{% generation %}`` markers to the model's
+       ``chat_template.jinja``.
+
+    The chosen template must then mark one span per assistant message, each holding its
+    message's text (and, when the rows call tools, its tool call) and nothing of the other
+    turns; one that does not is refused (``VisionTemplateError``) rather than mis-masked.
+    """
+    own = processor.chat_template or ""
+    if isinstance(own, dict):
+        own = own.get("default", "")
+    if has_generation_markers(own):
+        template, origin = own, "its own chat template"
+    elif own and own == _trl_vl_template("qwen2_5_vl"):
+        template, origin = VISION_TEMPLATE.read_text(), "CoworkEnv's ChatML vision template"
+    else:
+        from trl.chat_template_utils import get_training_chat_template
+
+        try:
+            template = get_training_chat_template(processor) if own else None
+        except ValueError:
+            template = None
+        if not template:
+            raise VisionTemplateError(
+                f"The chat template of {name} marks no assistant generations "
+                "({% generation %}), and neither TRL nor CoworkEnv has a training variant of it "
+                "(CoworkEnv's fits Qwen2-VL / Qwen2.5-VL; TRL's Qwen3-VL, SmolVLM, Idefics3, "
+                "LLaVA-NeXT, Gemma 3 …): add {% generation %}…{% endgeneration %} around each "
+                "assistant message in the model's chat_template.jinja."
+            )
+        origin = "TRL's training variant of its chat template"
+    check_assistant_masks(processor, template, f"{origin} ({name})", tools=tools)
+    return template
+
+
+def _trl_vl_template(stem: str) -> str:
+    import trl
+
+    path = Path(trl.__file__).parent / "chat_templates" / f"{stem}.jinja"
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "probe_lookup",
+        "description": "Probe.",
+        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}},
+    },
+}
+
+
+def _probe_spans(processor, template: str, messages: list, tools=None) -> list[str]:
+    from apps.training.sft import _spans
+
+    out = processor.apply_chat_template(
+        [messages],
+        tools=tools,
+        chat_template=template,
+        tokenize=True,
+        return_dict=True,
+        return_assistant_tokens_mask=True,
+        processor_kwargs={"add_special_tokens": False},
+    )
+    ids = [int(t) for t in out["input_ids"][0]]
+    mask = [int(bit) for bit in out["assistant_masks"][0]]
+    return [processor.tokenizer.decode(ids[a:b]) for a, b in _spans(mask)]
+
+
+def check_assistant_masks(processor, template: str, what: str, *, tools: bool = False) -> None:
+    """Refuse (``VisionTemplateError``) a template whose assistant mask is not one span per
+    assistant message, in order, each with its own text only."""
+
+    def text(value: str) -> list[dict]:
+        return [{"type": "text", "text": value}]
+
+    plain = [
+        {"role": "user", "content": text("probe question one")},
+        {"role": "assistant", "content": text("probe answer one")},
+        {"role": "user", "content": text("probe question two")},
+        {"role": "assistant", "content": text("probe answer two")},
+    ]
+    spans = _probe_spans(processor, template, plain)
+    wrong = (
+        len(spans) != 2
+        or "probe answer one" not in spans[0]
+        or "probe answer two" not in spans[1]
+        or any("question" in span for span in spans)
+    )
+    if wrong:
+        raise VisionTemplateError(
+            f"{what} does not mark each assistant message as one generation span "
+            f"(a probe of 2 assistant messages gave {len(spans)} spans: {spans!r}); "
+            "per-turn weights and assistant-only loss cannot be applied with it."
+        )
+    if not tools:
+        return
+    call = {
+        "id": "call_probe",
+        "type": "function",
+        "function": {"name": "probe_lookup", "arguments": {"key": "probe"}},
+    }
+    with_call = [
+        {"role": "user", "content": text("probe question one")},
+        {"role": "assistant", "content": text(""), "tool_calls": [call]},
+        {"role": "tool", "name": "probe_lookup", "tool_call_id": "call_probe",
+         "content": text("probe result")},
+        {"role": "assistant", "content": text("probe answer two")},
+    ]  # fmt: skip
+    spans = _probe_spans(processor, template, with_call, [PROBE_TOOL])
+    if len(spans) != 2 or "probe_lookup" not in spans[0] or "probe result" in "".join(spans):
+        raise VisionTemplateError(
+            f"{what} does not render an assistant message's tool calls inside its generation "
+            f"span (probe spans: {spans!r}); the rows call tools, so they cannot be trained "
+            "with it: give the model a template that renders tool calls."
+        )
+
+
+def load_vision(base: str, model_kwargs: dict[str, Any], *, tools: bool = False):
+    """``(processor, model, chat template)`` of a vision-language base model (the template as
+    ``vision_chat_template`` chooses and checks it)."""
     import transformers
 
     processor = transformers.AutoProcessor.from_pretrained(base)
-    template = processor.chat_template or ""
-    if "generation" not in template:
-        template = VISION_TEMPLATE.read_text()
+    template = vision_chat_template(processor, base, tools=tools)
     tokenizer = processor.tokenizer
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -181,18 +325,83 @@ def tiny_vlm_base(base: str) -> bool:
     return base == TINY_VLM_PRESET_MODEL
 
 
+DROP_IMAGES = "image_tokens_over_max_length"
+DROP_NO_LABELS = "no_trained_tokens"
+# Tokens that belong to an image's block besides the image tokens themselves (Qwen-VL's
+# wrappers, Gemma 3's, Idefics3 / SmolVLM's tile markers): never cut, never labels.
+IMAGE_WRAPPER = re.compile(
+    r"<(\|vision_(start|end)\||start_of_image|end_of_image|fake_token_around_image|global-img"
+    r"|row_\d+_col_\d+)>"
+)
+
+
+def image_token_ids(processor) -> list[int]:
+    """The ids of the processor's image token and of the wrappers around it."""
+    tokenizer = processor.tokenizer
+    ids = set()
+    token_id = getattr(processor, "image_token_id", None)
+    if token_id is None and getattr(processor, "image_token", None):
+        token_id = tokenizer.convert_tokens_to_ids(processor.image_token)
+    if token_id is not None:
+        ids.add(int(token_id))
+    for token, index in tokenizer.get_added_vocab().items():
+        if IMAGE_WRAPPER.fullmatch(token):
+            ids.add(int(index))
+    return sorted(ids)
+
+
+def fit_to_length(input_ids, protected, max_length: int | None):
+    """Truncation of one encoded row to ``max_length`` tokens, after its images were expanded:
+    every image block (``protected``: image tokens and their wrappers) is kept whole, and text
+    tokens are kept from the start until the length is reached (TRL's ``keep_start`` over the
+    text), so the pixel values still match the image tokens one for one. Returns ``(keep,
+    reason)``: the boolean mask of kept positions (``None``: nothing cut), or ``reason`` when
+    the row must be dropped (its image tokens alone exceed ``max_length``)."""
+    import torch
+
+    if max_length is None or len(input_ids) <= max_length:
+        return None, ""
+    images = int(protected.sum())
+    if images > max_length:
+        return None, DROP_IMAGES
+    text_position = torch.cumsum((~protected).long(), dim=0)
+    return protected | (text_position <= max_length - images), ""
+
+
 class VisionCollator:
     """Rows (by index into ``rows``) → a padded batch: ``input_ids``, ``attention_mask``,
     ``labels`` (assistant tokens of weighted messages only) and the processor's image
-    tensors (``pixel_values``, and ``image_grid_thw``/``image_sizes`` when it makes them)."""
+    tensors (``pixel_values``, and ``image_grid_thw``/``image_sizes`` when it makes them).
 
-    def __init__(self, processor, template: str, rows: list[dict[str, Any]]):
+    Rows are encoded when their batch is collated (images read then), fitted to
+    ``max_length`` (``fit_to_length``) and counted once per row index, whatever the epoch:
+    ``counts()`` gives the tokens of weight-0 turns, the truncated rows and the dropped ones
+    by reason (image tokens over ``max_length``; no trained token left, as TRL drops such
+    rows on the text path). A dropped row leaves its batch; a batch whose rows are all
+    dropped takes the next rows of the same split (``splits``) that fit instead."""
+
+    def __init__(
+        self,
+        processor,
+        template: str,
+        rows: list[dict[str, Any]],
+        *,
+        max_length: int | None = None,
+        splits: list[range] | None = None,
+    ):
+        import torch
+
         self.processor = processor
         self.template = template
         self.rows = rows
+        self.max_length = max_length
+        self.splits = splits or [range(len(rows))]
         self.pad_id = processor.tokenizer.pad_token_id
+        self.protected_ids = torch.tensor(image_token_ids(processor), dtype=torch.long)
+        self.counted: dict[int, tuple[int, bool, str]] = {}  # index: (excluded, cut, dropped)
 
     def encode(self, row: dict[str, Any]) -> dict[str, Any]:
+        import torch
         from PIL import Image
 
         from apps.training.sft import WeightMaskError, _spans, _tools_of
@@ -243,29 +452,106 @@ class VisionCollator:
                 labels[start:end] = input_ids[start:end]
             else:
                 excluded += end - start
-        extra = {k: v for k, v in out.items() if k not in ("input_ids", "attention_mask")}
-        extra.pop("assistant_masks", None)
-        return {"input_ids": input_ids, "labels": labels, "extra": extra, "excluded": excluded}
+        protected = torch.isin(input_ids, self.protected_ids)
+        labels[protected] = -100  # image tokens are never labels
+        width = len(input_ids)
+        extra, per_token = {}, {}
+        for key, value in out.items():
+            if key in ("input_ids", "attention_mask", "assistant_masks"):
+                continue
+            if hasattr(value, "shape") and tuple(value.shape) == (1, width):
+                per_token[key] = value[0]  # e.g. token_type_ids: cut and padded like the ids
+            else:
+                extra[key] = value
+        return {
+            "input_ids": input_ids,
+            "labels": labels,
+            "protected": protected,
+            "per_token": per_token,
+            "extra": extra,
+            "excluded": excluded,
+        }
+
+    def prepare(self, index: int) -> dict[str, Any] | None:
+        """The encoded, fitted row ``index``, or ``None`` when it is dropped; counted once."""
+        encoded = self.encode(self.rows[index])
+        keep, reason = fit_to_length(encoded["input_ids"], encoded["protected"], self.max_length)
+        if keep is not None:
+            encoded["input_ids"] = encoded["input_ids"][keep]
+            encoded["labels"] = encoded["labels"][keep]
+            encoded["per_token"] = {k: v[keep] for k, v in encoded["per_token"].items()}
+        if not reason and not bool((encoded["labels"] != -100).any()):
+            reason = DROP_NO_LABELS
+        self.counted.setdefault(index, (encoded["excluded"], keep is not None, reason))
+        return None if reason else encoded
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
 
-        encoded = [self.encode(self.rows[example["index"]]) for example in examples]
+        indexes = [example["index"] for example in examples]
+        encoded = [e for e in (self.prepare(i) for i in indexes) if e is not None]
+        if not encoded and indexes:
+            encoded = [self._substitute(indexes[0])]
         width = max(len(e["input_ids"]) for e in encoded)
         batch = {
             "input_ids": torch.full((len(encoded), width), self.pad_id, dtype=torch.long),
             "attention_mask": torch.zeros((len(encoded), width), dtype=torch.long),
             "labels": torch.full((len(encoded), width), -100, dtype=torch.long),
         }
+        for key in {k for e in encoded for k in e["per_token"]}:
+            dtype = next(e["per_token"][key].dtype for e in encoded if key in e["per_token"])
+            batch[key] = torch.zeros((len(encoded), width), dtype=dtype)
         for i, e in enumerate(encoded):
             n = len(e["input_ids"])
             batch["input_ids"][i, :n] = e["input_ids"]
             batch["attention_mask"][i, :n] = 1
             batch["labels"][i, :n] = e["labels"]
+            for key, value in e["per_token"].items():
+                batch[key][i, :n] = value
         for key in {k for e in encoded for k in e["extra"]}:
             tensors = [e["extra"][key] for e in encoded if key in e["extra"]]
             batch[key] = torch.cat(tensors, dim=0)
         return batch
 
+    def _substitute(self, index: int) -> dict[str, Any]:
+        """The next row of ``index``'s split that is not dropped (a batch is never empty)."""
+        split = next((s for s in self.splits if index in s), range(len(self.rows)))
+        start = split.index(index)
+        for step in range(1, len(split)):
+            candidate = split[(start + step) % len(split)]
+            if self.counted.get(candidate, (0, False, ""))[2]:
+                continue
+            encoded = self.prepare(candidate)
+            if encoded is not None:
+                return encoded
+        raise ValueError(
+            f"Every row of the split is dropped (max_length {self.max_length}): "
+            f"{self.counts()['dropped']}."
+        )
+
+    def counts(self) -> dict[str, Any]:
+        return summarize_counts(self.counted, len(self.rows))
+
     def excluded_tokens(self) -> int:
-        return sum(self.encode(row)["excluded"] for row in self.rows)
+        """Every row encoded now (the eager count the lazy one is checked against)."""
+        for index in range(len(self.rows)):
+            if index not in self.counted:
+                self.prepare(index)
+        return self.counts()["excluded_tokens"]
+
+
+def summarize_counts(counted: dict[int, tuple[int, bool, str]], rows: int) -> dict[str, Any]:
+    """What ``counted`` (row index → (excluded tokens, truncated, drop reason)), merged over
+    processes, reports: the keys the text path reports at start, ``counted_rows`` of ``rows``."""
+    dropped: dict[str, int] = {}
+    for _, _, reason in counted.values():
+        if reason:
+            dropped[reason] = dropped.get(reason, 0) + 1
+    return {
+        "rows": rows,
+        "counted_rows": len(counted),
+        "excluded_tokens": sum(excluded for excluded, _, _ in counted.values()),
+        "truncated_rows": sum(1 for _, cut, _ in counted.values() if cut),
+        "dropped_rows": sum(dropped.values()),
+        "dropped": dict(sorted(dropped.items())),
+    }

@@ -217,13 +217,22 @@ def test_text_trainers_on_a_version_with_images_are_refused_with_a_clear_error(
             user=author,
             dataset_version=version,
             backend="command",
-            base_model="Qwen/Qwen2-VL-2B-Instruct",
+            base_model="preset:tiny-qwen2",
             command_template=template,
             enqueue=False,
         )
-    assert raised.value.extra["fields"]["dataset_version"][0].startswith(
-        "This version's demonstrations show images, and a command trainer gets text rows."
-    )
+    assert "preset:tiny-qwen2 is a text model" in raised.value.extra["fields"]["base_model"][0]
+    # a command trainer of a vision-language model gets the images as a bundle
+    # (tests/training/test_command_vision.py)
+    assert training_job_create(
+        project=project,
+        user=author,
+        dataset_version=version,
+        backend="command",
+        base_model="Qwen/Qwen2-VL-2B-Instruct",
+        command_template=template,
+        enqueue=False,
+    ).pk
 
 
 def test_the_api_serves_the_bundle_and_the_openai_file(version, api_client_for, author):

@@ -119,8 +119,11 @@ def test_the_collator_expands_images_and_masks_like_the_text_path(data, tmp_path
     assert "view_receipt" in trained and "Filed: Blue Fern Cafe, total 8.00." in trained
     assert "Hm." not in trained  # the weight-0 turn is masked out
     assert "File receipt rc-1." not in trained
-    # the span of the weight-0 turn: what follows "<|im_start|>assistant", through its end
-    assert collator.excluded_tokens() == len(processor.tokenizer("\nHm.<|im_end|>\n")["input_ids"])
+    # the span of the weight-0 turn: what follows "<|im_start|>assistant", through its end,
+    # counted as the row was collated
+    span = len(processor.tokenizer("\nHm.<|im_end|>\n")["input_ids"])
+    assert collator.counts()["excluded_tokens"] == span
+    assert collator.excluded_tokens() == span
     loss = model(**batch).loss
     assert math.isfinite(float(loss.detach()))
 
@@ -148,7 +151,7 @@ def test_a_trl_bundle_zip_is_read_as_exported(tmp_path):
     assert Path(rows[0]["images"][0]).read_bytes() == (tmp_path / "abc.png").read_bytes()
 
 
-def run_entry_point(tmp_path, train: Path, base_model: str, steps: int = 2):
+def run_entry_point(tmp_path, train: Path, base_model: str, steps: int = 2, max_length: int = 1024):
     events = tmp_path / "events.jsonl"
     config = {
         "base_model": base_model,
@@ -159,7 +162,7 @@ def run_entry_point(tmp_path, train: Path, base_model: str, steps: int = 2):
             "batch_size": 2,
             "gradient_accumulation_steps": 1,
             "learning_rate": 0.01,
-            "max_length": 1024,
+            "max_length": max_length,
             "save_steps": steps,
         },
         "report": {"events_file": str(events)},
@@ -197,7 +200,21 @@ def test_two_steps_of_the_tiny_vlm_on_cpu_write_a_checkpoint(tmp_path):
     processor = transformers.AutoProcessor.from_pretrained(final)
     assert model.config.image_token_id == processor.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
     weight_zero_span = len(processor.tokenizer("\nHm.<|im_end|>\n")["input_ids"])
-    assert started["excluded_tokens"] == 4 * weight_zero_span
+    # counted as the rows were collated, not by a pass before training: the same numbers
+    assert started["excluded_tokens"] is None
+    assert finished["data"] == {
+        "rows": 4,
+        "counted_rows": 4,
+        "excluded_tokens": 4 * weight_zero_span,
+        "truncated_rows": 0,
+        "dropped_rows": 0,
+        "dropped": {},
+    }
+    logged = [e["line"] for e in reported if e["type"] == "log"]
+    assert (
+        f"data: 4 of 4 rows encoded; {4 * weight_zero_span} tokens of weight-0 turns"
+        in (logged[-1])
+    )
 
 
 def test_the_text_preset_refuses_image_rows(data, tmp_path):

@@ -261,17 +261,9 @@ def training_job_create(
         version=dataset_version, format="trl", split="train", path__endswith=".zip"
     ).exists()
     # The local trainer writes the images beside its data file and trains a vision-language
-    # model on them (apps.training.vision); a command's script may run where only the rows
-    # reach it (train_url), so it is offered the TRL bundle instead.
-    if backend == Backend.COMMAND and multimodal:
-        raise _field_error(
-            "dataset_version",
-            "This version's demonstrations show images, and a command trainer gets text rows. "
-            "Train it with the local backend (a vision-language model, e.g. "
-            f"{TINY_VLM_PRESET_MODEL}), download its TRL bundle (a datasets imagefolder with an "
-            "images column), or use the OpenAI backend (its rows carry the images).",
-        )
-    if backend == Backend.LOCAL and multimodal and base_model == TINY_PRESET_MODEL:
+    # model on them (apps.training.vision); a command's script gets them too: beside its
+    # data files, or as the split's image bundle by URL ({train_bundle_url}).
+    if backend != Backend.OPENAI and multimodal and base_model == TINY_PRESET_MODEL:
         raise _field_error(
             "base_model",
             f"This version's demonstrations show images and {TINY_PRESET_MODEL} is a text "
@@ -466,6 +458,8 @@ def training_events_apply(
                     "data_sha256": event.get("data_sha256") or {},
                     "processes": event.get("processes"),
                     "excluded_tokens": event.get("excluded_tokens"),
+                    "truncated_rows": event.get("truncated_rows"),
+                    "dropped_rows": event.get("dropped_rows"),
                     "at": timezone.now().isoformat(),
                 }
             )
@@ -494,6 +488,10 @@ def training_events_apply(
             if event.get("artifacts"):
                 artifacts["final"] = event["artifacts"]
                 changed = True
+            if isinstance(event.get("data"), dict) and artifacts.get("attempts"):
+                # counted as the rows were trained on (the vision path): the attempt's figures
+                artifacts["attempts"][-1].update(_data_counts(event["data"]))
+                changed = True
             lines.append(f"finished: {event.get('status')} {event.get('message', '')}".strip())
         else:
             raise ApplicationError(f"Unknown event type “{kind}”.")
@@ -505,6 +503,19 @@ def training_events_apply(
             training_job=training_job, text="".join(f"[coworkenv] {line}\n" for line in lines)
         )
     return finished
+
+
+DATA_COUNTS = ("rows", "counted_rows", "excluded_tokens", "truncated_rows", "dropped_rows")
+
+
+def _data_counts(data: dict) -> dict:
+    counts = {key: data[key] for key in DATA_COUNTS if isinstance(data.get(key), int)}
+    dropped = data.get("dropped")
+    if isinstance(dropped, dict):
+        counts["dropped"] = {
+            str(reason)[:100]: n for reason, n in list(dropped.items())[:20] if isinstance(n, int)
+        }
+    return counts
 
 
 def training_progress_message(training_job: TrainingJob) -> str:
