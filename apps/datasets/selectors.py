@@ -175,14 +175,11 @@ def version_exports(*, version) -> dict[str, dict[str, DatasetExport]]:
     return table
 
 
-def version_card(*, version) -> DatasetExport | None:
-    return DatasetExport.objects.filter(version=version, format=ExportFormat.CARD).first()
-
-
 def version_sample_query(*, version: DatasetVersion) -> str:
     """The query string of a download a sample command can name (``format=…&split=…`` of an
     offered export), or "" when the version offers none."""
     from apps.datasets.card import sample_export
 
-    sample = sample_export(list(version.exports.values("format", "split", "status")))
+    exports = list(version.exports.values("format", "split", "status"))
+    sample = sample_export(exports, version.dataset.kind)
     return f"format={sample[0]}&split={sample[1]}" if sample else ""
