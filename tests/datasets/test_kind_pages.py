@@ -12,7 +12,6 @@ from apps.datasets.models import DatasetVersion, ExportFormat
 from apps.datasets.services import export_absolute_path
 from apps.datasets.services.datasets import dataset_create, dataset_update
 from tests.conftest import HTMX_HEADERS
-from tests.datasets.test_rows_api import prompt_version, rollout_version  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +38,7 @@ def test_an_rl_prompt_version_page_shows_its_own_panels(client_for, viewer, prom
     assert mix, "the sample tasks exercise capabilities"
     table = html[html.index('data-testid="capability-mix"') :]
     table = table[: table.index("</table>")]
-    assert "<th>Capability</th><th class=\"num\">Prompt rows</th>" in table
+    assert '<th>Capability</th><th class="num">Prompt rows</th>' in table
     shown = re.findall(r'<td class="mono small">([^<]+)</td><td class="num">(\d+)</td>', table)
     assert shown == [(slug, str(rows)) for slug, rows in mix.items()]
     assert ">train</td>" not in table  # not the split read as a capability
@@ -64,7 +63,7 @@ def test_a_rollout_version_page_shows_its_own_panels(client_for, viewer, rollout
     ):
         assert sft_only not in html, sft_only
     environments = html[html.index('data-testid="environments"') :].split("</table>")[0]
-    assert "<td>Clarify and notice</td><td class=\"num\">3</td>" in environments
+    assert '<td>Clarify and notice</td><td class="num">3</td>' in environments
     assert "clarify (3)" in environments
     sample = html[html.index('data-testid="api-sample"') :]
     assert sample.split("</code>")[0].endswith("?format=rollouts&amp;split=train")
@@ -111,7 +110,7 @@ def test_the_dataset_page_lists_versions_with_their_kinds_columns(
 ):
     client = client_for(viewer)
     prompts = client.get(f"/datasets/{prompt_version.dataset_id}/").content.decode()
-    assert "<th class=\"num\">Prompt rows</th>" in prompts and "Duplicates</th>" not in prompts
+    assert '<th class="num">Prompt rows</th>' in prompts and "Duplicates</th>" not in prompts
     assert '<td class="mono small">0, 5</td>' in prompts
     rollouts = client.get(f"/datasets/{rollout_version.dataset_id}/", **HTMX_HEADERS)
     fragment = rollouts.content.decode()

@@ -6,14 +6,10 @@ another kind is 400), 404 for other projects, readable by viewers."""
 import pytest
 
 from apps.datasets.formats.rl_prompts import prompt_messages
-from apps.datasets.models import DatasetKind, DatasetRow, PromptRow, RolloutRow
-from apps.datasets.services import PromptFilter, dataset_version_build_job, prompt_version_create
-from apps.datasets.services.datasets import dataset_create
+from apps.datasets.models import DatasetRow, PromptRow, RolloutRow
 from apps.runs.models import RolloutGroup, Run
 from apps.runs.rollouts import Variant
 from tests.datasets.test_rollouts import build as build_rollouts
-from tests.llm_server import LoopbackLLMServer
-from tests.runs.test_groups import KEY, make_student_group
 
 pytestmark = pytest.mark.django_db
 
@@ -22,31 +18,6 @@ def rows_url(version, **query) -> str:
     params = "&".join(f"{key}={value}" for key, value in query.items())
     base = f"/api/v1/datasets/{version.dataset_id}/versions/{version.number}/rows/"
     return base + (f"?{params}" if params else "")
-
-
-@pytest.fixture
-def prompt_version(project, author, sample_environments):
-    dataset = dataset_create(
-        project=project, name="Coworker RL", user=author, kind=DatasetKind.RL_PROMPTS
-    )
-    version = prompt_version_create(
-        dataset=dataset, user=author, filters=PromptFilter(seeds=(0, 5)), enqueue=False
-    )
-    dataset_version_build_job(version.job_id)
-    version.refresh_from_db()
-    return version
-
-
-@pytest.fixture
-def rollout_version(project, author, monkeypatch, settings):
-    monkeypatch.setenv("COWORKENV_TEST_RUNS_API_KEY", KEY)
-    settings.LLM_MAX_ATTEMPTS = 1
-    with LoopbackLLMServer(api_key=KEY) as server:
-        batch = make_student_group(project, author, server)
-    dataset = dataset_create(
-        project=project, name="Rollouts", user=author, kind=DatasetKind.ROLLOUTS
-    )
-    return build_rollouts(dataset, author, batch, reward="passed", advantage="rloo")
 
 
 # --------------------------------------------------------------------------- sft
