@@ -117,21 +117,31 @@ class VersionOutput(serializers.Serializer):
     filters = serializers.JSONField()
     seed = serializers.IntegerField()
     validation_fraction = serializers.FloatField()
-    demonstrations = serializers.IntegerField(help_text="Approved demonstrations matched.")
-    train_rows = serializers.IntegerField()
-    validation_rows = serializers.IntegerField()
-    excluded_eval = serializers.IntegerField(help_text="Eval-task demonstrations kept out.")
-    removed_duplicates = serializers.IntegerField(help_text="Exact duplicates left out.")
+    demonstrations = serializers.IntegerField(
+        help_text="sft: approved demonstrations matched (0 for the other kinds)."
+    )
+    train_rows = serializers.IntegerField(
+        help_text="Train rows (rl_prompts: one per task and seed; rollouts: graded runs)."
+    )
+    validation_rows = serializers.IntegerField(help_text="sft only (0 for the other kinds).")
+    excluded_eval = serializers.IntegerField(
+        help_text="Eval-task demonstrations (sft) or task-and-seed rows (rl_prompts) kept out."
+    )
+    removed_duplicates = serializers.IntegerField(
+        help_text="sft: exact duplicates left out (0 for the other kinds)."
+    )
     removed_near_duplicates = serializers.IntegerField(
-        help_text="Near-duplicates left out (retries collapsed, ids and dates masked)."
+        help_text="sft: near-duplicates left out (retries collapsed, ids and dates masked)."
     )
     tokenizer = serializers.CharField(help_text="The tokenizer that counted; blank: estimate.")
     max_tokens = serializers.IntegerField(
         allow_null=True, help_text="The longest exported row in tokens; null: no limit."
     )
-    long_trajectories = serializers.ChoiceField(choices=LongTrajectories.choices)
+    long_trajectories = serializers.ChoiceField(
+        choices=LongTrajectories.choices, help_text="sft only (the others keep the default)."
+    )
     long_counts = serializers.JSONField(
-        help_text="Per split: trajectories, over_limit, split_rows, dropped_rows, "
+        help_text="sft, per split: trajectories, over_limit, split_rows, dropped_rows, "
         "dropped_trajectories, rows (exported), longest (tokens), details (first 50)."
     )
     checksum = serializers.CharField()
@@ -150,18 +160,25 @@ class VersionDetailOutput(VersionOutput):
     )
     token_counting = serializers.CharField(help_text="How tokens were counted, in words.")
     removals = serializers.JSONField(
-        help_text="[{demonstration, kept, kind: exact|near, reason}] (the first 1000)"
+        help_text="sft: [{demonstration, kept, kind: exact|near, reason}] (the first 1000)"
     )
     groups = serializers.JSONField(
-        help_text="The split's groups: [{key, split, rows, environments, joined_by_similarity}]"
+        help_text="sft: the split's groups [{key, split, rows, environments, "
+        "joined_by_similarity}]; rollouts: one entry with rollout_groups and unscorable."
     )
-    capability_mix = serializers.JSONField(help_text="{slug: {train, validation}}")
+    capability_mix = serializers.JSONField(
+        help_text="sft: {slug: {train, validation}}; rl_prompts: {train: {slug: rows}}; "
+        "rollouts: {}."
+    )
     environments = serializers.JSONField(
-        help_text="[{key, id, name, group, split, rows, revisions, spec_hashes}]"
+        help_text="sft and rl_prompts: [{key, id, name, group, split, rows, revisions, "
+        "spec_hashes}]; rollouts: [{name, split, rows, tasks: {task_key: rows}}]."
     )
     models_used = serializers.JSONField(help_text="[{model, policy, rows}]")
     exports = ExportOutput(many=True)
-    dataset_info = serializers.JSONField(help_text="LLaMA-Factory dataset_info.json entries.")
+    dataset_info = serializers.JSONField(
+        help_text="sft: LLaMA-Factory dataset_info.json entries ({} for the other kinds)."
+    )
 
 
 class VersionInput(serializers.Serializer):

@@ -323,3 +323,21 @@ def test_spectacular_validates_without_warnings(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "VersionRowOutput" in (tmp_path / "schema.yaml").read_text()
+
+
+def test_a_page_of_rows_takes_the_same_queries_whatever_its_size(
+    api_client_for, viewer, built_version, prompt_version, rollout_version
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    api = api_client_for(viewer)
+    api.get(rows_url(built_version))  # once-per-process lookups out of the count
+    for version in (built_version, prompt_version, rollout_version):
+        counts = []
+        for size in (1, 3):
+            with CaptureQueriesContext(connection) as queries:
+                response = api.get(rows_url(version, page_size=size))
+            assert len(response.json()["results"]) == size
+            counts.append(len(queries))
+        assert counts[0] == counts[1], (version.dataset.kind, counts)
