@@ -2,9 +2,15 @@
 rows a version contains, and exports streamed as JSONL (ETag, Content-Length when cached,
 the checksum in ``X-Dataset-Checksum``)."""
 
-from django.urls import path
+from django.urls import path, reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
@@ -18,6 +24,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX, INT32_MAX
 from apps.datasets.access import dataset_get_for_user, version_get_for_user
 from apps.datasets.downloads import ExportUnavailable, export_for, export_response
+from apps.datasets.formats.rl_prompts import prompt_messages
 from apps.datasets.models import (
     DESCRIPTION_MAX_LENGTH,
     MAX_TOKENS_LIMIT,
@@ -28,7 +35,7 @@ from apps.datasets.models import (
     RowSplit,
     VersionStatus,
 )
-from apps.datasets.selectors import dataset_list, version_list, version_rows
+from apps.datasets.selectors import dataset_list, version_list, version_row_select
 from apps.datasets.services import (
     PromptFilter,
     VersionFilter,
@@ -110,21 +117,31 @@ class VersionOutput(serializers.Serializer):
     filters = serializers.JSONField()
     seed = serializers.IntegerField()
     validation_fraction = serializers.FloatField()
-    demonstrations = serializers.IntegerField(help_text="Approved demonstrations matched.")
-    train_rows = serializers.IntegerField()
-    validation_rows = serializers.IntegerField()
-    excluded_eval = serializers.IntegerField(help_text="Eval-task demonstrations kept out.")
-    removed_duplicates = serializers.IntegerField(help_text="Exact duplicates left out.")
+    demonstrations = serializers.IntegerField(
+        help_text="sft: approved demonstrations matched (0 for the other kinds)."
+    )
+    train_rows = serializers.IntegerField(
+        help_text="Train rows (rl_prompts: one per task and seed; rollouts: graded runs)."
+    )
+    validation_rows = serializers.IntegerField(help_text="sft only (0 for the other kinds).")
+    excluded_eval = serializers.IntegerField(
+        help_text="Eval-task demonstrations (sft) or task-and-seed rows (rl_prompts) kept out."
+    )
+    removed_duplicates = serializers.IntegerField(
+        help_text="sft: exact duplicates left out (0 for the other kinds)."
+    )
     removed_near_duplicates = serializers.IntegerField(
-        help_text="Near-duplicates left out (retries collapsed, ids and dates masked)."
+        help_text="sft: near-duplicates left out (retries collapsed, ids and dates masked)."
     )
     tokenizer = serializers.CharField(help_text="The tokenizer that counted; blank: estimate.")
     max_tokens = serializers.IntegerField(
         allow_null=True, help_text="The longest exported row in tokens; null: no limit."
     )
-    long_trajectories = serializers.ChoiceField(choices=LongTrajectories.choices)
+    long_trajectories = serializers.ChoiceField(
+        choices=LongTrajectories.choices, help_text="sft only (the others keep the default)."
+    )
     long_counts = serializers.JSONField(
-        help_text="Per split: trajectories, over_limit, split_rows, dropped_rows, "
+        help_text="sft, per split: trajectories, over_limit, split_rows, dropped_rows, "
         "dropped_trajectories, rows (exported), longest (tokens), details (first 50)."
     )
     checksum = serializers.CharField()
@@ -143,18 +160,25 @@ class VersionDetailOutput(VersionOutput):
     )
     token_counting = serializers.CharField(help_text="How tokens were counted, in words.")
     removals = serializers.JSONField(
-        help_text="[{demonstration, kept, kind: exact|near, reason}] (the first 1000)"
+        help_text="sft: [{demonstration, kept, kind: exact|near, reason}] (the first 1000)"
     )
     groups = serializers.JSONField(
-        help_text="The split's groups: [{key, split, rows, environments, joined_by_similarity}]"
+        help_text="sft: the split's groups [{key, split, rows, environments, "
+        "joined_by_similarity}]; rollouts: one entry with rollout_groups and unscorable."
     )
-    capability_mix = serializers.JSONField(help_text="{slug: {train, validation}}")
+    capability_mix = serializers.JSONField(
+        help_text="sft: {slug: {train, validation}}; rl_prompts: {train: {slug: rows}}; "
+        "rollouts: {}."
+    )
     environments = serializers.JSONField(
-        help_text="[{key, id, name, group, split, rows, revisions, spec_hashes}]"
+        help_text="sft and rl_prompts: [{key, id, name, group, split, rows, revisions, "
+        "spec_hashes}]; rollouts: [{name, split, rows, tasks: {task_key: rows}}]."
     )
     models_used = serializers.JSONField(help_text="[{model, policy, rows}]")
     exports = ExportOutput(many=True)
-    dataset_info = serializers.JSONField(help_text="LLaMA-Factory dataset_info.json entries.")
+    dataset_info = serializers.JSONField(
+        help_text="sft: LLaMA-Factory dataset_info.json entries ({} for the other kinds)."
+    )
 
 
 class VersionInput(serializers.Serializer):
@@ -194,7 +218,21 @@ class VersionInput(serializers.Serializer):
     )
 
 
+def _kind(kind: str, what: str):
+    """The ``kind`` of a row: its version's (and dataset's), the discriminator of the rows
+    endpoint's items."""
+    return serializers.ChoiceField(
+        choices=DatasetKind.choices,
+        read_only=True,
+        default=kind,
+        help_text=f"{kind}: {what} (the version's kind; every row of a page has it).",
+    )
+
+
 class RowOutput(serializers.Serializer):
+    """A row of an SFT version: which demonstration (and which of its versions)."""
+
+    kind = _kind(DatasetKind.SFT, "a demonstration row")
     split = serializers.CharField()
     position = serializers.IntegerField()
     demonstration = serializers.IntegerField(source="demonstration.id")
@@ -205,6 +243,175 @@ class RowOutput(serializers.Serializer):
     model = serializers.CharField(source="demonstration.model_name")
     tokens = serializers.IntegerField()
     content_sha256 = serializers.CharField()
+
+
+class PromptMessageOutput(serializers.Serializer):
+    role = serializers.CharField(help_text="system or user.")
+    content = serializers.CharField()
+
+
+class PromptRowOutput(serializers.Serializer):
+    """A row of an RL prompt version: one environment task and seed, with the prompt a
+    trainer resets it with (as built: the version does not change with the environment)."""
+
+    kind = _kind(DatasetKind.RL_PROMPTS, "a prompt row (environment task and seed)")
+    split = serializers.CharField()
+    position = serializers.IntegerField()
+    environment = serializers.CharField(
+        source="entry.environment", help_text="The environment's name when it was built."
+    )
+    environment_id = serializers.IntegerField(
+        allow_null=True, help_text="null: the environment was deleted since."
+    )
+    revision = serializers.IntegerField(source="entry.revision", allow_null=True)
+    spec_hash = serializers.CharField(source="entry.spec_hash")
+    task_key = serializers.CharField()
+    title = serializers.CharField(source="entry.title")
+    seed = serializers.IntegerField()
+    capabilities = serializers.ListField(
+        source="entry.capabilities",
+        child=serializers.CharField(),
+        help_text="The task's capability slugs when it was built.",
+    )
+    turns = serializers.IntegerField(source="entry.turns")
+    prompt = serializers.SerializerMethodField(
+        help_text="The reset observation as chat messages: the system prompt (when there is "
+        "one), then the first user message."
+    )
+    tools = serializers.ListField(
+        source="entry.tools",
+        child=serializers.DictField(),
+        help_text="The tools offered, as OpenAI function tools.",
+    )
+    content_sha256 = serializers.CharField()
+
+    @extend_schema_field(PromptMessageOutput(many=True))
+    def get_prompt(self, row) -> list[dict]:
+        return prompt_messages(row.entry)
+
+
+class RolloutRowOutput(serializers.Serializer):
+    """A row of a scored-rollout version: one graded member of a rollout group, with every
+    reward variant and advantage of it (from the group's reward table) and where its
+    transcript is."""
+
+    kind = _kind(DatasetKind.ROLLOUTS, "a rollout row (a graded member of a rollout group)")
+    split = serializers.CharField()
+    position = serializers.IntegerField()
+    group = serializers.IntegerField(source="group_id", help_text="The rollout group's id.")
+    batch = serializers.IntegerField(source="group.batch_id", help_text="Its student batch.")
+    member = serializers.IntegerField(help_text="The run's index in its group.")
+    run = serializers.IntegerField(source="run_id")
+    environment = serializers.CharField(source="group.environment_name")
+    task_key = serializers.CharField(source="group.task_key")
+    passed = serializers.BooleanField(
+        source="run_passed", allow_null=True, help_text="Whether the run's grading passed."
+    )
+    reward = serializers.SerializerMethodField(
+        help_text="The reward under the version's variant (filters.variant.reward)."
+    )
+    advantage = serializers.SerializerMethodField(
+        help_text="The advantage under the version's variant (reward and advantage method)."
+    )
+    rewards = serializers.SerializerMethodField(
+        help_text="Every reward variant: {score, raw, passed, strict} (null: unscorable)."
+    )
+    advantages = serializers.SerializerMethodField(
+        help_text="Every advantage: {reward variant: {grpo, dr_grpo, rloo}}."
+    )
+    turn_rewards = serializers.SerializerMethodField(
+        help_text="Per assistant turn, the reward-to-go of the score."
+    )
+    turn_advantages = serializers.SerializerMethodField(
+        help_text="Per turn-credit method (grpo, dr_grpo), the per-turn advantages."
+    )
+    tokens = serializers.IntegerField()
+    content_sha256 = serializers.CharField(help_text="sha256 of the exported line.")
+    transcript = serializers.SerializerMethodField(
+        help_text="The run's API endpoint, whose `transcript` is the conversation."
+    )
+
+    def _variant(self) -> dict:
+        return self.context["variant"]
+
+    @extend_schema_field(OpenApiTypes.DOUBLE)
+    def get_reward(self, row) -> float | None:
+        return row.group.variants["rewards"][self._variant()["reward"]][row.member]
+
+    @extend_schema_field(OpenApiTypes.DOUBLE)
+    def get_advantage(self, row) -> float:
+        variant = self._variant()
+        table = row.group.variants["advantages"][variant["reward"]]
+        return table[variant["advantage"]][row.member]
+
+    @extend_schema_field(serializers.DictField(child=serializers.FloatField(allow_null=True)))
+    def get_rewards(self, row) -> dict:
+        return {name: values[row.member] for name, values in row.group.variants["rewards"].items()}
+
+    @extend_schema_field(
+        serializers.DictField(child=serializers.DictField(child=serializers.FloatField()))
+    )
+    def get_advantages(self, row) -> dict:
+        return {
+            reward: {method: values[row.member] for method, values in methods.items()}
+            for reward, methods in row.group.variants["advantages"].items()
+        }
+
+    @extend_schema_field(serializers.ListField(child=serializers.FloatField()))
+    def get_turn_rewards(self, row) -> list:
+        return row.group.variants["turn_rewards"][row.member]
+
+    @extend_schema_field(
+        serializers.DictField(child=serializers.ListField(child=serializers.FloatField()))
+    )
+    def get_turn_advantages(self, row) -> dict:
+        return {
+            method: values[row.member]
+            for method, values in row.group.variants["turn_advantages"].items()
+        }
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_transcript(self, row) -> str:
+        url = reverse("api:run_detail", args=[row.run_id])
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request else url
+
+
+ROW_OUTPUTS = {
+    DatasetKind.SFT: RowOutput,
+    DatasetKind.RL_PROMPTS: PromptRowOutput,
+    DatasetKind.ROLLOUTS: RolloutRowOutput,
+}
+
+
+class RowFilterInput(serializers.Serializer):
+    """The rows endpoint's query; each filter applies to the kinds ``KINDS`` names."""
+
+    KINDS = {
+        "split": (DatasetKind.SFT, DatasetKind.RL_PROMPTS, DatasetKind.ROLLOUTS),
+        "capability": (DatasetKind.SFT, DatasetKind.RL_PROMPTS),
+        "group": (DatasetKind.ROLLOUTS,),
+        "passed": (DatasetKind.ROLLOUTS,),
+    }
+
+    split = serializers.ChoiceField(choices=RowSplit.choices, required=False)
+    capability = serializers.SlugField(max_length=100, required=False)
+    group = serializers.IntegerField(min_value=1, max_value=ID_MAX, required=False)
+    passed = serializers.BooleanField(required=False)
+
+    def __init__(self, *args, kind: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kind = kind
+
+    def validate(self, attrs):
+        wrong = {
+            name: [f"Not a filter of {self.kind} rows (only of {', '.join(self.KINDS[name])})."]
+            for name in attrs
+            if self.kind not in self.KINDS[name]
+        }
+        if wrong:
+            raise serializers.ValidationError(wrong)
+        return attrs
 
 
 class RolloutVersionInput(serializers.Serializer):
@@ -437,23 +644,62 @@ class VersionVerifyApi(APIView):
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
 
 
+ROWS_SCHEMA = PolymorphicProxySerializer(
+    component_name="VersionRowOutput",
+    serializers={kind.value: output for kind, output in ROW_OUTPUTS.items()},
+    resource_type_field_name="kind",
+    many=True,
+)
+
+
 class VersionRowsApi(APIView):
     pagination_class = StandardPagination
 
     @extend_schema(
-        parameters=[OpenApiParameter("split", str, enum=RowSplit.values, required=False)],
-        responses=RowOutput(many=True),
+        parameters=[
+            OpenApiParameter(
+                "split", str, enum=RowSplit.values, required=False, description="Every kind."
+            ),
+            OpenApiParameter(
+                "capability",
+                str,
+                required=False,
+                description="sft and rl_prompts: the rows whose demonstration (or task, when "
+                "the version was built) exercises this capability slug.",
+            ),
+            OpenApiParameter(
+                "group",
+                int,
+                required=False,
+                description="rollouts: the members of this rollout group.",
+            ),
+            OpenApiParameter(
+                "passed",
+                bool,
+                required=False,
+                description="rollouts: the runs whose grading passed (true) or failed (false).",
+            ),
+        ],
+        responses=ROWS_SCHEMA,
         operation_id="dataset_versions_rows",
-        description="The demonstration (and demonstration version) ids a version contains, "
-        "per split, in export order.",
+        description="The rows a version contains, per split, in export order, in the shape "
+        "of its kind (`kind` on every row): sft → the demonstration and demonstration "
+        "version; rl_prompts → the environment task and seed with its prompt messages and "
+        "tools; rollouts → the run of a rollout group with every reward variant, advantage "
+        "and per-turn reward, and its transcript's endpoint. A filter of another kind is "
+        "400.",
     )
     def get(self, request, pk, number):
         version = version_get_for_user(request.user, pk, number)
-        split = request.query_params.get("split", "")
-        rows = version_rows(version=version, split=split if split in RowSplit.values else None)
+        kind = version.dataset.kind
+        query = RowFilterInput(data=dict(request.query_params.items()), kind=kind)
+        query.is_valid(raise_exception=True)
+        rows = version_row_select(kind)(version=version, **query.validated_data)
         paginator = StandardPagination()
         page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response(RowOutput(page, many=True).data)
+        context = {"request": request, "variant": version.filters.get("variant") or {}}
+        output = ROW_OUTPUTS.get(kind, RowOutput)(page, many=True, context=context)
+        return paginator.get_paginated_response(output.data)
 
 
 class _JsonErrorsOnly(DefaultContentNegotiation):

@@ -46,11 +46,21 @@ SAMPLE_PREFERENCE = tuple(
 )
 
 
-def sample_export(exports: list[dict[str, Any]]) -> tuple[str, str] | None:
+# Per dataset kind (``DatasetKind`` values): the formats a sample command prefers.
+SAMPLE_PREFERENCES = {
+    "sft": SAMPLE_PREFERENCE,
+    "rl_prompts": tuple((fmt, "train") for fmt in ("grpo", "verl", "nemo_gym", "verifiers")),
+    "rollouts": (("rollouts", "train"),),
+}
+
+
+def sample_export(exports: list[dict[str, Any]], kind: str = "sft") -> tuple[str, str] | None:
     """The ``(format, split)`` a sample download command should name: the first offered
-    (``ready``) export in ``SAMPLE_PREFERENCE`` order, or None when none is offered."""
+    (``ready``) export in the order ``SAMPLE_PREFERENCES`` gives the dataset's ``kind``, or
+    None when none is offered."""
     offered = {(e["format"], e["split"]) for e in exports if e.get("status") == "ready"}
-    return next((pair for pair in SAMPLE_PREFERENCE if pair in offered), None)
+    preference = SAMPLE_PREFERENCES.get(kind, SAMPLE_PREFERENCE)
+    return next((pair for pair in preference if pair in offered), None)
 
 
 ESTIMATE_NOTE = (

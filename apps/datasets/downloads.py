@@ -13,20 +13,19 @@ from django.http import FileResponse, HttpResponse, HttpResponseNotModified, Str
 from apps.core.exceptions import ApplicationError
 from apps.datasets.models import (
     DatasetExport,
-    DatasetKind,
     DatasetVersion,
     ExportFormat,
     ExportStatus,
     VersionStatus,
 )
 from apps.datasets.services import (
-    card_write,
+    card_current,
     download_filename,
     export_absolute_path,
     export_regenerate_stream,
     is_bundle,
 )
-from apps.datasets.services.prompts import PROMPT_FORMATS, prompt_card_write, prompt_export_refill
+from apps.datasets.services.prompts import PROMPT_FORMATS, prompt_export_refill
 
 JSONL_TYPE = "application/jsonl; charset=utf-8"
 PARQUET_TYPE = "application/vnd.apache.parquet"
@@ -78,6 +77,8 @@ def _etag_matches(header: str, etag: str) -> bool:
 
 
 def export_response(request, version: DatasetVersion, export: DatasetExport) -> HttpResponse:
+    if export.format == ExportFormat.CARD:  # rendered from current data, rewritten if stale
+        export = card_current(version=version)[0] or export
     etag = f'"{export.sha256}"'
     headers = {
         "ETag": etag,
@@ -105,14 +106,7 @@ def export_response(request, version: DatasetVersion, export: DatasetExport) -> 
             "rebuild the version to write it again.",
             410,
         )
-    if not path.exists() and export.format == ExportFormat.CARD:
-        if version.dataset.kind == DatasetKind.RL_PROMPTS:
-            export = prompt_card_write(version=version)
-        else:
-            export = card_write(version=version)
-        headers["ETag"] = f'"{export.sha256}"'
-        path = export_absolute_path(export)
-    elif not path.exists() and export.format in PROMPT_FORMATS:
+    if not path.exists() and export.format in PROMPT_FORMATS:
         prompt_export_refill(export)  # rendered again from the stored prompt rows
         if not path.exists():
             raise ExportUnavailable(

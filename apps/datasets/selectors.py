@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+import json
+
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery
+from django.db.models.fields.json import KeyTextTransform
 
 from apps.datasets.models import (
     Dataset,
@@ -55,12 +58,18 @@ def version_list(*, dataset) -> QuerySet[DatasetVersion]:
     )
 
 
-def version_rows(*, version, split: str | None = None) -> QuerySet[DatasetRow]:
+def version_rows(
+    *, version, split: str | None = None, capability: str | None = None
+) -> QuerySet[DatasetRow]:
+    """The demonstration rows of an SFT version in export order; ``capability``: only the
+    demonstrations that exercise it (by slug)."""
     rows = DatasetRow.objects.filter(version=version).select_related(
         "demonstration", "demonstration_version"
     )
     if split:
         rows = rows.filter(split=split)
+    if capability:
+        rows = rows.filter(demonstration__capabilities__slug=capability)
     return rows.order_by("split", "position").only(
         "id",
         "split",
@@ -77,10 +86,21 @@ def version_rows(*, version, split: str | None = None) -> QuerySet[DatasetRow]:
     )
 
 
-def version_prompt_rows(*, version, split: str | None = None) -> QuerySet[PromptRow]:
+def version_prompt_rows(
+    *, version, split: str | None = None, capability: str | None = None
+) -> QuerySet[PromptRow]:
+    """The rows of an RL prompt version in export order, with their prompt entries as built;
+    ``capability``: only the tasks that exercised it when the version was built (the entry's
+    ``capabilities``, not the task's current ones: a version does not change)."""
     rows = PromptRow.objects.filter(version=version)
     if split:
         rows = rows.filter(split=split)
+    if capability:
+        # The entry's list as JSON text holds '"<slug>"' exactly when the slug is in it
+        # (a slug has no quote); portable where JSON containment is not (SQLite).
+        rows = rows.annotate(_capabilities=KeyTextTransform("capabilities", "entry")).filter(
+            _capabilities__contains=json.dumps(capability)
+        )
     return (
         rows.select_related("environment")
         .order_by("split", "position")
@@ -90,6 +110,7 @@ def version_prompt_rows(*, version, split: str | None = None) -> QuerySet[Prompt
             "position",
             "task_key",
             "seed",
+            "entry",
             "content_sha256",
             "environment__id",
             "environment__name",
@@ -97,21 +118,44 @@ def version_prompt_rows(*, version, split: str | None = None) -> QuerySet[Prompt
     )
 
 
-def version_rollout_rows(*, version, split: str | None = None) -> QuerySet[RolloutRow]:
-    """The rows of a scored-rollout version: which run of which group, in export order."""
+def version_rollout_rows(
+    *,
+    version,
+    split: str | None = None,
+    group: int | None = None,
+    passed: bool | None = None,
+) -> QuerySet[RolloutRow]:
+    """The rows of a scored-rollout version: which run of which group, in export order, with
+    the group's reward table (``group.variants``) and the run's ``passed`` (annotated as
+    ``run_passed``). ``group``: one rollout group's members; ``passed``: only the runs whose
+    grading passed (True) or failed (False)."""
     rows = RolloutRow.objects.filter(version=version)
     if split:
         rows = rows.filter(split=split)
-    return rows.order_by("split", "position").only(
-        "id",
-        "split",
-        "position",
-        "group_id",
-        "member",
-        "run_id",
-        "environment_key",
-        "tokens",
-        "content_sha256",
+    if group is not None:
+        rows = rows.filter(group_id=group)
+    if passed is not None:
+        rows = rows.filter(run__passed=passed)
+    return (
+        rows.select_related("group")
+        .annotate(run_passed=F("run__passed"))
+        .order_by("split", "position")
+        .only(
+            "id",
+            "split",
+            "position",
+            "group_id",
+            "member",
+            "run_id",
+            "environment_key",
+            "tokens",
+            "content_sha256",
+            "group__id",
+            "group__batch_id",
+            "group__task_key",
+            "group__environment_name",
+            "group__variants",
+        )
     )
 
 
@@ -131,14 +175,11 @@ def version_exports(*, version) -> dict[str, dict[str, DatasetExport]]:
     return table
 
 
-def version_card(*, version) -> DatasetExport | None:
-    return DatasetExport.objects.filter(version=version, format=ExportFormat.CARD).first()
-
-
 def version_sample_query(*, version: DatasetVersion) -> str:
     """The query string of a download a sample command can name (``format=…&split=…`` of an
     offered export), or "" when the version offers none."""
     from apps.datasets.card import sample_export
 
-    sample = sample_export(list(version.exports.values("format", "split", "status")))
+    exports = list(version.exports.values("format", "split", "status"))
+    sample = sample_export(exports, version.dataset.kind)
     return f"format={sample[0]}&split={sample[1]}" if sample else ""

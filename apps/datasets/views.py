@@ -22,14 +22,13 @@ from apps.datasets.forms import DatasetForm, PromptVersionForm, RolloutVersionFo
 from apps.datasets.models import DatasetKind, ExportFormat, RowSplit
 from apps.datasets.selectors import (
     dataset_list,
-    version_card,
     version_exports,
     version_list,
     version_row_select,
     version_sample_query,
 )
 from apps.datasets.services import (
-    card_markdown,
+    card_current,
     dataset_create,
     dataset_delete,
     dataset_info,
@@ -37,12 +36,10 @@ from apps.datasets.services import (
     dataset_version_create,
     dataset_version_rebuild,
     dataset_version_verify_start,
-    export_absolute_path,
     prompt_version_create,
     rollout_version_create,
 )
 from apps.datasets.services.datasets import dataset_kind_check
-from apps.datasets.services.prompts import prompt_card_markdown
 
 DATASETS_PER_PAGE = 25
 VERSIONS_PER_PAGE = 25
@@ -278,17 +275,14 @@ def version_detail_view(request, pk, number):
     version = version_get_for_user(request.user, pk, number)
     split = request.GET.get("split", "")
     split = split if split in RowSplit.values else ""
-    prompts = version.dataset.kind == DatasetKind.RL_PROMPTS
     select = version_row_select(version.dataset.kind)
     rows = Paginator(select(version=version, split=split or None), ROWS_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    card = version_card(version=version)
-    card_text = ""
-    if card is not None:
-        path = export_absolute_path(card)
-        render_card = prompt_card_markdown if prompts else card_markdown
-        card_text = path.read_text() if path.exists() else render_card(version)
+    # The card as current data renders it (its file written again when stale: a renamed
+    # dataset, or a version that migration 0008 moved into a new dataset).
+    # An htmx request for the rows fragment does without it.
+    card, card_text = (None, "") if is_partial_request(request) else card_current(version=version)
     context = {
         "project": version.dataset.project,
         "membership": check_project_role(request.user, version.dataset.project),

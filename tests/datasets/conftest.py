@@ -163,3 +163,58 @@ def dataset(project, author):
 @pytest.fixture
 def built_version(dataset, author, approved_demonstrations):
     return build_version(dataset, author)
+
+
+@pytest.fixture
+def prompt_version(project, author, sample_environments):
+    """A built RL prompt version of the sample environments' train tasks, seeds 0 and 5."""
+    from apps.datasets.models import DatasetKind
+    from apps.datasets.services import (
+        PromptFilter,
+        dataset_create,
+        dataset_version_build_job,
+        prompt_version_create,
+    )
+
+    dataset = dataset_create(
+        project=project, name="Coworker RL", user=author, kind=DatasetKind.RL_PROMPTS
+    )
+    version = prompt_version_create(
+        dataset=dataset, user=author, filters=PromptFilter(seeds=(0, 5)), enqueue=False
+    )
+    dataset_version_build_job(version.job_id)
+    version.refresh_from_db()
+    return version
+
+
+@pytest.fixture
+def rollout_version(project, author, monkeypatch, settings):
+    """A built scored-rollout version (reward passed, advantage rloo) of one student group
+    of G=3 (``tests.runs.test_groups.make_student_group``: passed 1, 1, 0)."""
+    from apps.datasets.models import DatasetKind
+    from apps.datasets.services import (
+        dataset_create,
+        dataset_version_build_job,
+        rollout_version_create,
+    )
+    from apps.runs.rollouts import Variant
+    from tests.llm_server import LoopbackLLMServer
+    from tests.runs.test_groups import KEY, make_student_group
+
+    monkeypatch.setenv("COWORKENV_TEST_RUNS_API_KEY", KEY)
+    settings.LLM_MAX_ATTEMPTS = 1
+    with LoopbackLLMServer(api_key=KEY) as server:
+        batch = make_student_group(project, author, server)
+    dataset = dataset_create(
+        project=project, name="Rollouts", user=author, kind=DatasetKind.ROLLOUTS
+    )
+    version = rollout_version_create(
+        dataset=dataset,
+        user=author,
+        batches=[batch.pk],
+        variant=Variant.parse(reward="passed", advantage="rloo"),
+        enqueue=False,
+    )
+    dataset_version_build_job(version.job_id)
+    version.refresh_from_db()
+    return version

@@ -4,6 +4,8 @@
 folder, the test imports it and, through it, lists dataset versions (a paginated list),
 creates a version, downloads an export and meets an error — against pytest-django's live
 server, with a real API token. Here, beside the dataset fixtures that build a real version.
+The rows endpoint's items are a union on ``kind``: the client parses each kind's rows into
+its own class (``RowOutput``, ``PromptRowOutput``, ``RolloutRowOutput``) and sends filters.
 """
 
 import hashlib
@@ -17,7 +19,13 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 
 from apps.accounts.services import api_token_create
-from apps.datasets.models import DatasetVersion
+from apps.datasets.models import DatasetKind, DatasetVersion, PromptRow
+from apps.datasets.services import PromptFilter, dataset_version_build_job, prompt_version_create
+from apps.datasets.services.datasets import dataset_create
+from apps.runs.models import RolloutGroup
+from tests.datasets.test_rollouts import build as build_rollouts
+from tests.llm_server import LoopbackLLMServer
+from tests.runs.test_groups import KEY, make_student_group
 
 PACKAGE = "coworkenv_client"
 
@@ -105,3 +113,81 @@ def test_the_generated_client_against_a_live_server(
     assert refused.message == "The request is not valid."
     assert refused.details == {"seed": ["Ensure this value is less than or equal to 2147483647."]}
     assert DatasetVersion.objects.count() == 2
+
+
+def test_the_generated_client_reads_every_kinds_rows(
+    transactional_db,
+    live_server,
+    generated,
+    built_version,
+    author,
+    viewer,
+    project,
+    sample_environments,
+    monkeypatch,
+    settings,
+):
+    client_module = generated("client")
+    rows = generated("api.datasets.dataset_versions_rows")
+    models = generated("models")
+    secret = api_token_create(user=viewer, name="generated client")[1]
+    client = client_module.AuthenticatedClient(base_url=live_server.url, token=secret)
+
+    page = rows.sync(
+        id=built_version.dataset_id,
+        number=1,
+        client=client,
+        split=models.DatasetVersionsRowsSplit.VALIDATION,
+        page_size=4,
+    )
+    assert page.count == built_version.validation_rows
+    assert all(isinstance(row, models.RowOutput) for row in page.results)
+    assert [(r.kind, r.split, r.position) for r in page.results] == [
+        (models.DatasetKindEnum.SFT, "validation", n) for n in range(4)
+    ]
+
+    prompts = dataset_create(project=project, name="RL", user=author, kind=DatasetKind.RL_PROMPTS)
+    version = prompt_version_create(
+        dataset=prompts, user=author, filters=PromptFilter(), enqueue=False
+    )
+    dataset_version_build_job(version.job_id)
+    first = PromptRow.objects.filter(version=version).order_by("position").first()
+    page = rows.sync(id=prompts.pk, number=1, client=client, page_size=2)
+    assert page.count == PromptRow.objects.filter(version=version).count()
+    row = page.results[0]
+    assert isinstance(row, models.PromptRowOutput)
+    assert (row.kind, row.task_key, row.seed) == (
+        models.DatasetKindEnum.RL_PROMPTS,
+        first.task_key,
+        first.seed,
+    )
+    assert row.prompt[-1].content == first.entry["user_message"]
+    assert row.tools[0].to_dict() == first.entry["tools"][0]
+
+    monkeypatch.setenv("COWORKENV_TEST_RUNS_API_KEY", KEY)
+    settings.LLM_MAX_ATTEMPTS = 1
+    with LoopbackLLMServer(api_key=KEY) as server:
+        batch = make_student_group(project, author, server)
+    rollouts = dataset_create(project=project, name="RO", user=author, kind=DatasetKind.ROLLOUTS)
+    build_rollouts(rollouts, author, batch, reward="passed", advantage="rloo")
+    group = RolloutGroup.objects.get()
+    page = rows.sync(id=rollouts.pk, number=1, client=client, group=group.pk, passed=False)
+    assert page.count == 1
+    row = page.results[0]
+    assert isinstance(row, models.RolloutRowOutput)
+    assert (row.kind, row.group, row.member, row.passed, row.reward, row.advantage) == (
+        models.DatasetKindEnum.ROLLOUTS,
+        group.pk,
+        2,
+        False,
+        0.0,
+        -1.0,
+    )
+    assert row.rewards.to_dict() == {k: v[2] for k, v in group.variants["rewards"].items()}
+    assert row.transcript.endswith(f"/api/v1/runs/{group.run_ids[2]}/")
+
+    refused = rows.sync(id=rollouts.pk, number=1, client=client, capability="search")
+    assert isinstance(refused, models.ErrorOutput)
+    assert refused.details == {
+        "capability": ["Not a filter of rollouts rows (only of sft, rl_prompts)."]
+    }

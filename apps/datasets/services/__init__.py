@@ -18,6 +18,7 @@ from apps.datasets.services.datasets import (
     dataset_version_verify_start,
 )
 from apps.datasets.services.exports import (
+    card_current,
     card_markdown,
     card_write,
     dataset_info,
@@ -42,6 +43,7 @@ __all__ = [
     "VERIFY_JOB_KIND",
     "PromptFilter",
     "VersionFilter",
+    "card_current",
     "card_markdown",
     "card_write",
     "dataset_create",

@@ -375,11 +375,41 @@ def card_info(version: DatasetVersion) -> dict:
 
 
 def card_markdown(version: DatasetVersion) -> str:
+    """The card of a version of any kind, rendered from its current data (its dataset's name
+    and description as they are now, the figures and files of the version)."""
     if version.dataset.kind == DatasetKind.ROLLOUTS:
         from apps.datasets.services.rollouts import rollout_card
 
         return rollout_card(card_info(version))
+    if version.dataset.kind == DatasetKind.RL_PROMPTS:
+        from apps.datasets.services.prompts import prompt_card_markdown
+
+        return prompt_card_markdown(version)
     return render_card(card_info(version))
+
+
+def card_current(*, version: DatasetVersion) -> tuple[DatasetExport | None, str]:
+    """The version's card export and its text, as current data renders it: when the cached
+    file is missing, says something else, or lies outside the version's own folder, it is
+    written again first (a renamed dataset; a version migration 0008 moved into a new
+    ``rollouts`` dataset, whose cached card still named the old one, in the old dataset's
+    folder, where a later version of that dataset with the same number writes its own card).
+    ``(None, "")`` while the version has no card (building, failed)."""
+    export = DatasetExport.objects.filter(version=version, format=ExportFormat.CARD).first()
+    if export is None:
+        return None, ""
+    text = card_markdown(version)
+    data = text.encode()
+    path = export_absolute_path(export)
+    fresh = (
+        export.path == export_relative_path(version, ExportFormat.CARD, "")
+        and export.sha256 == hashlib.sha256(data).hexdigest()
+        and path.is_file()
+        and path.read_bytes() == data
+    )
+    if not fresh:
+        export = card_write(version=version)
+    return export, text
 
 
 def card_write(*, version: DatasetVersion) -> DatasetExport:

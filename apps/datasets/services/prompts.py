@@ -447,9 +447,11 @@ def prompt_card_markdown(version: DatasetVersion) -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for env in version.environments:
+        revisions = ", ".join(str(r) for r in env.get("revisions") or []) or "—"
+        hashes = ", ".join(f"`{h[:12]}`" for h in env.get("spec_hashes") or []) or "—"
+        env_id = env["id"] if env.get("id") is not None else "(deleted)"
         lines.append(
-            f"| {env['id']} | {md_escape(env['name'])} | {env['revisions'][0]} | "
-            f"`{env['spec_hashes'][0][:12]}` | {env['rows']} |"
+            f"| {env_id} | {md_escape(env['name'])} | {revisions} | {hashes} | {env['rows']} |"
         )
     lines += ["", "## Files", "", "| format | rows | sha256 | status |"]
     lines.append("| --- | --- | --- | --- |")
@@ -479,12 +481,10 @@ def prompt_card_markdown(version: DatasetVersion) -> str:
 
 
 def prompt_card_write(*, version: DatasetVersion) -> DatasetExport:
-    from apps.datasets.formats.lint import LintReport
+    """The card, written as every kind's is (``card.md`` in the version's folder)."""
+    from apps.datasets.services.exports import card_write
 
-    data = prompt_card_markdown(version).encode()
-    report = LintReport(format="card", split="")
-    export = _record(version, ExportFormat.CARD, "", ExportStatus.READY, data, report)
-    return export
+    return card_write(version=version)
 
 
 def prompt_version_verify(context: JobContext, version: DatasetVersion) -> list[str]:
