@@ -151,3 +151,40 @@ def test_backwards_gives_versions_their_kind_again(old_apps):
         )
     ] == [("demos", "sft", "sft"), ("offline", "sft", "rollouts")]
     assert set(OldDataset.objects.values_list("kind", flat=True)) <= {"sft", "rl_prompts"}
+
+
+def test_a_moved_version_takes_its_export_files_to_its_new_dataset(old_apps, settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path)
+    old = _Old(old_apps)
+    mixed = old.dataset("mixed")
+    old.version(mixed, 1)
+    rollouts = old.version(mixed, 2, kind="rollouts")
+    DatasetExport = old_apps.get_model("datasets", "DatasetExport")
+    written = f"datasets/{old.project.pk}/{mixed.pk}/v2/rollouts-train.jsonl"
+    (tmp_path / written).parent.mkdir(parents=True)
+    (tmp_path / written).write_text('{"row": 1}\n')
+    for fmt, path in (
+        ("rollouts", written),
+        ("card", f"datasets/{old.project.pk}/{mixed.pk}/v2/card.md"),
+    ):
+        DatasetExport.objects.create(
+            version=rollouts,
+            format=fmt,
+            split="train" if fmt != "card" else "",
+            status="ready",
+            path=path,
+            sha256="0" * 64,
+        )
+
+    _migrate(NEW)
+
+    moved = Dataset.objects.get(project_id=old.project.pk, kind="rollouts")
+    exports = {
+        e.format: e.path for e in DatasetVersion.objects.get(dataset=moved, number=2).exports.all()
+    }
+    folder = f"datasets/{old.project.pk}/{moved.pk}/v2"
+    assert exports == {"rollouts": f"{folder}/rollouts-train.jsonl", "card": f"{folder}/card.md"}
+    assert (tmp_path / exports["rollouts"]).read_text() == '{"row": 1}\n'
+    # the old dataset's next v2 writes into the old folder: the moved version's files are apart
+    assert (tmp_path / written).is_file()
+    assert not (tmp_path / folder / "card.md").exists()  # was never written: rewritten on read

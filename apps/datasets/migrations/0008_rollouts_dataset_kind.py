@@ -12,8 +12,10 @@ Existing rows are mapped so that no version changes what it holds:
   numbers, rows, exports and checksums, to a new ``rollouts`` dataset of the same project
   named “<name> (scored rollouts)” (“… (scored rollouts 2)”, … when taken), with the same
   description, tokenizer and creator; a ``rebuilt_from`` link left pointing across the two
-  datasets is cleared. Export files stay where they were written (their paths are stored);
-  a moved version's cached card still names the old dataset until it is written again.
+  datasets is cleared. A moved version's export files are copied into the new dataset's
+  folder and their stored paths follow, so the old dataset's next version (which may take the
+  same number, and so the same folder name) never writes over them; the copies at the old
+  paths are left (a rolled-back migration still finds every file it points at).
 
 Backwards: versions of ``rollouts`` datasets get ``kind = rollouts`` again and those datasets
 become ``sft``; a split is not undone (the two datasets stay).
@@ -22,6 +24,10 @@ The dataset row updates are in this migration and the column drop in the next, s
 PostgreSQL the moved versions' foreign-key checks run before the table is altered.
 """
 
+import shutil
+from pathlib import Path
+
+from django.conf import settings
 from django.db import migrations, models
 
 ROLLOUTS = "rollouts"
@@ -41,9 +47,28 @@ def _free_name(Dataset, db, project_id, name):
     raise RuntimeError(f"No free name for the scored rollouts of dataset “{name}”.")
 
 
+def _exports_follow(DatasetExport, db, version, old_dataset_id):
+    """``datasets/<project>/<old>/v<n>/…`` → ``datasets/<project>/<new>/v<n>/…``, the file
+    copied when it is there (a missing one is written again on its next download)."""
+    media = Path(settings.MEDIA_ROOT)
+    old_prefix = f"datasets/{version.dataset.project_id}/{old_dataset_id}/"
+    new_prefix = f"datasets/{version.dataset.project_id}/{version.dataset_id}/"
+    for export in DatasetExport.objects.using(db).filter(version_id=version.pk):
+        path = export.path.replace("\\", "/")
+        if not path.startswith(old_prefix):
+            continue
+        moved_to = new_prefix + path[len(old_prefix) :]
+        source, target = media / path, media / moved_to
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+        DatasetExport.objects.using(db).filter(pk=export.pk).update(path=moved_to)
+
+
 def one_kind_per_dataset(apps, schema_editor):
     Dataset = apps.get_model("datasets", "Dataset")
     DatasetVersion = apps.get_model("datasets", "DatasetVersion")
+    DatasetExport = apps.get_model("datasets", "DatasetExport")
     db = schema_editor.connection.alias
     versions = DatasetVersion.objects.using(db)
     holding = (
@@ -65,6 +90,8 @@ def one_kind_per_dataset(apps, schema_editor):
         )
         Dataset.objects.using(db).filter(pk=moved.pk).update(created_at=dataset.created_at)
         versions.filter(dataset_id=dataset.pk, kind=ROLLOUTS).update(dataset_id=moved.pk)
+        for version in versions.filter(dataset_id=moved.pk).select_related("dataset"):
+            _exports_follow(DatasetExport, db, version, dataset.pk)
         for pk in (dataset.pk, moved.pk):
             versions.filter(dataset_id=pk).exclude(rebuilt_from__isnull=True).exclude(
                 rebuilt_from__dataset_id=pk
