@@ -69,9 +69,7 @@ ID_FIELD_CASES = [
     ),
     (
         "SFT version: environments",
-        lambda p, a: reverse(
-            "datasets:version_create", args=[_dataset(p, a, DatasetKind.SFT).pk]
-        ),
+        lambda p, a: reverse("datasets:version_create", args=[_dataset(p, a, DatasetKind.SFT).pk]),
         {"seed": 0, "validation_fraction": 0.1, "environments": [PAST_EVERY_ID]},
         "environments",
     ),
