@@ -535,3 +535,73 @@ def test_api_methods_the_table_does_not_list_answer_405(world, name):
             continue
         response = _send(world["owner"], name, method, world)
         assert response.status_code == 405, (method, response.status_code)
+
+
+CSRF_ROUTES = sorted(
+    name
+    for name in ROUTES
+    if not name.startswith("api:") and _rules(name).get("post") not in (None, "public")
+)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", CSRF_ROUTES)
+def test_pages_refuse_a_post_without_the_csrf_token(world, name):
+    route = ROUTES[name]
+    kwargs = _kwargs(name, route, world, real=True) if "<" in route else {}
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world["owner"])
+    before = _fingerprint()
+    for extra in ({}, HTMX):
+        response = client.post(reverse(name, kwargs=kwargs), _body(name, world), **extra)
+        assert response.status_code == 403, extra
+    assert _fingerprint() == before
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_a_session_post_without_the_csrf_token(world):
+    """A browser's session cookie alone is no key to the API's writes (a token is)."""
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(world["owner"])  # a session cookie, as a browser has
+    url = reverse("api:environment_archive", args=[world["environment"].pk])
+    response = client.post(url, {}, format="json")
+    assert response.status_code == 403
+    world["environment"].refresh_from_db()
+    assert world["environment"].status != "archived"
+
+
+HOSTILE_NEXT = [
+    "https://evil.example/",
+    "//evil.example/",
+    "/\\evil.example/",
+    "\\\\evil.example",
+    "https:evil.example",
+    " //evil.example",
+    "javascript:alert(1)",
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("target", HOSTILE_NEXT)
+def test_next_never_leaves_the_site(world, target):
+    client = Client()
+    client.force_login(world["owner"])
+    signed_in = client.get(reverse("accounts:login"), {"next": target})
+    url = reverse("environments:archive", args=[world["environment"].pk])
+    archived = _send_post_next(client, url, target)
+    anonymous = Client().post(
+        reverse("accounts:login"),
+        {"username": world["owner"].username, "password": "secret-pass-123", "next": target},
+    )
+    for response in (signed_in, archived, anonymous):
+        assert response.status_code == 302, response.status_code
+        location = response["Location"]
+        assert location.startswith("/") and not location.startswith(("//", "/\\")), location
+
+
+def _send_post_next(client, url, target):
+    point = transaction.savepoint()
+    try:
+        return client.post(url, {"next": target})
+    finally:
+        transaction.savepoint_rollback(point)
