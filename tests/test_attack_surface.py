@@ -28,6 +28,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
 from apps.accounts.models import Role
+from apps.core.models import Job
 from apps.curation.models import DemonstrationVersion
 from apps.datasets.models import DatasetKind, DatasetVersion
 from apps.datasets.services import dataset_create
@@ -605,3 +606,140 @@ def _send_post_next(client, url, target):
         return client.post(url, {"next": target})
     finally:
         transaction.savepoint_rollback(point)
+
+
+# --- another project's ids inside bodies: answered exactly as a missing id ------------------
+
+MISSING_ID = 987654321
+
+
+def _foreign_template(world):
+    from apps.training.models import CommandTemplate
+
+    return CommandTemplate.objects.create(
+        project=world["project"], name="foreign", kind="other", template="true {config_path}"
+    )
+
+
+# (name, method, url(own, world), body(own, world, id), the id: foreign(world))
+BODY_ID_CASES = [
+    (
+        "training job: the other project's dataset",
+        "post",
+        lambda o, w: reverse("api:training-list", args=[o["project"].pk]),
+        lambda o, w, i: {"dataset": i, "version": 1, "backend": "command", "base_model": "m"},
+        lambda w: w["dataset"].pk,
+    ),
+    (
+        "training job: the other project's environment (grpo)",
+        "post",
+        lambda o, w: reverse("api:training-list", args=[o["project"].pk]),
+        lambda o, w, i: {"method": "grpo", "environments": [i], "backend": "command"},
+        lambda w: w["environment"].pk,
+    ),
+    (
+        "training job: the other project's fine-tuning endpoint",
+        "post",
+        lambda o, w: reverse("api:training-list", args=[o["project"].pk]),
+        lambda o, w, i: {
+            "dataset": o["dataset"].pk,
+            "version": 1,
+            "backend": "openai",
+            "base_model": "m",
+            "endpoint": i,
+        },
+        lambda w: w["endpoint"].pk,
+    ),
+    (
+        "training job: the other project's command template",
+        "post",
+        lambda o, w: reverse("api:training-list", args=[o["project"].pk]),
+        lambda o, w, i: {
+            "dataset": o["dataset"].pk,
+            "version": 1,
+            "backend": "command",
+            "base_model": "m",
+            "command_template": i,
+        },
+        lambda w: _foreign_template(w).pk,
+    ),
+    (
+        "SFT version: the other project's environment",
+        "post",
+        lambda o, w: reverse("api:dataset_version_list", args=[o["dataset"].pk]),
+        lambda o, w, i: {"environments": [i]},
+        lambda w: w["environment"].pk,
+    ),
+    (
+        "RL prompt version: the other project's environment",
+        "post",
+        lambda o, w: reverse("api:dataset_version_list", args=[o["prompts"].pk]),
+        lambda o, w, i: {"environments": [i], "seeds": [0]},
+        lambda w: w["environment"].pk,
+    ),
+    (
+        "scored rollout version: the other project's batch",
+        "post",
+        lambda o, w: reverse("api:dataset_rollout_version_create", args=[o["rollouts"].pk]),
+        lambda o, w, i: {"batches": [i]},
+        lambda w: w["batch"].pk,
+    ),
+    (
+        "judge: the other project's endpoint",
+        "put",
+        lambda o, w: reverse("api:project_judge", args=[o["project"].pk]),
+        lambda o, w, i: {"endpoint": i},
+        lambda w: w["endpoint"].pk,
+    ),
+    (
+        "run batch: the other project's judge endpoint",
+        "post",
+        lambda o, w: reverse("api:run_batch_list", args=[o["project"].pk]),
+        lambda o, w, i: {"policy": "oracle", "judge_endpoint": i},
+        lambda w: w["endpoint"].pk,
+    ),
+    (
+        "claw-eval import into the other project",
+        "post",
+        lambda o, w: reverse("api:environment_import_claw_eval"),
+        lambda o, w, i: {"project": i, "filename": "t.zip", "content_base64": "UEsFBgAAAAA="},
+        lambda w: w["project"].pk,
+    ),
+]
+
+
+@pytest.fixture
+def own(project, admin, author):
+    sft = _dataset(project, admin, DatasetKind.SFT)
+    job = Job.objects.create(project=project, kind="dataset_version", title="v")
+    DatasetVersion.objects.create(dataset=sft, number=1, job=job)
+    return {
+        "project": project,
+        "dataset": sft,
+        "prompts": _dataset(project, admin, DatasetKind.RL_PROMPTS),
+        "rollouts": _dataset(project, admin, DatasetKind.ROLLOUTS),
+    }
+
+
+def _answer(response, number) -> tuple:
+    return response.status_code, response.content.decode().replace(str(number), "<id>")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("method", "url", "body", "foreign"),
+    [case[1:] for case in BODY_ID_CASES],
+    ids=[case[0] for case in BODY_ID_CASES],
+)
+def test_another_projects_id_in_a_body_reads_like_a_missing_one(
+    world, own, admin, method, url, body, foreign
+):
+    foreign_id = foreign(world)
+    api = APIClient()
+    api.force_authenticate(admin)
+    before = _fingerprint()
+    seen = getattr(api, method)(url(own, world), body(own, world, foreign_id), format="json")
+    missing = getattr(api, method)(url(own, world), body(own, world, MISSING_ID), format="json")
+    assert seen.status_code in (400, 404), seen.content[:300]
+    assert _answer(seen, foreign_id) == _answer(missing, MISSING_ID)
+    assert _fingerprint() == before
