@@ -743,3 +743,19 @@ def test_another_projects_id_in_a_body_reads_like_a_missing_one(
     assert seen.status_code in (400, 404), seen.content[:300]
     assert _answer(seen, foreign_id) == _answer(missing, MISSING_ID)
     assert _fingerprint() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "name", sorted(n for n, r in ROUTES.items() if "<" in r and not n.startswith("api:"))
+)
+def test_htmx_reads_another_projects_ids_as_the_page_does(world, name):
+    """An outsider's htmx request for another project's object is the page's 404 (never a
+    fragment of it)."""
+    outsider = world["outsider"]
+    for method in ("get", "post"):
+        page = _send(outsider, name, method, world)
+        fragment = _send(outsider, name, method, world, hx=True)
+        assert page.status_code in (404, 405), (method, page.status_code)
+        assert fragment.status_code == page.status_code, (method, fragment.status_code)
+        assert b"Foreign team" not in fragment.content
