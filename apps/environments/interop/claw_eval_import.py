@@ -13,7 +13,6 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
-import json
 import lzma
 import re
 import tarfile
@@ -23,7 +22,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from apps.core.safeinput import MAX_JSON_DEPTH
+from apps.core.safeinput import MAX_JSON_DEPTH, json_loads
 from apps.environments.interop.claw_eval import TASK_FILE, _prompt_text
 from apps.environments.interop.package import identifier
 from coworkenv_engine.library import service_kind
@@ -251,8 +250,10 @@ def _text(data: bytes) -> str:
 
 
 def _json_file(data: bytes, *, source: str):
+    """JSON from the archive through the one gate for JSON from outside: no NaN, no repeated
+    key, nothing nested past ``MAX_JSON_DEPTH`` (a RecursionError otherwise), storable text."""
     try:
-        return json.loads(data.decode("utf-8-sig"))
+        return json_loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ImportProblem(f"{source} is not valid JSON: {exc}.", source) from None
 

@@ -361,6 +361,22 @@ def test_yaml_nested_past_the_depth_limit_is_refused(project, author, nested):
     assert "nests deeper than 64" in message
 
 
+@pytest.mark.parametrize(
+    ("fixture", "reason"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nests deeper than 64"),
+        (b'{"emails": [{"id": 1, "score": NaN}]}', "NaN is not a JSON value"),
+        (b'{"id": 1, "id": 2}', "appears twice"),
+    ],
+    ids=["deep", "nan", "duplicate key"],
+)
+def test_fixture_json_out_of_bounds_is_refused_naming_the_file(project, author, fixture, reason):
+    files = {**foreign_files(), "T900en_inbox_followup/fixtures/gmail/inbox.json": fixture}
+    message = _refused(tarball(files), "t.tar.gz", project, author)
+    assert message.startswith("T900en_inbox_followup/fixtures/gmail/inbox.json is not valid JSON")
+    assert reason in message
+
+
 def test_path_traversal_is_refused(project, author):
     files = {**foreign_files(), "../escape/task.yaml": b"task_id: x\n"}
     message = _refused(tarball(files), "evil.tar.gz", project, author)
