@@ -1,20 +1,26 @@
 """An attacker's and a careless user's sweep over every route of the app.
 
-Two projects, each with a member of every role; every route (read from the URL
-configuration) has an entry in ``PROBES`` saying who may write through it, so a new route
-fails ``test_every_route_has_a_probe`` until someone says how to probe it. The sweep:
+Every route (read from the URL configuration) has an entry in ``PROBES`` saying which methods
+it answers and the least role each needs, so a new route fails ``test_every_route_has_a_probe``
+until someone says how to probe it. Against another team's project with a member of every
+role (the world of tests/test_existence_oracle.py), the sweep checks:
 
-- anonymous: a page answers with the sign-in redirect, an API route 401/403; never data;
-- too low a role: every write (POST on a page; POST, PUT, PATCH, DELETE on the API) by a
-  member below the route's role is refused (403) and changes nothing; the htmx variant
-  (``HX-Request``) answers the same;
-- hostile values in the id fields of the forms (a number past every id column) are an
-  invalid choice, never a server error;
-- ``next=`` never leaves the site; pages refuse a POST without the CSRF token.
+- anonymous callers: a page sends them to sign in (htmx too), the API answers 401, the
+  training callback routes 404 without their secret;
+- roles: each role below a route's gets 403 for every method (the htmx variant too) and
+  changes no row; the route's own role is not refused (so the table stays exact); the API
+  answers 405 to every method the table does not list;
+- another project's ids: inside API bodies (training, dataset versions, judge, run batch,
+  Claw-Eval import) they answer exactly as a missing id; htmx requests for another
+  project's objects get the page's 404;
+- hostile values: a number past every id column in a form's id field is an invalid choice,
+  never a server error;
+- ``next=`` never leaves the site; pages and the session-authenticated API refuse a POST
+  without the CSRF token.
 
-Another project's ids in paths are covered by tests/test_existence_oracle.py and ids in
-bodies and query strings by tests/test_cross_project_ids.py; this module adds the roles,
-anonymous callers, htmx, CSRF and the form fields that take ids.
+Other projects' ids in paths are compared byte for byte with missing ones in
+tests/test_existence_oracle.py, and in page forms and query strings in
+tests/test_cross_project_ids.py.
 """
 
 import base64
