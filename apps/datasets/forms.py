@@ -1,6 +1,7 @@
 from django import forms
 
 from apps.capabilities.models import Capability
+from apps.core.forms import IdModelMultipleChoiceField
 from apps.core.safeinput import INT32_MAX
 from apps.datasets.models import (
     DESCRIPTION_MAX_LENGTH,
@@ -57,7 +58,7 @@ class VersionForm(forms.Form):
         widget=forms.SelectMultiple(attrs={"size": 6}),
         help_text="Demonstrations that exercise any of these (none: all).",
     )
-    environments = forms.ModelMultipleChoiceField(
+    environments = IdModelMultipleChoiceField(
         queryset=Environment.objects.none(),
         required=False,
         widget=forms.SelectMultiple(attrs={"size": 6}),
@@ -134,7 +135,7 @@ class VersionForm(forms.Form):
 class RolloutVersionForm(forms.Form):
     """A scored-rollout version: which student batches' groups, under which variant."""
 
-    batches = forms.ModelMultipleChoiceField(
+    batches = IdModelMultipleChoiceField(
         queryset=RunBatch.objects.none(),
         widget=forms.SelectMultiple(attrs={"size": 8}),
         help_text="Student batches started with a group size; their scored groups.",
@@ -174,7 +175,7 @@ class PromptVersionForm(forms.Form):
         widget=forms.SelectMultiple(attrs={"size": 6}),
         help_text="Tasks that exercise any of these (none: all).",
     )
-    environments = forms.ModelMultipleChoiceField(
+    environments = IdModelMultipleChoiceField(
         queryset=Environment.objects.none(),
         required=False,
         widget=forms.SelectMultiple(attrs={"size": 6}),

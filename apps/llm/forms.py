@@ -1,5 +1,6 @@
 from django import forms
 
+from apps.core.forms import IdModelChoiceField
 from apps.llm.models import ModelEndpoint
 from apps.llm.services import EDITABLE_FIELDS
 
@@ -50,7 +51,7 @@ class ModelEndpointForm(forms.ModelForm):
 
 
 class ProjectJudgeForm(forms.Form):
-    endpoint = forms.ModelChoiceField(
+    endpoint = IdModelChoiceField(
         queryset=ModelEndpoint.objects.none(),
         required=False,
         label="Judge endpoint",

@@ -1,6 +1,7 @@
 from django import forms
 
 from apps.capabilities.models import Capability
+from apps.core.forms import IdModelChoiceField, IdModelMultipleChoiceField
 from apps.core.safeinput import INT32_MAX
 from apps.environments.models import Environment, EnvironmentStatus, Split
 from apps.llm.models import ModelEndpoint
@@ -31,7 +32,7 @@ class RunBatchForm(forms.Form):
         help_text="The oracle replays each task's reference solution (no LLM)."
     )
     role = forms.ChoiceField(choices=RunRole.choices, initial=RunRole.EVAL)
-    environments = forms.ModelMultipleChoiceField(
+    environments = IdModelMultipleChoiceField(
         queryset=Environment.objects.none(),
         required=False,
         help_text="None chosen: every environment with a chosen status.",
@@ -100,13 +101,13 @@ class RunBatchForm(forms.Form):
         required=False, initial=True, label="Inject the tools' declared faults"
     )
     user_side = forms.ChoiceField(choices=UserSide.choices, initial=UserSide.SCRIPTED)
-    simulator_endpoint = forms.ModelChoiceField(
+    simulator_endpoint = IdModelChoiceField(
         queryset=ModelEndpoint.objects.none(),
         required=False,
         label="User simulator endpoint",
         help_text="Plays the task's persona and reveals only what the task allows.",
     )
-    judge_endpoint = forms.ModelChoiceField(
+    judge_endpoint = IdModelChoiceField(
         queryset=ModelEndpoint.objects.none(),
         required=False,
         label="Judge endpoint",

@@ -1,6 +1,7 @@
 from django import forms
 
 from apps.capabilities.models import Capability
+from apps.core.forms import IdModelChoiceField, IdModelMultipleChoiceField
 from apps.llm.models import ModelEndpoint
 from apps.synthesis.generators import TEMPLATE_FAMILY_CHOICES
 from apps.synthesis.models import (
@@ -17,7 +18,7 @@ from coworkenv_engine import library
 
 
 class SynthesisForm(forms.Form):
-    capabilities = forms.ModelMultipleChoiceField(
+    capabilities = IdModelMultipleChoiceField(
         queryset=Capability.objects.none(),
         widget=forms.SelectMultiple(attrs={"size": 8}),
         help_text="Task i of each environment exercises capability i (round-robin).",
@@ -56,7 +57,7 @@ class SynthesisForm(forms.Form):
         widget=forms.RadioSelect,
         help_text="Template: seeded, offline, no LLM. LLM: drafts and repairs with an endpoint.",
     )
-    endpoint = forms.ModelChoiceField(
+    endpoint = IdModelChoiceField(
         queryset=ModelEndpoint.objects.none(),
         required=False,
         empty_label="—",

@@ -408,10 +408,15 @@ def validate_grpo_hyperparameters(
         ("credit", CREDITS),
         ("lr_scheduler_type", dict.fromkeys(SCHEDULERS)),
     ):
-        if merged[name] not in choices:
+        # a list or an object from JSON is no choice (and unhashable: test its type first)
+        if not isinstance(merged[name], str) or merged[name] not in choices:
             errors[name] = [f"Choose one of {', '.join(choices)}."]
         out[name] = merged[name]
-    if out["credit"] != "trajectory" and out["credit"] in CREDITS:
+    if (
+        isinstance(out["credit"], str)
+        and out["credit"] != "trajectory"
+        and out["credit"] in CREDITS
+    ):
         if out["reward"] != CREDIT_REWARD:
             errors.setdefault("credit", []).append(
                 "Per-turn and per-call credit split the safety-gated score: choose the score "

@@ -138,3 +138,33 @@ def test_cancel_and_artifacts(api_client_for, author, viewer, outsider, project,
         "trained_model": None,
     }
     assert api_client_for(outsider).get(url + "artifacts/").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "hyperparameters",
+    [
+        {"reward": ["score"]},
+        {"advantage": {"grpo": 1}},
+        {"credit": ["turn"]},
+        {"lr_scheduler_type": ["cosine"]},
+    ],
+    ids=["reward", "advantage", "credit", "lr_scheduler_type"],
+)
+def test_grpo_choices_given_as_lists_or_objects_are_a_400(
+    api_client_for, author, project, sample_environments, hyperparameters
+):
+    name = next(iter(hyperparameters))
+    response = api_client_for(author).post(
+        f"/api/v1/projects/{project.pk}/training-jobs/",
+        {
+            "method": "grpo",
+            "environments": [sample_environments[0].pk],
+            "backend": "local",
+            "preset": "tiny-cpu",
+            "hyperparameters": hyperparameters,
+        },
+        format="json",
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert name in response.json()["details"]["fields"]
+    assert not TrainingJob.objects.exists()

@@ -267,3 +267,48 @@ def test_a_finished_event_with_nul_and_a_lone_surrogate_still_closes_the_job(
         HTTP_AUTHORIZATION=f"Bearer {command_jobs[1][1]}",
     )
     assert raw.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "metrics", "step": 10**30, "loss": 1.0},
+        {"type": "metrics", "step": 2**31, "loss": 1.0},
+        {"type": "started", "total_steps": 10**30},
+        {"type": "started", "total_steps": 2**31},
+        {"type": "finished", "status": "succeeded", "artifacts": "final/model"},
+        {"type": "finished", "status": "succeeded", "artifacts": ["final/model"]},
+    ],
+    ids=[
+        "step past every column",
+        "step past int32",
+        "total past every column",
+        "total past int32",
+        "artifacts as text",
+        "artifacts as a list",
+    ],
+)
+def test_callback_events_out_of_shape_are_a_400_and_change_nothing(command_jobs, event):
+    (job, secret), _ = command_jobs
+    before = (job.current_step, job.total_steps, job.artifacts)
+    answer = _post(job, secret, [event])
+    assert answer.status_code == 400, answer.content[:300]
+    assert set(answer.json()) == {"message", "details"}
+    job.refresh_from_db()
+    job.job.refresh_from_db()
+    assert (job.current_step, job.total_steps, job.artifacts) == before
+    assert job.job.status == JobStatus.PENDING
+    assert not TrainingMetric.objects.exists()
+
+
+def test_a_bad_event_after_good_ones_saves_none_of_them(command_jobs):
+    (job, secret), _ = command_jobs
+    events = [
+        {"type": "metrics", "step": 1, "loss": 2.0},
+        {"type": "checkpoint", "step": 1, "path": "ckpt-1"},
+        {"type": "metrics", "step": "two"},
+    ]
+    assert _post(job, secret, events).status_code == 400
+    job.refresh_from_db()
+    assert (job.current_step, job.artifacts) == (0, {})
+    assert not TrainingMetric.objects.exists()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
-import json
 import lzma
 import re
 import tarfile
@@ -23,6 +22,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
+from apps.core.safeinput import MAX_JSON_DEPTH, json_loads
 from apps.environments.interop.claw_eval import TASK_FILE, _prompt_text
 from apps.environments.interop.package import identifier
 from coworkenv_engine.library import service_kind
@@ -195,7 +195,11 @@ def _safe_path(name: str, source: str) -> str:
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """Safe YAML without anchors/aliases (an alias bomb expands without bound)."""
+    """Safe YAML without anchors/aliases (an alias bomb expands without bound), nested no
+    deeper than ``MAX_JSON_DEPTH`` (PyYAML composes and constructs recursively: a few thousand
+    ``[`` would exhaust Python's stack, a RecursionError instead of a YAML error)."""
+
+    _depth = 0
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -203,7 +207,15 @@ class _NoAliasLoader(yaml.SafeLoader):
             raise yaml.composer.ComposerError(
                 None, None, "YAML aliases are not accepted", event.start_mark
             )
-        return super().compose_node(parent, index)
+        if self._depth >= MAX_JSON_DEPTH:
+            mark = self.peek_event().start_mark
+            problem = f"it nests deeper than {MAX_JSON_DEPTH} levels"
+            raise yaml.composer.ComposerError(None, None, problem, mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def parse_yaml(data: bytes, *, source: str) -> dict:
@@ -238,8 +250,10 @@ def _text(data: bytes) -> str:
 
 
 def _json_file(data: bytes, *, source: str):
+    """JSON from the archive through the one gate for JSON from outside: no NaN, no repeated
+    key, nothing nested past ``MAX_JSON_DEPTH`` (a RecursionError otherwise), storable text."""
     try:
-        return json.loads(data.decode("utf-8-sig"))
+        return json_loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ImportProblem(f"{source} is not valid JSON: {exc}.", source) from None
 

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job, JobStatus
-from apps.core.safeinput import storable
+from apps.core.safeinput import INT32_MAX, storable
 from apps.core.services import job_cancel, job_create, job_finish
 from apps.datasets.models import (
     DatasetExport,
@@ -407,6 +407,8 @@ def _apply_metrics(training_job: TrainingJob, event: dict[str, Any]) -> str:
     step = event.get("step")
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ApplicationError("A metrics event needs a whole, non-negative step.")
+    if step > INT32_MAX:
+        raise ApplicationError(f"A metrics event's step is at most {INT32_MAX}.")
     values = {k: _finite(event.get(k)) for k in METRIC_FIELDS if event.get(k) is not None}
     values = {k: v for k, v in values.items() if v is not None}
     metric, created = TrainingMetric.objects.get_or_create(
@@ -432,12 +434,14 @@ def _apply_metrics(training_job: TrainingJob, event: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+@transaction.atomic
 def training_events_apply(
     *, training_job: TrainingJob, events: list[dict[str, Any]]
 ) -> dict | None:
     """Store a batch of reported events; returns the ``finished`` event if there was one.
     The trainer's text (log lines, messages, paths) is data from elsewhere: a NUL or a lone
-    surrogate in it is kept as U+FFFD, never a database error."""
+    surrogate in it is kept as U+FFFD, never a database error. All or nothing: an event out
+    of shape (ApplicationError) saves none of the batch."""
     events = storable(events)
     finished = None
     artifacts = dict(training_job.artifacts or {})
@@ -465,6 +469,8 @@ def training_events_apply(
             )
             artifacts["trained_on_sha256"] = event.get("data_sha256") or {}
             total = event.get("total_steps")
+            if isinstance(total, int) and total > INT32_MAX:
+                raise ApplicationError(f"total_steps is at most {INT32_MAX}.")
             if isinstance(total, int) and total > 0 and total != training_job.total_steps:
                 training_job.total_steps = total
                 TrainingJob.objects.filter(pk=training_job.pk).update(total_steps=total)
@@ -484,6 +490,8 @@ def training_events_apply(
         elif kind == "log":
             lines.append(str(event.get("line", ""))[:2000])
         elif kind == "finished":
+            if not isinstance(event.get("artifacts") or {}, dict):
+                raise ApplicationError("A finished event's artifacts is an object (final, kind).")
             finished = event
             if event.get("artifacts"):
                 artifacts["final"] = event["artifacts"]

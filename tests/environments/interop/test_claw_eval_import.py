@@ -349,6 +349,34 @@ def test_yaml_aliases_are_refused(project, author):
     assert "YAML aliases are not accepted" in message
 
 
+@pytest.mark.parametrize(
+    "nested",
+    [b"[" * 20_000 + b"]" * 20_000, b"{a: " * 20_000 + b"1" + b"}" * 20_000],
+    ids=["sequences", "mappings"],
+)
+def test_yaml_nested_past_the_depth_limit_is_refused(project, author, nested):
+    document = b"task_id: T1\nprompt: {text: hi}\nextra: " + nested + b"\n"
+    message = _refused(tarball({"t/task.yaml": document}), "t.tar.gz", project, author)
+    assert message.startswith("t/task.yaml is not valid YAML")
+    assert "nests deeper than 64" in message
+
+
+@pytest.mark.parametrize(
+    ("fixture", "reason"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nests deeper than 64"),
+        (b'{"emails": [{"id": 1, "score": NaN}]}', "NaN is not a JSON value"),
+        (b'{"id": 1, "id": 2}', "appears twice"),
+    ],
+    ids=["deep", "nan", "duplicate key"],
+)
+def test_fixture_json_out_of_bounds_is_refused_naming_the_file(project, author, fixture, reason):
+    files = {**foreign_files(), "T900en_inbox_followup/fixtures/gmail/inbox.json": fixture}
+    message = _refused(tarball(files), "t.tar.gz", project, author)
+    assert message.startswith("T900en_inbox_followup/fixtures/gmail/inbox.json is not valid JSON")
+    assert reason in message
+
+
 def test_path_traversal_is_refused(project, author):
     files = {**foreign_files(), "../escape/task.yaml": b"task_id: x\n"}
     message = _refused(tarball(files), "evil.tar.gz", project, author)
