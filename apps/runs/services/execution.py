@@ -602,9 +602,11 @@ def _take_next(batch: RunBatch) -> Run | None:
         taken = Run.objects.filter(
             pk=first, status=RunStatus.PENDING, enqueued_at__isnull=True
         ).update(enqueued_at=now, **fields)
-        if taken:
-            with timed("claim"):
-                return _claimed(batch_id=batch.pk, claim_token=fields["claim_token"])
+        if taken:  # (timed as the ended run's dispatch)
+            # (by the batch and status index: among the batch's running runs only)
+            return _claimed(
+                batch_id=batch.pk, status=RunStatus.RUNNING, claim_token=fields["claim_token"]
+            )
         if not unsent.exists():
             return None
 
