@@ -341,13 +341,14 @@ PHASES = [
     ("model", "model wait (HTTP request to the endpoint)"),
     ("call_log", "LLM call log writes"),
     ("cancel_check", "cancellation checks"),
+    ("checkpoint", "turn checkpoints (transcript so far)"),
     ("engine", "engine + agent glue (play minus the above)"),
     ("store", "transcript + outcome stored"),
     ("dispatch", "batch progress + dispatch of the next run"),
     ("heartbeat", "heartbeat writes (background thread)"),
 ]
 # Measured inside "play" (the run's call log is flushed after it, so it is not among them).
-IN_PLAY = ("slot_wait", "slot_release", "model", "cancel_check")
+IN_PLAY = ("slot_wait", "slot_release", "model", "cancel_check", "checkpoint")
 
 
 def breakdown(runs) -> tuple[dict[str, float], int]:

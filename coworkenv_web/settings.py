@@ -487,6 +487,9 @@ JOB_MAX_CLAIMS = env_int("JOB_MAX_CLAIMS", 5)
 # broker, for up to RUN_LANE_MAX_S seconds; then it hands the next one to the queue (so other
 # batches get their turn). 0 sends every run through the broker.
 RUN_LANE_MAX_S = env_int("RUN_LANE_MAX_S", 300)
+# A run playing longer than this stores its transcript so far at each turn's end (one write
+# per turn, for the run page and progress; 0: at every turn's end).
+RUN_CHECKPOINT_EVERY_S = env_int("RUN_CHECKPOINT_EVERY_S", 5)
 # Benchmarks: a file that every run appends its phase timings to (one JSON line each).
 RUN_TIMINGS_FILE = env_str("RUN_TIMINGS_FILE", "")
 if JOB_STALE_AFTER_S < 2 or JOB_SWEEP_EVERY_S < 1 or JOB_MAX_CLAIMS < 1:

@@ -64,7 +64,8 @@ def lane(settings, monkeypatch, project, author):
     environment = import_valid(project, author, clarify_spec())
     servers = []
 
-    def play(trials: int, tool_steps: int):
+    def play(trials: int, tool_steps: int, checkpoint_every_s: int = 5):
+        settings.RUN_CHECKPOINT_EVERY_S = checkpoint_every_s
         server = LoopbackLLMServer(api_key=KEY, responder=steps_responder(tool_steps)).start()
         servers.append(server)
         endpoint = endpoint_create(
@@ -125,3 +126,18 @@ def test_a_lane_makes_a_fixed_number_of_queries_per_run_and_none_per_step(lane):
     assert per_step <= QUERIES_PER_STEP, f"{per_step} queries per step (pinned: 0)"
     for slots, calls in ((long_slots, long_calls), (stepped_slots, stepped_calls)):
         assert slots == SLOT_QUERIES_PER_CALL * calls
+
+
+def test_turn_checkpoints_write_once_per_turn_not_per_step(lane):
+    """With every turn's end checkpointed, a run of two turns writes once more (its first
+    turn; the last is stored with the outcome), however many steps the turns take."""
+    lane(trials=1, tool_steps=0)
+    short, _, _ = lane(trials=3, tool_steps=0, checkpoint_every_s=0)
+    long, _, long_calls = lane(trials=7, tool_steps=0, checkpoint_every_s=0)
+    unchecked_short, _, _ = lane(trials=3, tool_steps=0)
+    unchecked_long, _, _ = lane(trials=7, tool_steps=0)
+    assert (long - short) / 4 == (unchecked_long - unchecked_short) / 4 + 1
+    stepped, _, stepped_calls = lane(trials=7, tool_steps=3, checkpoint_every_s=0)
+    assert (stepped - long) / (stepped_calls - long_calls) <= QUERIES_PER_STEP
+    run = Run.objects.filter(status=RunStatus.SUCCEEDED).order_by("-id").first()
+    assert [m["role"] for m in run.transcript][:3] == ["system", "user", "assistant"]

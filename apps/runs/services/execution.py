@@ -370,6 +370,46 @@ def _usage_fields(usage: LLMUsage, started: float) -> dict:
     }
 
 
+class _TurnCheckpoints:
+    """The policy, and at each turn's end the transcript so far stored on the run — at most
+    one write per turn, and only once the run has played ``RUN_CHECKPOINT_EVERY_S`` since
+    it started or since the last one (short runs write nothing until their outcome).
+
+    A checkpoint is for the run page and progress, not a point to resume from: a run taken
+    over after its worker died plays again from its start (its claim drops the checkpoint),
+    because the model's answers, the simulated user's and the context manager's summaries
+    of the lost part cannot be had again (sampled, not recorded: the call log of a killed
+    worker's run is in its memory), and a trajectory spliced from two samplings would not
+    be one episode of the policy. Replays are exact on the environment's side (the engine
+    is deterministic in the seed and the calls), so the replayed run is a fresh, whole
+    episode, graded once."""
+
+    def __init__(self, policy, run: Run):
+        self.policy = policy
+        self.name = policy.name
+        self.run = run
+        self.turn = 0
+        self.every_s = settings.RUN_CHECKPOINT_EVERY_S
+        self.last = time.monotonic()
+        self.written = 0
+
+    def act(self, view):
+        if view.turn > self.turn and view.round == 0:
+            self.turn = view.turn
+            now = time.monotonic()
+            if now - self.last >= self.every_s:
+                self.last = now
+                self._store(view.messages[:-1])  # through the end of the turn before
+        return self.policy.act(view)
+
+    def _store(self, transcript: list[dict]) -> None:
+        with timed("checkpoint"):
+            Run.objects.filter(
+                pk=self.run.pk, claim_token=self.run.claim_token, status=RunStatus.RUNNING
+            ).update(transcript=transcript, heartbeat_at=timezone.now())
+        self.written += 1
+
+
 def _play(
     run: Run, usage: LLMUsage, heartbeat: Heartbeat, call_log: CallLogBuffer | None = None
 ) -> dict:
@@ -424,7 +464,7 @@ def _play(
     result = run_task(
         spec,
         task.key,
-        policy,
+        _TurnCheckpoints(policy, run),
         judge=judge,
         seed=run.seed,
         faults=batch.faults,
