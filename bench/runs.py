@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -436,7 +437,11 @@ def main() -> None:
         for worker in workers:
             worker.terminate()
         for worker in workers:
-            worker.wait(timeout=30)
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a loaded machine: stop it the hard way
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(timeout=30)
         server.stop()
 
     runs = Run.objects.filter(batch=timed)
