@@ -1,7 +1,7 @@
 """Runs benchmark: a teacher batch through the real Celery path, against the endpoint's limit.
 
     python bench/runs.py [--n 100] [--latency 0.2] [--concurrency 4]
-                         [--pool threads|prefork] [--procs P] [--workers W]
+                         [--pool threads|prefork] [--procs P] [--workers W] [--debug]
                          [--postgres postgres://postgres@127.0.0.1:5432/cw_x --redis redis://127.0.0.1:6379/4]
 
 By default everything runs in a throw-away directory (SQLite database and filesystem
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -62,6 +63,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--redis", default="", help="A Redis URL (its database is flushed).")
     parser.add_argument("--lane-max", type=int, default=None, help="RUN_LANE_MAX_S (0: off).")
     parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="DEBUG=true, as in the local mode (Django then logs every query it runs).",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="Instead: profile one lane in this process (cProfile, thread CPU time).",
@@ -78,6 +84,11 @@ def configure(args) -> str:
     os.environ["DJANGO_SETTINGS_MODULE"] = "coworkenv_web.settings"
     os.environ["BENCH_LLM_API_KEY"] = "sk-bench"
     os.environ["RUN_TIMINGS_FILE"] = str(TIMINGS)
+    # As a worker host is deployed (DEBUG=false: Django keeps no log of the queries it runs;
+    # no difference above the noise here); --debug measures the local mode's default.
+    os.environ["DEBUG"] = "true" if args.debug else "false"
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
+    os.environ["LLM_ALLOWED_NETWORKS"] = "127.0.0.0/8"  # the loopback model server (a lab's vLLM)
     if args.lane_max is not None:
         os.environ["RUN_LANE_MAX_S"] = str(args.lane_max)
     if args.postgres:
@@ -101,7 +112,7 @@ def configure(args) -> str:
         os.environ.pop("CELERY_BROKER_URL", None)
     database = "PostgreSQL" if args.postgres else "SQLite"
     broker = "Redis broker, endpoint limit in Redis" if args.redis else "filesystem broker"
-    return f"{database} + {broker}"
+    return f"{database} + {broker}, DEBUG={'true' if args.debug else 'false'}"
 
 
 if ARGS is not None:
@@ -341,13 +352,14 @@ PHASES = [
     ("model", "model wait (HTTP request to the endpoint)"),
     ("call_log", "LLM call log writes"),
     ("cancel_check", "cancellation checks"),
+    ("checkpoint", "turn checkpoints (transcript so far)"),
     ("engine", "engine + agent glue (play minus the above)"),
     ("store", "transcript + outcome stored"),
     ("dispatch", "batch progress + dispatch of the next run"),
     ("heartbeat", "heartbeat writes (background thread)"),
 ]
 # Measured inside "play" (the run's call log is flushed after it, so it is not among them).
-IN_PLAY = ("slot_wait", "slot_release", "model", "cancel_check")
+IN_PLAY = ("slot_wait", "slot_release", "model", "cancel_check", "checkpoint")
 
 
 def breakdown(runs) -> tuple[dict[str, float], int]:
@@ -435,7 +447,11 @@ def main() -> None:
         for worker in workers:
             worker.terminate()
         for worker in workers:
-            worker.wait(timeout=30)
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a loaded machine: stop it the hard way
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(timeout=30)
         server.stop()
 
     runs = Run.objects.filter(batch=timed)

@@ -491,6 +491,9 @@ RUN_LANE_MAX_S = env_int("RUN_LANE_MAX_S", 300)
 VALIDATION_TIME_BUDGET_S = env_int("VALIDATION_TIME_BUDGET_S", 60)
 if VALIDATION_TIME_BUDGET_S < 1:
     raise ImproperlyConfigured("VALIDATION_TIME_BUDGET_S must be at least 1 (seconds).")
+# A run playing longer than this stores its transcript so far at each turn's end (one write
+# per turn, for the run page and progress; 0: at every turn's end).
+RUN_CHECKPOINT_EVERY_S = env_int("RUN_CHECKPOINT_EVERY_S", 5)
 # Benchmarks: a file that every run appends its phase timings to (one JSON line each).
 RUN_TIMINGS_FILE = env_str("RUN_TIMINGS_FILE", "")
 if JOB_STALE_AFTER_S < 2 or JOB_SWEEP_EVERY_S < 1 or JOB_MAX_CLAIMS < 1:

@@ -127,6 +127,48 @@ class BeatProcess(WorkerProcess):
         return ["beat", "--loglevel", "INFO"]
 
 
+class WorkerGroup:
+    """The worker and beat processes one test starts, each logging to its own file in
+    ``log_dir``; ``stop_all`` stops every one still running and prints the end of each log
+    (pytest shows it when the test fails)."""
+
+    def __init__(self, log_dir, *, tail: int = 3000):
+        self.log_dir = Path(log_dir)
+        self.tail = tail
+        self.started: list[tuple[str, WorkerProcess]] = []
+
+    def start(self, name: str, *, kind: type[WorkerProcess] | None = None, **kwargs):
+        """Start a worker (or ``kind=BeatProcess``) named ``name``; its log is
+        ``<log_dir>/<name>.log``."""
+        process = (kind or WorkerProcess)(log_path=self.log_dir / f"{name}.log", **kwargs)
+        self.started.append((name, process.start()))
+        return process
+
+    def stop_all(self) -> None:
+        for name, process in self.started:
+            process.stop()
+            print(f"--- {name}\n{process.log()[-self.tail :]}")
+
+
+@contextlib.contextmanager
+def worker_group(log_dir, *, tail: int = 3000):
+    """The queues purged, then a ``WorkerGroup`` whose processes are all stopped (and their
+    logs printed) on the way out, whatever happened; yields its ``start``. A test module's
+    fixture is then::
+
+        @pytest.fixture
+        def processes(tmp_path):
+            with worker_group(tmp_path) as start:
+                yield start
+    """
+    purge_queues()
+    group = WorkerGroup(log_dir, tail=tail)
+    try:
+        yield group.start
+    finally:
+        group.stop_all()
+
+
 class DatabaseOutage:
     """The database refuses the workers for a while; this test process keeps its own
     connection (it is the one that ends the outage).

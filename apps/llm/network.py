@@ -212,10 +212,19 @@ class GuardedTransport(httpx2.HTTPTransport):
         )
 
 
+# A threads-pool worker has as many requests in flight as it has threads: httpx's default of
+# 20 kept-alive connections would close (and reopen, resolve and check again) the rest on
+# every request.
+POOL_LIMITS = httpx2.Limits(
+    max_connections=None, max_keepalive_connections=512, keepalive_expiry=30.0
+)
+
+
 def guarded_http_client(*, timeout: float) -> httpx2.Client:
-    """The HTTP client every model request uses: guarded connections, no redirects."""
+    """The HTTP client every model request uses: guarded connections, no redirects, one
+    kept-alive connection per concurrent request."""
     return httpx2.Client(
-        transport=GuardedTransport(),
+        transport=GuardedTransport(limits=POOL_LIMITS),
         timeout=timeout,
         follow_redirects=False,
         trust_env=False,

@@ -139,6 +139,7 @@ class LLMAgentPolicy:
             purpose=AGENT_PURPOSE,
             job=self.job,
             temperature=self.temperature,
+            call_log=self.call_log,
         )
         self.usage.add(result)
         if self.context is not None:

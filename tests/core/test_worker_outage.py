@@ -29,7 +29,7 @@ from apps.synthesis.services import synthesis_start
 from tests.datasets.conftest import make_demonstration
 from tests.llm_server import LoopbackLLMServer, Reply
 from tests.runs.conftest import SAMPLES, import_valid
-from tests.workers import BeatProcess, DatabaseOutage, WorkerProcess, purge_queues, wait_for
+from tests.workers import BeatProcess, DatabaseOutage, wait_for, worker_group
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -56,18 +56,8 @@ def model_server():
 
 @pytest.fixture
 def processes(tmp_path):
-    purge_queues()
-    started = []
-
-    def start(kind, name, **kwargs):
-        process = kind(log_path=tmp_path / f"{name}.log", **kwargs).start()
-        started.append((name, process))
-        return process
-
-    yield start
-    for name, process in started:
-        process.stop()
-        print(f"--- {name}\n{process.log()[-4000:]}")
+    with worker_group(tmp_path, tail=4000) as start:
+        yield start
 
 
 def test_every_job_kind_completes_after_the_database_refused_the_workers(
@@ -123,10 +113,8 @@ def test_every_job_kind_completes_after_the_database_refused_the_workers(
 
     # 1. The messages arrive while the database refuses the workers.
     with DatabaseOutage():
-        start(BeatProcess, "beat")
-        worker = start(
-            WorkerProcess, "worker", queues="default,llm", concurrency=3, sqlite_timeout=0.5
-        )
+        start("beat", kind=BeatProcess)
+        worker = start("worker", queues="default,llm", concurrency=3, sqlite_timeout=0.5)
         time.sleep(OUTAGE_S)
 
     # 2. Once a job is half done, the database goes away again under it.

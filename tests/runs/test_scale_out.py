@@ -16,7 +16,7 @@ from apps.runs.services import BatchSettings, TaskSelection, run_batch_create
 from tests.llm_server import LoopbackLLMServer, Reply
 from tests.runs.conftest import import_valid
 from tests.runs.test_llm_runs import clarify_spec
-from tests.workers import WorkerProcess, purge_queues, wait_for
+from tests.workers import wait_for, worker_group
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -31,18 +31,8 @@ BACKENDS = ["database", "redis" if BROKER.startswith("redis://") else "file"]
 
 @pytest.fixture
 def processes(tmp_path):
-    purge_queues()
-    started = []
-
-    def start(name, **kwargs):
-        process = WorkerProcess(log_path=tmp_path / f"{name}.log", **kwargs).start()
-        started.append((name, process))
-        return process
-
-    yield start
-    for name, process in started:
-        process.stop()
-        print(f"--- {name}\n{process.log()[-3000:]}")
+    with worker_group(tmp_path) as start:
+        yield start
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -4,18 +4,15 @@ import pytest
 
 from apps.core.models import Job, JobStatus
 from apps.runs.models import Run, RunStatus
-from tests.workers import WorkerProcess, purge_queues, wait_for
+from tests.workers import wait_for, worker_group
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def worker(tmp_path):
-    purge_queues()
-    process = WorkerProcess(queues="llm", concurrency=2, log_path=tmp_path / "worker.log").start()
-    yield process
-    process.stop()
-    print((tmp_path / "worker.log").read_text()[-4000:])
+    with worker_group(tmp_path, tail=4000) as start:
+        yield start("worker", queues="llm", concurrency=2)
 
 
 def test_oracle_batch_is_executed_by_a_worker(worker, api_client_for, author, sample_environments):

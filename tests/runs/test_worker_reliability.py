@@ -18,7 +18,7 @@ from apps.runs.services import BatchSettings, TaskSelection, run_batch_create
 from tests.llm_server import LoopbackLLMServer, Reply
 from tests.runs.conftest import import_valid
 from tests.runs.test_llm_runs import clarify_spec
-from tests.workers import BeatProcess, WorkerProcess, purge_queues, wait_for
+from tests.workers import BeatProcess, wait_for, worker_group
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -73,18 +73,8 @@ def start_batch(fast_sweeps, project, author):
 
 @pytest.fixture
 def processes(tmp_path):
-    purge_queues()
-    started = []
-
-    def start(kind, name, **kwargs):
-        process = kind(log_path=tmp_path / f"{name}.log", **kwargs).start()
-        started.append((name, process))
-        return process
-
-    yield start
-    for name, process in started:
-        process.stop()
-        print(f"--- {name}\n{process.log()[-3000:]}")
+    with worker_group(tmp_path) as start:
+        yield start
 
 
 def finished(batch):
@@ -104,10 +94,10 @@ def assert_exactly_the_requested_runs(batch):
 
 
 def test_a_killed_pool_process_does_not_leave_its_run_running(start_batch, processes):
-    processes(BeatProcess, "beat")
+    processes("beat", kind=BeatProcess)
     # Three pool processes for a batch that keeps two runs in flight: one is free for the
     # sweeps, which run on the default queue.
-    worker = processes(WorkerProcess, "worker", queues="default,llm", concurrency=3)
+    worker = processes("worker", queues="default,llm", concurrency=3)
     batch = start_batch()
 
     def a_running_run():
@@ -128,8 +118,8 @@ def test_a_killed_pool_process_does_not_leave_its_run_running(start_batch, proce
 
 @pytest.mark.parametrize("pool", ["prefork", "threads"])
 def test_a_killed_worker_mid_batch_is_finished_by_the_next_one(start_batch, processes, pool):
-    processes(BeatProcess, "beat")
-    first = processes(WorkerProcess, "worker1", queues="default,llm", concurrency=3, pool=pool)
+    processes("beat", kind=BeatProcess)
+    first = processes("worker1", queues="default,llm", concurrency=3, pool=pool)
     batch = start_batch()
     runs = Run.objects.filter(batch=batch)
 
@@ -148,7 +138,45 @@ def test_a_killed_worker_mid_batch_is_finished_by_the_next_one(start_batch, proc
     assert interrupted
     assert runs.filter(status=RunStatus.PENDING).exists()
 
-    processes(WorkerProcess, "worker2", queues="default,llm", concurrency=3, pool=pool)
+    processes("worker2", queues="default,llm", concurrency=3, pool=pool)
     wait_for(lambda: finished(batch), timeout=60, interval=0.3, message="the batch to finish")
     assert_exactly_the_requested_runs(batch)
     assert set(runs.filter(pk__in=interrupted).values_list("claims", flat=True)) == {2}
+
+
+def test_a_run_killed_after_a_turn_checkpoint_plays_again_from_its_start(
+    start_batch, processes, monkeypatch
+):
+    """Every turn's end is checkpointed (RUN_CHECKPOINT_EVERY_S=0): the worker is killed in
+    a run's second turn, after its first turn was stored; the next worker plays the run
+    again from its start (the checkpoint is for the run page, see ``_TurnCheckpoints``), and
+    the stored trajectory is one whole episode, not the checkpoint with a replay after it."""
+    monkeypatch.setenv("RUN_CHECKPOINT_EVERY_S", "0")
+    processes("beat", kind=BeatProcess)
+    first = processes("worker1", queues="default,llm", concurrency=3, pool="threads")
+    batch = start_batch()
+    runs = Run.objects.filter(batch=batch)
+
+    def checkpointed():
+        running = runs.filter(status=RunStatus.RUNNING).values_list("pk", "transcript")
+        return next(((pk, list(t)) for pk, t in running if t), None)
+
+    run_id, _ = wait_for(checkpointed, timeout=60, interval=0.05, message="a checkpoint")
+    first.kill()
+    killed = Run.objects.get(pk=run_id)
+    # killed in its second turn (a model request of 1 s), its first turn stored whole: the
+    # system prompt, the user's message, the agent's reply
+    assert killed.status == RunStatus.RUNNING
+    checkpoint = killed.transcript
+    assert [m["role"] for m in checkpoint] == ["system", "user", "assistant"]
+
+    processes("worker2", queues="default,llm", concurrency=3, pool="threads")
+    wait_for(lambda: finished(batch), timeout=60, interval=0.3, message="the batch to finish")
+    assert_exactly_the_requested_runs(batch)
+    replayed = Run.objects.get(pk=run_id)
+    other = runs.exclude(pk=run_id).first()
+    # one whole episode, shaped like a run nobody killed, its first turn as checkpointed
+    assert [m["role"] for m in replayed.transcript] == [m["role"] for m in other.transcript]
+    assert replayed.transcript[: len(checkpoint)] == checkpoint
+    assert len(replayed.transcript) > len(checkpoint)
+    assert replayed.claims == 2

@@ -18,7 +18,7 @@ from apps.synthesis.services import synthesis_start
 from tests.llm_server import LoopbackLLMServer, Reply
 from tests.synthesis.conftest import TEST_KEY, TEST_KEY_ENV
 from tests.synthesis.test_llm_synthesis import valid_spec
-from tests.workers import BeatProcess, WorkerProcess, purge_queues, wait_for
+from tests.workers import BeatProcess, wait_for, worker_group
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -56,11 +56,9 @@ def test_killed_worker_mid_job_then_another_finishes_exactly_n(
         request_timeout_s=10,
         max_concurrency=2,
     )
-    purge_queues()
-    beat = BeatProcess(log_path=tmp_path / "beat.log").start()
-    first = WorkerProcess(concurrency=2, log_path=tmp_path / "worker1.log").start()
-    second = None
-    try:
+    with worker_group(tmp_path) as start:
+        start("beat", kind=BeatProcess)
+        first = start("worker1", concurrency=2)
         synthesis = synthesis_start(
             project=project,
             user=author,
@@ -88,21 +86,13 @@ def test_killed_worker_mid_job_then_another_finishes_exactly_n(
         assert interrupted
         assert slots.exclude(status__in=[SlotStatus.VALID]).exists()
 
-        second = WorkerProcess(concurrency=2, log_path=tmp_path / "worker2.log").start()
+        start("worker2", concurrency=2)
 
         def finished():
             synthesis.job.refresh_from_db()
             return synthesis.job.status not in (JobStatus.PENDING, JobStatus.RUNNING)
 
         wait_for(finished, timeout=120, interval=0.3, message="the resumed job to finish")
-    finally:
-        first.kill()
-        beat.stop()
-        if second is not None:
-            second.stop()
-        for name in ("worker1.log", "worker2.log", "beat.log"):
-            if (tmp_path / name).exists():
-                print(name, (tmp_path / name).read_text()[-3000:])
 
     job = synthesis.job
     assert job.status == JobStatus.SUCCEEDED, job.message
@@ -131,11 +121,10 @@ def test_a_killed_pool_process_does_not_leave_its_slot_drafting(
         request_timeout_s=10,
         max_concurrency=2,
     )
-    purge_queues()
-    beat = BeatProcess(log_path=tmp_path / "beat.log").start()
-    # Three pool processes for two LLM slots at a time: one stays free for the sweeps.
-    worker = WorkerProcess(concurrency=3, log_path=tmp_path / "worker.log").start()
-    try:
+    with worker_group(tmp_path) as start:
+        start("beat", kind=BeatProcess)
+        # Three pool processes for two LLM slots at a time: one stays free for the sweeps.
+        worker = start("worker", concurrency=3)
         synthesis = synthesis_start(
             project=project,
             user=author,
@@ -163,11 +152,6 @@ def test_a_killed_pool_process_does_not_leave_its_slot_drafting(
 
         wait_for(finished, timeout=60, interval=0.3, message="the job to finish")
         assert worker.process.poll() is None  # the worker itself lived on
-    finally:
-        worker.stop()
-        beat.stop()
-        for name in ("worker.log", "beat.log"):
-            print(name, (tmp_path / name).read_text()[-3000:])
 
     job = synthesis.job
     assert job.status == JobStatus.SUCCEEDED, job.message

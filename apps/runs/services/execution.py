@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, Value
+from django.db.models import F, Q, Subquery, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -87,45 +87,64 @@ def _lost_q(before) -> Q:
     )
 
 
-def run_claim(*, run_id: int, stale: timedelta | None = None) -> Run | None:
-    """Take a run for this worker, or None if it is finished or alive elsewhere."""
-    now = timezone.now()
-    token = uuid.uuid4().hex
-    claimed = Run.objects.filter(_lost_q(now - (stale or stale_after())), pk=run_id).update(
-        status=RunStatus.RUNNING,
-        claim_token=token,
-        claims=F("claims") + 1,
-        worker=worker_name(),
-        started_at=now,
-        heartbeat_at=now,
-    )
-    if not claimed:
-        return None
+def _claim_fields(now) -> dict:
+    """What a claim writes: the run is this worker's now, and a transcript checkpointed by
+    an earlier (dead) holder is dropped, since the run plays again from its start."""
+    return {
+        "status": RunStatus.RUNNING,
+        "claim_token": uuid.uuid4().hex,
+        "claims": F("claims") + 1,
+        "worker": worker_name(),
+        "started_at": now,
+        "heartbeat_at": now,
+        "transcript": [],
+    }
+
+
+def _claimed(**lookup) -> Run:
+    """The run just claimed, with everything playing it needs, in one query."""
     return Run.objects.select_related(
         "batch__job",
         "batch__endpoint",
         "batch__simulator_endpoint",
         "batch__judge_endpoint",
         "task__environment",
-    ).get(pk=run_id)
+    ).get(**lookup)
+
+
+def run_claim(*, run_id: int, stale: timedelta | None = None) -> Run | None:
+    """Take a run for this worker, or None if it is finished or alive elsewhere."""
+    now = timezone.now()
+    fields = _claim_fields(now)
+    claimed = Run.objects.filter(_lost_q(now - (stale or stale_after())), pk=run_id).update(
+        **fields
+    )
+    if not claimed:
+        return None
+    return _claimed(pk=run_id)
 
 
 class _CancelCheck:
     """Called before every model request: stops the run if another worker took the run over
     (the heartbeat thread found its claim gone) or its batch was cancelled. The batch is
-    looked up at most every ``EVERY_S`` seconds (the first request always looks), not once
-    per step."""
+    looked up at most every ``EVERY_S`` seconds, not once per step; the first look is at the
+    job row loaded with the claim a moment ago, without a query."""
 
     EVERY_S = 1.0
 
     def __init__(self, run: Run, heartbeat: Heartbeat):
         self.run = run
         self.heartbeat = heartbeat
-        self._checked = float("-inf")
+        self._checked = time.monotonic()
+        self._first = True
 
     def __call__(self) -> None:
         if self.heartbeat.lost:
             raise RunCancelled
+        if self._first:
+            self._first = False
+            if self.run.batch.job.cancel_requested:
+                raise RunCancelled
         now = time.monotonic()
         if now - self._checked < self.EVERY_S:
             return
@@ -147,8 +166,9 @@ def _load_spec(environment) -> tuple[object, str]:
     key = (environment.pk, environment.revision, environment.spec_hash)
     cached = _SPEC_CACHE.get(key)
     if cached is None:
-        document = environment_spec(environment)
-        cached = (engine_spec.load_spec(document), engine_spec.spec_hash(document))
+        document = environment_spec(environment)  # canonical (one schema pass)
+        spec_hash = environment.spec_hash or engine_spec.canonical_hash(document)
+        cached = (engine_spec.load_spec(document), spec_hash)
         with _SPEC_CACHE_LOCK:  # a threads-pool worker plays many runs at once
             if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
                 _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
@@ -169,24 +189,29 @@ def run_execute(*, run_id: int, lane: Callable[[], bool] | None = None) -> Run |
     A database that cannot be reached is not the run's fault: the claim is given back and
     the error raised again, so the task is retried (or the sweeper sends the run again)."""
     deadline = time.monotonic() + settings.RUN_LANE_MAX_S
-    first, own = None, True
-    while run_id is not None:
+    first, own, claimed = None, True, None
+    while run_id is not None or claimed is not None:
         keep = lane is not None and time.monotonic() < deadline and lane()
-        run, run_id = _execute_one(run_id, keep_next=keep, own_message=own)
+        run, claimed = _execute_one(run_id, claimed, keep_next=keep, own_message=own)
+        run_id = None
         if own:
             first, own = run, False
     return first
 
 
 def _execute_one(
-    run_id: int, *, keep_next: bool, own_message: bool
-) -> tuple[Run | None, int | None]:
-    """Play one run; returns it (None if not claimable) and the id of the batch's next run
-    when ``keep_next`` asked to take it here."""
+    run_id: int | None, claimed: Run | None, *, keep_next: bool, own_message: bool
+) -> tuple[Run | None, Run | None]:
+    """Play one run (``claimed``: already claimed by this lane); returns it (None if not
+    claimable) and the batch's next run, claimed for this lane, when ``keep_next`` asked to
+    take it here."""
     timings = Timings() if settings.RUN_TIMINGS_FILE else None
     with collecting(timings) if timings is not None else contextlib.nullcontext():
-        with timed("claim"):
-            run = run_claim(run_id=run_id)
+        if claimed is not None:
+            run = claimed
+        else:
+            with timed("claim"):
+                run = run_claim(run_id=run_id)
         if run is None:
             logger.info("Run %s is not claimable (finished or running elsewhere).", run_id)
             finished = Run.objects.filter(pk=run_id).exclude(status=RunStatus.RUNNING)
@@ -205,7 +230,10 @@ def _execute_one(
             _release(run, resend=not own_message)
             raise
         with timed("dispatch"):
-            run.refresh_from_db()
+            if not getattr(run, "closed_here", False):
+                # another worker took the run over (or it stopped before closing): its
+                # outcome as stored (a few columns, not the whole row with its transcript)
+                run.refresh_from_db(fields=["status", "retryable", "finished_at"])
             batch = run.batch
             if (
                 run.status == RunStatus.ERRORED
@@ -217,10 +245,11 @@ def _execute_one(
                 # the run closed its slot: its rollout group is scored once its last member
                 # closes
                 _score_groups(batch, run.task_ref)
-            _, next_id = _refresh(batch, keep=keep_next)
+            keep = keep_next and run.status != RunStatus.CANCELLED
+            _, next_run = _refresh(batch, keep=keep)
     if timings is not None:
         timings.append_to(settings.RUN_TIMINGS_FILE, run=run.pk, lane=not own_message)
-    return run, next_id
+    return run, next_run
 
 
 def _score_groups(batch: RunBatch, task_ref: int | None = None) -> None:
@@ -341,6 +370,46 @@ def _usage_fields(usage: LLMUsage, started: float) -> dict:
     }
 
 
+class _TurnCheckpoints:
+    """The policy, and at each turn's end the transcript so far stored on the run — at most
+    one write per turn, and only once the run has played ``RUN_CHECKPOINT_EVERY_S`` since
+    it started or since the last one (short runs write nothing until their outcome).
+
+    A checkpoint is for the run page and progress, not a point to resume from: a run taken
+    over after its worker died plays again from its start (its claim drops the checkpoint),
+    because the model's answers, the simulated user's and the context manager's summaries
+    of the lost part cannot be had again (sampled, not recorded: the call log of a killed
+    worker's run is in its memory), and a trajectory spliced from two samplings would not
+    be one episode of the policy. Replays are exact on the environment's side (the engine
+    is deterministic in the seed and the calls), so the replayed run is a fresh, whole
+    episode, graded once."""
+
+    def __init__(self, policy, run: Run):
+        self.policy = policy
+        self.name = policy.name
+        self.run = run
+        self.turn = 0
+        self.every_s = settings.RUN_CHECKPOINT_EVERY_S
+        self.last = time.monotonic()
+        self.written = 0
+
+    def act(self, view):
+        if view.turn > self.turn and view.round == 0:
+            self.turn = view.turn
+            now = time.monotonic()
+            if now - self.last >= self.every_s:
+                self.last = now
+                self._store(view.messages[:-1])  # through the end of the turn before
+        return self.policy.act(view)
+
+    def _store(self, transcript: list[dict]) -> None:
+        with timed("checkpoint"):
+            Run.objects.filter(
+                pk=self.run.pk, claim_token=self.run.claim_token, status=RunStatus.RUNNING
+            ).update(transcript=transcript, heartbeat_at=timezone.now())
+        self.written += 1
+
+
 def _play(
     run: Run, usage: LLMUsage, heartbeat: Heartbeat, call_log: CallLogBuffer | None = None
 ) -> dict:
@@ -395,7 +464,7 @@ def _play(
     result = run_task(
         spec,
         task.key,
-        policy,
+        _TurnCheckpoints(policy, run),
         judge=judge,
         seed=run.seed,
         faults=batch.faults,
@@ -438,18 +507,25 @@ def _play(
 def _close(run: Run, *, status: str, error: str = "", retryable: bool = False, **fields) -> bool:
     """Write the outcome, only if this worker still holds the claim (a run taken over by
     another worker keeps that worker's result). The transcript is stored here, once."""
+    now = timezone.now()
+    fields = {
+        "status": status,
+        "error": error,
+        "retryable": retryable,
+        "finished_at": now,
+        "heartbeat_at": now,
+        **fields,
+    }
     with timed("store"):
         written = Run.objects.filter(
             pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
-        ).update(
-            status=status,
-            error=error,
-            retryable=retryable,
-            finished_at=timezone.now(),
-            heartbeat_at=timezone.now(),
-            **fields,
-        )
-    if not written:
+        ).update(**fields)
+    run.closed_here = bool(written)
+    if written:
+        # the object now says what the row says, without reading it back
+        for name, value in fields.items():
+            setattr(run, name, value)
+    else:
         logger.warning("Run %s was taken over by another worker; dropping this result.", run.pk)
     return bool(written)
 
@@ -499,22 +575,22 @@ def batch_refresh(*, batch: RunBatch) -> Job:
 _PROGRESS_WRITTEN: dict[int, float] = {}
 
 
-def _refresh(batch: RunBatch, *, keep: bool) -> tuple[Job, int | None]:
+def _refresh(batch: RunBatch, *, keep: bool) -> tuple[Job | None, Run | None]:
     """``batch_refresh``; with ``keep`` (a lane whose run just ended), the batch's next run
-    is taken for the caller to play (see ``run_execute``): the place the ended run held
-    goes to it, so the batch's in-flight count stays as it was and no batch-wide lock or
-    recount is needed. Progress is then written at most once a second per process. Only
-    when nothing is left to take does the lane do the full refresh (and may finish the
-    job)."""
-    job = Job.objects.get(pk=batch.job_id)
-    if keep and not job.cancel_requested:
+    is taken and claimed for the caller to play (see ``run_execute``): the place the ended
+    run held goes to it, so the batch's in-flight count stays as it was and no batch-wide
+    lock or recount is needed (the job is then not read: None is returned for it).
+    Progress is then written at most once a second per process. Only when nothing is left
+    to take does the lane do the full refresh (and may finish the job)."""
+    if keep:
         kept = _take_next(batch)
         if kept is not None:
             now = time.monotonic()
             if now - _PROGRESS_WRITTEN.get(batch.pk, 0.0) >= 1.0:
                 _PROGRESS_WRITTEN[batch.pk] = now
                 _write_progress(batch)
-            return job, kept
+            return None, kept
+    job = Job.objects.get(pk=batch.job_id)
     if job.cancel_requested:
         Run.objects.filter(batch=batch, status=RunStatus.PENDING).update(
             status=RunStatus.CANCELLED,
@@ -544,23 +620,35 @@ def _write_progress(batch: RunBatch) -> int:
     return final
 
 
-def _take_next(batch: RunBatch) -> int | None:
-    """Mark the batch's first unsent pending run sent, for this lane; None if none is left.
-    A conditional UPDATE: two lanes never take the same run."""
+def _take_next(batch: RunBatch) -> Run | None:
+    """Take and claim the batch's first unsent pending run for this lane, in one
+    conditional UPDATE (marked sent and claimed at once: two lanes never take the same run,
+    and a lane that dies with it leaves a claim that goes stale, for the sweeper), then load
+    it; None if none is left or the batch's job was asked to cancel."""
     if batch.executor != Executor.CELERY:
         return None
-    while True:
-        candidates = list(
-            Run.objects.filter(batch=batch, status=RunStatus.PENDING, enqueued_at__isnull=True)
-            .order_by("id")
-            .values_list("pk", flat=True)[:8]
-        )
-        if not candidates:
-            return None
+    unsent = Run.objects.filter(
+        batch_id=batch.pk,
+        status=RunStatus.PENDING,
+        enqueued_at__isnull=True,
+        batch__job__cancel_requested=False,
+    )
+    first = Subquery(unsent.order_by("id").values("pk")[:1])
+    while True:  # another lane may win the same first run: then try the next one
         now = timezone.now()
-        for run_id in candidates:
-            if Run.objects.filter(pk=run_id, enqueued_at__isnull=True).update(enqueued_at=now):
-                return run_id
+        fields = _claim_fields(now)
+        # The conditions on the row itself stay in the UPDATE's own WHERE, so a concurrent
+        # writer's change is seen (PostgreSQL rechecks them on the row it waited for).
+        taken = Run.objects.filter(
+            pk=first, status=RunStatus.PENDING, enqueued_at__isnull=True
+        ).update(enqueued_at=now, **fields)
+        if taken:  # (timed as the ended run's dispatch)
+            # (by the batch and status index: among the batch's running runs only)
+            return _claimed(
+                batch_id=batch.pk, status=RunStatus.RUNNING, claim_token=fields["claim_token"]
+            )
+        if not unsent.exists():
+            return None
 
 
 def _finish_job(batch: RunBatch) -> None:
