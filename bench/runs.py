@@ -89,6 +89,7 @@ def configure(args) -> str:
     os.environ["DEBUG"] = "true" if args.debug else "false"
     os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
     os.environ["LLM_ALLOWED_NETWORKS"] = "127.0.0.0/8"  # the loopback model server (a lab's vLLM)
+    os.environ["LLM_KEY_HOSTS"] = "any"  # the bench's own key, to its own loopback server
     if args.lane_max is not None:
         os.environ["RUN_LANE_MAX_S"] = str(args.lane_max)
     if args.postgres:

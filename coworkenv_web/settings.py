@@ -426,10 +426,12 @@ def _key_hosts(value: str | None) -> dict[str, list[str]]:
         raise ImproperlyConfigured(str(exc)) from None
 
 
-# Which origins (scheme + host + port) each API-key variable may be sent to. Set it on any
-# shared server: without it an author could point an endpoint at their own server and receive
-# the team's key.
-LLM_KEY_HOSTS = _key_hosts(env_str("LLM_KEY_HOSTS"))
+# Which origins (scheme + host + port) each API-key variable may be sent to; None: any. The
+# local mode (DEBUG=true) sends keys anywhere by default; a server (DEBUG=false) sends none
+# until the operator lists them, since an author could otherwise point an endpoint at their
+# own host and receive the team's key. "any" opts a server out of that on purpose.
+_KEY_HOSTS = env_str("LLM_KEY_HOSTS", "any" if DEBUG else "")
+LLM_KEY_HOSTS = None if _KEY_HOSTS.strip().lower() == "any" else _key_hosts(_KEY_HOSTS)
 
 
 def _allowed_networks(value: str | None) -> list[str]:

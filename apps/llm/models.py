@@ -29,12 +29,18 @@ def api_key_host_refusal(name: str, base_url: str) -> str | None:
     On a shared server the operator lists, in ``LLM_KEY_HOSTS``, the origins (scheme + host
     + port) each key variable may reach (e.g. ``OPENAI_API_KEY=https://api.openai.com``);
     without that any author could point an endpoint at their own server and receive the
-    team's key. A bare host in the setting means https on port 443. With no
-    ``LLM_KEY_HOSTS`` (a laptop) every origin is allowed.
+    team's key, so a server (DEBUG=false) with no ``LLM_KEY_HOSTS`` sends no key at all. A
+    bare host in the setting means https on port 443. ``None`` (the local mode's default, or
+    ``LLM_KEY_HOSTS=any``) allows every origin.
     """
-    key_hosts: dict[str, list[str]] = getattr(settings, "LLM_KEY_HOSTS", {})
-    if not name or not key_hosts:
+    key_hosts: dict[str, list[str]] | None = getattr(settings, "LLM_KEY_HOSTS", None)
+    if not name or key_hosts is None:
         return None
+    if not key_hosts:
+        return (
+            f"This server sends no API key to model endpoints until its operator lists, in "
+            f"LLM_KEY_HOSTS, where each may go (e.g. {name}=https://api.example.com)."
+        )
     allowed = key_hosts.get(name)
     if allowed is None:
         return f"{name} is not listed in the server's LLM_KEY_HOSTS."
