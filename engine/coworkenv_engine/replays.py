@@ -106,6 +106,10 @@ class Replays:
         self.max_nodes = max_nodes
         self.executed = 0  # calls run live
         self.replayed = 0  # calls taken from the trie
+        # one view object per distinct set of collections (the lists it holds kept alive)
+        self.views: dict[tuple[int, ...], dict[str, Any]] = {}
+        # state checks on those views (checks.CheckView.state_memo)
+        self.state_memo: dict[tuple[int, int], tuple[Any, ...]] = {}
 
     def cursor(self, episode: Episode) -> Cursor | None:
         """A cursor for a fresh ``episode``; None when the trie holds another seed, faults
@@ -183,7 +187,9 @@ class Cursor:
             return self.episode.state
         if self.node.view is None:
             self._sync()
-            self.node.view = self.episode.state
+            view = self.episode.state
+            key = tuple(id(records) for service in view.values() for records in service.values())
+            self.node.view = self.trie.views.setdefault(key, view)
         return self.node.view
 
     def finish(self) -> Episode:

@@ -258,6 +258,7 @@ def run_task(
         judge=judge,
         config=scoring,
         reference=_footprint(spec, task),
+        state_memo=None if cursor is None else replays.state_memo,
     )
     return EpisodeResult(
         task_key=task.key,
