@@ -67,6 +67,15 @@ def _key(call: ToolCall) -> str:
     return call.name + _SORTED(call.arguments)
 
 
+def _scalar_key(value: Any) -> tuple[Any, ...] | None:
+    """A key equal for two scalars exactly when their JSON texts are (None: not a scalar
+    whose text is this simple; floats go by their text: -0.0, nan)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return (kind, value)
+    return None
+
+
 class GreedySprayer:
     """Reads everything, then writes its best guesses with every state-changing tool."""
 
@@ -87,6 +96,7 @@ class GreedySprayer:
         self._by_collection: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._harvester = Harvester()
         self._keys: dict[int, tuple[ToolCall, str]] = {}
+        self._scalar_memo: dict[int, tuple[dict[str, Any], list[tuple[str, str]]]] = {}
         self._memo: dict[str, Any] = {
             "count": 0,
             "last": None,
@@ -187,6 +197,15 @@ class GreedySprayer:
                     calls.append(ToolCall(name, {id_param: record["id"]}))
         return calls
 
+    def _folded_scalars(self, record: dict[str, Any]) -> list[tuple[str, str]]:
+        """(scalar, casefolded) of the record's scalars longer than two characters, once
+        per record object (records read are never changed)."""
+        known = self._scalar_memo.get(id(record))
+        if known is None or known[0] is not record:
+            pairs = [(v, v.casefold()) for v in _scalars(record) if len(v) > 2]
+            known = self._scalar_memo[id(record)] = (record, pairs)
+        return known[1]
+
     def _records(self, binding: Any) -> list[dict[str, Any]]:
         return self._by_collection.get((binding.service, binding.collection), [])
 
@@ -196,9 +215,10 @@ class GreedySprayer:
 
         def mentions(record: dict[str, Any]) -> int:
             hits = 0
-            for value in _scalars(record):
-                if len(value) > 2 and value.casefold() in text:
-                    hits += 3 if value == record.get("id") else 1
+            record_id = record.get("id")
+            for value, folded in self._folded_scalars(record):
+                if folded in text:
+                    hits += 3 if value == record_id else 1
             return hits
 
         records = self._records(binding)
@@ -206,8 +226,19 @@ class GreedySprayer:
         return ranked[:MAX_TARGETS]
 
     def _field_examples(self, records: list[dict[str, Any]], field: str) -> list[Any]:
-        distinct = dict.fromkeys(json.dumps(r[field]) for r in records if field in r)
-        return [json.loads(v) for v in distinct]
+        """The distinct values of ``field`` (distinct as JSON text), as fresh JSON values."""
+        distinct: dict[Any, Any] = {}
+        for r in records:
+            if field in r:
+                value = r[field]
+                key = _scalar_key(value)
+                if key is None:
+                    key = json.dumps(value)
+                    if key not in distinct:
+                        distinct[key] = json.loads(key)
+                elif key not in distinct:
+                    distinct[key] = value
+        return list(distinct.values())
 
     def _object_values(
         self, records: list[dict[str, Any]], fixed: dict[str, Any], guess: Guesser

@@ -77,6 +77,11 @@ def _stems(text: str, pattern: str) -> frozenset[str]:
     return frozenset(w[:5] for w in re.findall(pattern, text.casefold()))
 
 
+@lru_cache(maxsize=64)
+def _findall(pattern: re.Pattern[str], text: str) -> tuple[str, ...]:
+    return tuple(pattern.findall(text))
+
+
 @lru_cache(maxsize=16384)
 def _words(text: str) -> frozenset[str]:
     return frozenset(re.findall(r"\w+", text.casefold()))
@@ -108,10 +113,11 @@ class Guesser:
         )
 
     def _pointed(self, shape: re.Pattern[str]) -> list[str]:
-        """``shape.findall(self.pointed_text)``, once per shape."""
+        """``shape.findall(self.pointed_text)``, once per shape (and across guessers: the
+        adversaries that read alike see the same text)."""
         found = self._pointed_matches.get(shape)
         if found is None:
-            found = self._pointed_matches[shape] = shape.findall(self.pointed_text)
+            found = self._pointed_matches[shape] = list(_findall(shape, self.pointed_text))
         return found
 
     @cached_property
