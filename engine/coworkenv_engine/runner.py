@@ -130,7 +130,10 @@ class EpisodeResult:
 
 
 def _footprint(spec: EnvironmentSpec, task: TaskSpec) -> Footprint | None:
-    return reference_footprint(spec, task.key) if needs_footprint(task) else None
+    needed = spec._cache.get(("needs_footprint", task.key))
+    if needed is None:  # once per task, not once per episode
+        needed = spec._cache[("needs_footprint", task.key)] = needs_footprint(task)
+    return reference_footprint(spec, task.key) if needed else None
 
 
 _ENCODE_ARGS = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
