@@ -247,7 +247,8 @@ class GreedySprayer:
         alike = [r for r in records if all(r.get(k) == v for k, v in fixed.items())] or records
         keys = list(dict.fromkeys(k for r in alike for k in r if k != "id" and k not in fixed))
         options = {
-            k: guess.values(k, {}, self._field_examples(alike, k))[:MAX_CANDIDATES] for k in keys
+            k: guess.values(k, {}, self._field_examples(alike, k), MAX_CANDIDATES)[:MAX_CANDIDATES]
+            for k in keys
         }
         return _combinations(options)
 
@@ -274,7 +275,9 @@ class GreedySprayer:
                         examples = self._field_examples(
                             [target] if target else records, p
                         ) or self._field_examples(seen.records, p)
-                        scalars[p] = guess.values(p, schema, examples)[:MAX_CANDIDATES]
+                        scalars[p] = guess.values(p, schema, examples, MAX_CANDIDATES)[
+                            :MAX_CANDIDATES
+                        ]
                 for args in _combinations(scalars)[:MAX_VARIANTS]:
                     fixed = {k: v for k, v in args.items() if k != id_param}
                     pool = [target] if target else records

@@ -154,7 +154,10 @@ class Guesser:
         out += [e for e in examples if isinstance(e, str) and _STAMP.match(e)]
         return list(dict.fromkeys(out))
 
-    def strings(self, name: str, examples: list[Any]) -> list[str]:
+    def strings(self, name: str, examples: list[Any], limit: int | None = None) -> list[str]:
+        """The candidates, best first. With ``limit``, only the first ``limit`` are exact
+        (the caller keeps no more): the records the user points at are not searched when
+        enough candidates come before them."""
         key = name.casefold()
         emails = self._in_user(_EMAIL)
         if "@" in "".join(str(e) for e in examples) or key in ("to", "email", "recipient"):
@@ -177,8 +180,9 @@ class Guesser:
         for shape in shapes.values():
             out.extend(self._in_user(shape))
         out += [e for e in ranked if overlaps[e]]
-        for shape in shapes.values():  # then what the records the user points at say
-            out.extend(m for m in self._pointed(shape) if m not in counts)
+        if limit is None or len(dict.fromkeys(out)) < limit:
+            for shape in shapes.values():  # then what the records the user points at say
+                out.extend(m for m in self._pointed(shape) if m not in counts)
         if key in SUBJECT_PARAMS:
             out.append(self.subject())
         dates = self._in_user(_DATE)
@@ -213,8 +217,11 @@ class Guesser:
         text = " ".join(t for t in (self.subject(), self.latest, quoted) if t)
         return text + ("\n" + _paste(self.seen) if self.paste else "")
 
-    def values(self, name: str, schema: dict[str, Any], examples: list[Any]) -> list[Any]:
-        """The few values worth trying for one parameter or field, best first."""
+    def values(
+        self, name: str, schema: dict[str, Any], examples: list[Any], limit: int | None = None
+    ) -> list[Any]:
+        """The few values worth trying for one parameter or field, best first (with
+        ``limit``, the first ``limit`` of them are exact: see ``strings``)."""
         kind = schema.get("type")
         if isinstance(schema.get("enum"), list) and schema["enum"]:
             text = self.user.casefold()
@@ -236,4 +243,4 @@ class Guesser:
             isinstance(e, str) and _STAMP.match(e) for e in examples
         ):
             return self.stamps(examples) or ["2026-03-02T09:00:00Z"]
-        return self.strings(name, examples)
+        return self.strings(name, examples, limit)
