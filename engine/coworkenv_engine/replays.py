@@ -158,11 +158,11 @@ class Cursor:
         self._record(("turn",), turn)
         return turn
 
-    def calls(self, batch: list[tuple[str, Any, str]]) -> list[ToolResult]:
-        """Execute (tool name, arguments, their JSON text) in order, or take what they
-        returned before (as fresh ToolResults)."""
-        key = ("calls", tuple((name, text) for name, _, text in batch))
-        arguments = [args for _, args, _ in batch]
+    def calls(self, batch: list[tuple[str, Any, str, str | None]]) -> list[ToolResult]:
+        """Execute (tool name, arguments, their text, their JSON for the simulator or None)
+        in order, or take what they returned before (as fresh ToolResults)."""
+        key = ("calls", tuple((name, text) for name, _, text, _ in batch))
+        arguments = [args for _, args, _, _ in batch]
         child = None if self.node is None else self.node.children.get(key)
         if child is not None and same_json(child.arguments, arguments):
             self.node, self.synced = child, False
@@ -172,7 +172,7 @@ class Cursor:
                 for r in child.outcome
             ]
         self._sync()
-        out = [self.episode.call(name, args) for name, args, _ in batch]
+        out = [self.episode.call(name, args, text=exact) for name, args, _, exact in batch]
         self.trie.executed += len(batch)
         if child is None:
             self._record(key, out, arguments)

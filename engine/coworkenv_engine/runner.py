@@ -140,12 +140,19 @@ _ENCODE_ARGS = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 def _arguments_text(arguments: dict[str, Any] | str) -> str:
+    return _arguments_json(arguments)[0]
+
+
+def _arguments_json(arguments: dict[str, Any] | str) -> tuple[str, str | None]:
+    """The arguments' text for the transcript, and the JSON the simulator would write for a
+    dict of them (None when they are not a dict, or not JSON)."""
     if isinstance(arguments, str):
-        return arguments
+        return arguments, None
     try:
-        return _ENCODE_ARGS(arguments)
+        text = _ENCODE_ARGS(arguments)
     except (TypeError, ValueError):
-        return json.dumps(str(arguments))
+        return json.dumps(str(arguments)), None
+    return text, text if isinstance(arguments, dict) else None
 
 
 def _simulated(
@@ -219,7 +226,7 @@ def run_task(
             for call in action.tool_calls:
                 n_calls += 1
                 call_id = call.id or f"call_{n_calls}"
-                text = _arguments_text(call.arguments)
+                text, exact = _arguments_json(call.arguments)
                 message["tool_calls"].append(
                     {
                         "id": call_id,
@@ -227,13 +234,14 @@ def run_task(
                         "function": {"name": call.name, "arguments": text},
                     }
                 )
-                pending.append((call_id, call, text))
+                pending.append((call_id, call, text, exact))
             transcript.append(message)
+            batch = [(call.name, call.arguments, t, e) for _, call, t, e in pending]
             if cursor is None:
-                outcomes = [episode.call(call.name, call.arguments) for _, call, _ in pending]
+                outcomes = [episode.call(n, a, text=e) for n, a, _, e in batch]
             else:
-                outcomes = cursor.calls([(call.name, call.arguments, t) for _, call, t in pending])
-            for (call_id, call, _), result in zip(pending, outcomes, strict=True):
+                outcomes = cursor.calls(batch)
+            for (call_id, call, _, _), result in zip(pending, outcomes, strict=True):
                 transcript.append(
                     {
                         "role": "tool",
