@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -250,9 +251,12 @@ def bench_llm(args, tree: Path, label: str, index: int) -> dict:
         )
     )
     worker_cpu = sum(t - worker_before.get(pid, 0.0) for pid, t in worker_after.items())
+    # the worker's main process (broker polling, dispatch) apart from its pool processes
+    main_cpu = worker_after.get(worker.pid, 0.0) - worker_before.get(worker.pid, 0.0)
     ours = sum(t - ours_before.get(pid, 0.0) for pid, t in ours_after.items())
     n_cores = cores()
     cpu_limit = worker_cpu / n_cores
+    validation_cpu_ms = validation_cpu(tree, spec) * 1000
     # What the other sessions on this machine used meanwhile, and what was left to us: the
     # CPU limit under load is our CPU (worker, server, poller) over the cores they left.
     others = max(0.0, busy - ours) if busy else float("nan")
@@ -271,6 +275,8 @@ def bench_llm(args, tree: Path, label: str, index: int) -> dict:
         "ideal": ideal,
         "cpu_per_env": worker_cpu / args.n,
         "cpu_limit": cpu_limit,
+        "main_per_env": main_cpu / args.n,
+        "validation_cpu_ms": validation_cpu_ms,
         "ratio": wall / max(ideal, cpu_limit),
         "ours_per_env": ours / args.n,
         "others_cores": others / wall,
@@ -284,6 +290,36 @@ def bench_llm(args, tree: Path, label: str, index: int) -> dict:
     }
 
 
+_VALIDATE = r"""
+import json, sys, time
+tree = sys.argv[1]
+sys.path[:0] = [tree, tree + "/engine"]
+from coworkenv_engine.validation import validate_spec
+doc = json.loads(sys.stdin.read())
+validate_spec(doc)
+best = float("inf")
+for _ in range(3):
+    started = time.process_time()
+    validate_spec(doc)
+    best = min(best, time.process_time() - started)
+print(best)
+"""
+
+
+def validation_cpu(tree: Path, document: dict) -> float:
+    """CPU seconds ``tree``'s validator takes for the answer (best of 3, in a fresh process):
+    the part of the worker's CPU per environment that is validation."""
+    done = subprocess.run(
+        [sys.executable, "-c", _VALIDATE, str(tree)],
+        input=json.dumps(document),
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        check=True,
+    )
+    return float(done.stdout.split()[-1])
+
+
 ROWS = [
     ("outcome", "summary", "{}"),
     ("requests (per environment)", "calls_per_env", "{:.2f}"),
@@ -291,6 +327,8 @@ ROWS = [
     ("wall time", "wall", "{:.2f} s"),
     ("ideal N*calls*L/C", "ideal", "{:.2f} s"),
     ("CPU-s per environment (worker)", "cpu_per_env", "{:.3f}"),
+    ("  of which the worker's main process", "main_per_env", "{:.3f}"),
+    ("  of which validation (CPU, in process)", "validation_cpu_ms", "{:.0f} ms"),
     ("CPU limit (worker CPU / cores)", "cpu_limit", "{:.2f} s"),
     ("ratio wall / max(ideal, CPU limit)", "ratio", "{:.2f}"),
     ("CPU-s per env (worker+server+poller)", "ours_per_env", "{:.3f}"),
