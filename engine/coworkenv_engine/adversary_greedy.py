@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 from .attachments import message_text
@@ -65,6 +66,22 @@ _ANY = json.JSONEncoder(default=str).encode
 
 def _key(call: ToolCall) -> str:
     return call.name + _SORTED(call.arguments)
+
+
+@lru_cache(maxsize=1024)
+def _rows_of(text: str) -> tuple[tuple[dict[str, Any], str], ...] | None:
+    """The records a tool result's text holds, each with its sorted JSON (None when the
+    text is not a JSON object): once per text, whichever adversary reads it. The records
+    are shared between the adversaries: never change them."""
+    try:
+        content = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(content, dict):
+        return None
+    rows = content.get("results") if isinstance(content.get("results"), list) else None
+    rows = rows if rows is not None else ([content] if "id" in content else [])
+    return tuple((row, _SORTED(row)) for row in rows if isinstance(row, dict))
 
 
 def _scalar_key(value: Any) -> tuple[Any, ...] | None:
@@ -133,20 +150,13 @@ class GreedySprayer:
             if m.get("tool_call_id") not in names:
                 memo["count"] = -1  # a result before its call: recount from the start
             tool = view.spec.tool(names.get(m.get("tool_call_id")) or "")
-            try:
-                content = json.loads(message_text(m.get("content")) or "null")
-            except ValueError:
+            rows = _rows_of(message_text(m.get("content")) or "null")
+            if tool is None or rows is None:
                 continue
-            if tool is None or not isinstance(content, dict):
-                continue
-            rows = content.get("results") if isinstance(content.get("results"), list) else None
-            rows = rows if rows is not None else ([content] if "id" in content else [])
             where = (tool.binding.service, tool.binding.collection)
             bucket = out.setdefault(where, [])
-            for row in rows:
-                if not isinstance(row, dict):
-                    continue
-                key = (where, _SORTED(row))
+            for row, text in rows:
+                key = (where, text)
                 if key not in kept:
                     kept.add(key)
                     bucket.append(row)
