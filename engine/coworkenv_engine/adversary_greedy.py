@@ -68,7 +68,7 @@ def _key(call: ToolCall) -> str:
     return call.name + _SORTED(call.arguments)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)  # results of up to 20,000 characters each
 def _rows_of(text: str) -> tuple[tuple[dict[str, Any], str], ...] | None:
     """The records a tool result's text holds, each with its sorted JSON (None when the
     text is not a JSON object): once per text, whichever adversary reads it. The records

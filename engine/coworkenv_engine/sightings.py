@@ -173,7 +173,7 @@ class Harvester:
                         values.append(value)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)  # results of up to 20,000 characters each
 def _tool_records(text: str) -> tuple[tuple[Any, ...], ...]:
     """The records a tool result's text holds, each with its hashed stand-in, its id and
     its fields' (name, value, stand-in): worked out once per text, whichever adversary
