@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 from .attachments import message_text
@@ -73,6 +74,31 @@ def _key(call: ToolCall) -> str:
     return call.name + _SORTED(call.arguments)
 
 
+@lru_cache(maxsize=256)  # results of up to 20,000 characters each
+def _rows_of(text: str) -> tuple[tuple[dict[str, Any], str], ...] | None:
+    """The records a tool result's text holds, each with its sorted JSON (None when the
+    text is not a JSON object): once per text, whichever adversary reads it. The records
+    are shared between the adversaries: never change them."""
+    try:
+        content = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(content, dict):
+        return None
+    rows = content.get("results") if isinstance(content.get("results"), list) else None
+    rows = rows if rows is not None else ([content] if "id" in content else [])
+    return tuple((row, _SORTED(row)) for row in rows if isinstance(row, dict))
+
+
+def _scalar_key(value: Any) -> tuple[Any, ...] | None:
+    """A key equal for two scalars exactly when their JSON texts are (None: not a scalar
+    whose text is this simple; floats go by their text: -0.0, nan)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return (kind, value)
+    return None
+
+
 class GreedySprayer:
     """Reads everything, then writes its best guesses with every state-changing tool."""
 
@@ -93,6 +119,7 @@ class GreedySprayer:
         self._by_collection: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._harvester = Harvester()
         self._keys: dict[int, tuple[ToolCall, str]] = {}
+        self._scalar_memo: dict[int, tuple[dict[str, Any], list[tuple[str, str]]]] = {}
         self._memo: dict[str, Any] = {
             "count": 0,
             "last": None,
@@ -129,20 +156,13 @@ class GreedySprayer:
             if m.get("tool_call_id") not in names:
                 memo["count"] = -1  # a result before its call: recount from the start
             tool = view.spec.tool(names.get(m.get("tool_call_id")) or "")
-            try:
-                content = json.loads(message_text(m.get("content")) or "null")
-            except ValueError:
+            rows = _rows_of(message_text(m.get("content")) or "null")
+            if tool is None or rows is None:
                 continue
-            if tool is None or not isinstance(content, dict):
-                continue
-            rows = content.get("results") if isinstance(content.get("results"), list) else None
-            rows = rows if rows is not None else ([content] if "id" in content else [])
             where = (tool.binding.service, tool.binding.collection)
             bucket = out.setdefault(where, [])
-            for row in rows:
-                if not isinstance(row, dict):
-                    continue
-                key = (where, _SORTED(row))
+            for row, text in rows:
+                key = (where, text)
                 if key not in kept:
                     kept.add(key)
                     bucket.append(row)
@@ -193,6 +213,15 @@ class GreedySprayer:
                     calls.append(ToolCall(name, {id_param: record["id"]}))
         return calls
 
+    def _folded_scalars(self, record: dict[str, Any]) -> list[tuple[str, str]]:
+        """(scalar, casefolded) of the record's scalars longer than two characters, once
+        per record object (records read are never changed)."""
+        known = self._scalar_memo.get(id(record))
+        if known is None or known[0] is not record:
+            pairs = [(v, v.casefold()) for v in scalars_of(record) if len(v) > 2]
+            known = self._scalar_memo[id(record)] = (record, pairs)
+        return known[1]
+
     def _records(self, binding: Any) -> list[dict[str, Any]]:
         return self._by_collection.get((binding.service, binding.collection), [])
 
@@ -202,9 +231,10 @@ class GreedySprayer:
 
         def mentions(record: dict[str, Any]) -> int:
             hits = 0
-            for value in scalars_of(record):
-                if len(value) > 2 and value.casefold() in text:
-                    hits += 3 if value == record.get("id") else 1
+            record_id = record.get("id")
+            for value, folded in self._folded_scalars(record):
+                if folded in text:
+                    hits += 3 if value == record_id else 1
             return hits
 
         records = self._records(binding)
@@ -212,8 +242,19 @@ class GreedySprayer:
         return ranked[:MAX_TARGETS]
 
     def _field_examples(self, records: list[dict[str, Any]], field: str) -> list[Any]:
-        distinct = dict.fromkeys(json.dumps(r[field]) for r in records if field in r)
-        return [json.loads(v) for v in distinct]
+        """The distinct values of ``field`` (distinct as JSON text), as fresh JSON values."""
+        distinct: dict[Any, Any] = {}
+        for r in records:
+            if field in r:
+                value = r[field]
+                key = _scalar_key(value)
+                if key is None:
+                    key = json.dumps(value)
+                    if key not in distinct:
+                        distinct[key] = json.loads(key)
+                elif key not in distinct:
+                    distinct[key] = value
+        return list(distinct.values())
 
     def _object_values(
         self, records: list[dict[str, Any]], fixed: dict[str, Any], guess: Guesser
@@ -222,7 +263,8 @@ class GreedySprayer:
         alike = [r for r in records if all(r.get(k) == v for k, v in fixed.items())] or records
         keys = list(dict.fromkeys(k for r in alike for k in r if k != "id" and k not in fixed))
         options = {
-            k: guess.values(k, {}, self._field_examples(alike, k))[:MAX_CANDIDATES] for k in keys
+            k: guess.values(k, {}, self._field_examples(alike, k), MAX_CANDIDATES)[:MAX_CANDIDATES]
+            for k in keys
         }
         return _combinations(options)
 
@@ -249,7 +291,9 @@ class GreedySprayer:
                         examples = self._field_examples(
                             [target] if target else records, p
                         ) or self._field_examples(seen.records, p)
-                        scalars[p] = guess.values(p, schema, examples)[:MAX_CANDIDATES]
+                        scalars[p] = guess.values(p, schema, examples, MAX_CANDIDATES)[
+                            :MAX_CANDIDATES
+                        ]
                 for args in _combinations(scalars)[:MAX_VARIANTS]:
                     fixed = {k: v for k, v in args.items() if k != id_param}
                     pool = [target] if target else records

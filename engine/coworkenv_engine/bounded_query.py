@@ -19,6 +19,8 @@ from jmespath import functions
 from jmespath.exceptions import JMESPathError
 from jmespath.visitor import Options, TreeInterpreter
 
+from .query_compiler import MAX_COMPILED_DEPTH, compile_node, depth
+
 MAX_STEPS = 1_000_000
 MAX_VALUE_UNITS = 500_000  # one per value, plus one per 16 characters of a string
 BUDGET_MARK = "query budget exceeded"
@@ -96,6 +98,23 @@ def compile_query(query: str):
     return jmespath.compile(query)
 
 
+def _step(interpreter: _Interpreter) -> None:
+    """One step of a compiled query: ``_Interpreter.visit``'s count and check."""
+    interpreter.steps += 1
+    if interpreter.steps > MAX_STEPS:
+        raise QueryBudgetExceeded(f"{BUDGET_MARK}: more than {MAX_STEPS} evaluation steps")
+
+
+@lru_cache(maxsize=4096)
+def compiled_query(query: str):
+    """``query`` as closures (query_compiler.py): the interpreter's results and step
+    count, without its per-node dispatch."""
+    parsed = compile_query(query).parsed
+    if depth(parsed) > MAX_COMPILED_DEPTH:
+        return lambda value, interpreter: interpreter.visit(parsed, value)
+    return compile_node(parsed, _step)
+
+
 def search(query: str, data: Any) -> Any:
     """Evaluate ``query`` over ``data``; raises JMESPathError (incl. the budget's)."""
-    return _Interpreter().visit(compile_query(query).parsed, data)
+    return compiled_query(query)(data, _Interpreter())

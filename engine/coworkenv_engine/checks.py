@@ -107,6 +107,9 @@ class CheckView:
     judge: Judge | None = None
     # the reference solution's changes (side_effects checks), already cut at the view's turn
     reference: Footprint | None = None
+    # (id(check), id(state)) -> (check, state, status, evidence) of state checks, given only
+    # where ``state`` is never changed (the shared state views of replays.py)
+    state_memo: dict[tuple[int, int], tuple[Any, ...]] | None = None
 
 
 def run_query(query: str, state: Any) -> Any:
@@ -236,9 +239,28 @@ def evaluate(check: dict[str, Any], view: CheckView, depth: int = 0) -> tuple[st
         return "failed", {"error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
+MAX_STATE_MEMO = 20_000
+
+
 def _state(check: dict[str, Any], view: CheckView) -> tuple[str, dict]:
+    """A state check depends on the check and the state alone: with a memo, once per pair."""
+    memo = view.state_memo
+    if memo is None:
+        return _state_check(check, view.state)
+    key = (id(check), id(view.state))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is check and hit[1] is view.state:
+        return hit[2], dict(hit[3])
+    status, evidence = _state_check(check, view.state)
+    if len(memo) >= MAX_STATE_MEMO:
+        memo.clear()
+    memo[key] = (check, view.state, status, evidence)
+    return status, dict(evidence)
+
+
+def _state_check(check: dict[str, Any], state: Any) -> tuple[str, dict]:
     query, op = check["query"], check["op"]
-    result = run_query(query, view.state)
+    result = run_query(query, state)
     evidence: dict[str, Any] = {"query": query, "op": op, "result": clip(result)}
     if op == "count":
         n = len(result) if isinstance(result, (list, dict)) else (0 if result is None else 1)

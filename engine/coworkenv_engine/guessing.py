@@ -75,6 +75,11 @@ def _stems(text: str, pattern: str) -> frozenset[str]:
     return frozenset(w[:5] for w in re.findall(pattern, text.casefold()))
 
 
+@lru_cache(maxsize=64)
+def _findall(pattern: re.Pattern[str], text: str) -> tuple[str, ...]:
+    return tuple(pattern.findall(text))
+
+
 @lru_cache(maxsize=16384)
 def _words(text: str) -> frozenset[str]:
     return frozenset(re.findall(r"\w+", text.casefold()))
@@ -106,10 +111,11 @@ class Guesser:
         )
 
     def _pointed(self, shape: re.Pattern[str]) -> list[str]:
-        """``shape.findall(self.pointed_text)``, once per shape."""
+        """``shape.findall(self.pointed_text)``, once per shape (and across guessers: the
+        adversaries that read alike see the same text)."""
         found = self._pointed_matches.get(shape)
         if found is None:
-            found = self._pointed_matches[shape] = shape.findall(self.pointed_text)
+            found = self._pointed_matches[shape] = list(_findall(shape, self.pointed_text))
         return found
 
     @cached_property
@@ -146,7 +152,10 @@ class Guesser:
         out += [e for e in examples if isinstance(e, str) and _STAMP.match(e)]
         return list(dict.fromkeys(out))
 
-    def strings(self, name: str, examples: list[Any]) -> list[str]:
+    def strings(self, name: str, examples: list[Any], limit: int | None = None) -> list[str]:
+        """The candidates, best first. With ``limit``, only the first ``limit`` are exact
+        (the caller keeps no more): the records the user points at are not searched when
+        enough candidates come before them."""
         key = name.casefold()
         emails = self._in_user(EMAIL_PATTERN)
         if "@" in "".join(str(e) for e in examples) or key in ("to", "email", "recipient"):
@@ -169,8 +178,9 @@ class Guesser:
         for shape in shapes.values():
             out.extend(self._in_user(shape))
         out += [e for e in ranked if overlaps[e]]
-        for shape in shapes.values():  # then what the records the user points at say
-            out.extend(m for m in self._pointed(shape) if m not in counts)
+        if limit is None or len(dict.fromkeys(out)) < limit:
+            for shape in shapes.values():  # then what the records the user points at say
+                out.extend(m for m in self._pointed(shape) if m not in counts)
         if key in SUBJECT_PARAMS:
             out.append(self.subject())
         dates = self._in_user(_DATE)
@@ -205,8 +215,11 @@ class Guesser:
         text = " ".join(t for t in (self.subject(), self.latest, quoted) if t)
         return text + ("\n" + paste_text(self.seen) if self.paste else "")
 
-    def values(self, name: str, schema: dict[str, Any], examples: list[Any]) -> list[Any]:
-        """The few values worth trying for one parameter or field, best first."""
+    def values(
+        self, name: str, schema: dict[str, Any], examples: list[Any], limit: int | None = None
+    ) -> list[Any]:
+        """The few values worth trying for one parameter or field, best first (with
+        ``limit``, the first ``limit`` of them are exact: see ``strings``)."""
         kind = schema.get("type")
         if isinstance(schema.get("enum"), list) and schema["enum"]:
             text = self.user.casefold()
@@ -228,4 +241,4 @@ class Guesser:
             isinstance(e, str) and _STAMP.match(e) for e in examples
         ):
             return self.stamps(examples) or ["2026-03-02T09:00:00Z"]
-        return self.strings(name, examples)
+        return self.strings(name, examples, limit)

@@ -117,15 +117,25 @@ class MutantPolicy(OraclePolicy):
     def __init__(self, index: int):
         self.index = index
         self.name = f"mutant:{index}"
+        # (spec, task, its targets, step object id -> the step's index in the solution),
+        # worked out once per task instead of once per round
+        self._known: tuple[Any, ...] | None = None
 
     def calls_for_turn(self, view: PolicyView) -> tuple[ReferenceCall, ...]:
-        targets = state_changing_calls(view.spec, view.task)
+        known = self._known
+        if known is None or known[0] is not view.spec or known[1] is not view.task:
+            targets = state_changing_calls(view.spec, view.task)
+            known = self._known = (view.spec, view.task, targets, {})
+        targets, positions = known[2], known[3]
         if not 0 <= self.index < len(targets):
             raise IndexError(f"mutant {self.index} of {len(targets)}")
         step_i, call_i, _ = targets[self.index]
         step = view.task.step_for_turn(view.turn)
         if step is None:
             return ()
-        if view.task.reference_solution.index(step) != step_i:
+        at = positions.get(id(step))
+        if at is None or at[0] is not step:
+            at = positions[id(step)] = (step, view.task.reference_solution.index(step))
+        if at[1] != step_i:
             return step.calls
         return step.calls[:call_i] + step.calls[call_i + 1 :]

@@ -9,6 +9,7 @@ from typing import Any
 
 from .checks import Call, Judge, leaf_kinds
 from .policies import Policy, PolicyAction, PolicyView, ToolCall
+from .replays import Replays
 from .scoring import Grading, ScoringConfig, grade_episode
 from .side_effects import Footprint, net_changes
 from .simulator import FAULT_KINDS, Episode, Limits, ToolResult, UserTurn
@@ -129,19 +130,29 @@ class EpisodeResult:
 
 
 def _footprint(spec: EnvironmentSpec, task: TaskSpec) -> Footprint | None:
-    return reference_footprint(spec, task.key) if needs_footprint(task) else None
+    needed = spec._cache.get(("needs_footprint", task.key))
+    if needed is None:  # once per task, not once per episode
+        needed = spec._cache[("needs_footprint", task.key)] = needs_footprint(task)
+    return reference_footprint(spec, task.key) if needed else None
 
 
 _ENCODE_ARGS = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 def _arguments_text(arguments: dict[str, Any] | str) -> str:
+    return _arguments_json(arguments)[0]
+
+
+def _arguments_json(arguments: dict[str, Any] | str) -> tuple[str, str | None]:
+    """The arguments' text for the transcript, and the JSON the simulator would write for a
+    dict of them (None when they are not a dict, or not JSON)."""
     if isinstance(arguments, str):
-        return arguments
+        return arguments, None
     try:
-        return _ENCODE_ARGS(arguments)
+        text = _ENCODE_ARGS(arguments)
     except (TypeError, ValueError):
-        return json.dumps(str(arguments))
+        return json.dumps(str(arguments)), None
+    return text, text if isinstance(arguments, dict) else None
 
 
 def _simulated(
@@ -170,15 +181,21 @@ def run_task(
     limits: Limits | None = None,
     scoring: ScoringConfig | None = None,
     user_turn: UserSimulator | None = None,
+    replays: Replays | None = None,
 ) -> EpisodeResult:
     """Run ``policy`` through every turn of ``task_key`` and grade the episode.
 
     ``user_turn``, when given, writes the user's message of every turn after the first
     (a simulated user answering the agent's questions); the first turn is always scripted.
+    ``replays``, when given, shares the turns and calls this run has in common with earlier
+    runs of the same task, seed, faults setting and limits (replays.py): the result is the
+    same, the common part is not executed again.
     """
     spec = spec if isinstance(spec, EnvironmentSpec) else load_spec(spec)
     limits = limits or Limits()
     episode = Episode(spec, task_key, seed, faults=faults, limits=limits)
+    cursor = replays.cursor(episode) if replays is not None else None
+    advance = episode.advance_turn if cursor is None else cursor.advance_turn
     task = episode.task
     tools = spec.openai_tools()
     transcript: list[dict[str, Any]] = [{"role": "system", "content": task.system_prompt()}]
@@ -186,7 +203,7 @@ def run_task(
     stop_reason = "completed"
     n_calls = 0
 
-    while stop_reason == "completed" and (turn := episode.advance_turn()) is not None:
+    while stop_reason == "completed" and (turn := advance()) is not None:
         current = _simulated(turn, user_turn, transcript, task)
         transcript.append({"role": "user", "content": current.text})
         results: list[tuple[ToolCall, ToolResult]] = []
@@ -209,20 +226,22 @@ def run_task(
             for call in action.tool_calls:
                 n_calls += 1
                 call_id = call.id or f"call_{n_calls}"
+                text, exact = _arguments_json(call.arguments)
                 message["tool_calls"].append(
                     {
                         "id": call_id,
                         "type": "function",
-                        "function": {
-                            "name": call.name,
-                            "arguments": _arguments_text(call.arguments),
-                        },
+                        "function": {"name": call.name, "arguments": text},
                     }
                 )
-                pending.append((call_id, call))
+                pending.append((call_id, call, text, exact))
             transcript.append(message)
-            for call_id, call in pending:
-                result = episode.call(call.name, call.arguments)
+            batch = [(call.name, call.arguments, t, e) for _, call, t, e in pending]
+            if cursor is None:
+                outcomes = [episode.call(n, a, text=e) for n, a, _, e in batch]
+            else:
+                outcomes = cursor.calls(batch)
+            for (call_id, call, _, _), result in zip(pending, outcomes, strict=True):
                 transcript.append(
                     {
                         "role": "tool",
@@ -237,17 +256,20 @@ def run_task(
                 break
         else:
             stop_reason = "round_limit"
-        turn_states[current.index] = episode.state
+        turn_states[current.index] = episode.state if cursor is None else cursor.state()
 
+    if cursor is not None:
+        episode = cursor.finish()
     grading = grade_episode(
         task,
-        final_state=episode.state,
+        final_state=episode.state if cursor is None else cursor.state(),
         turn_states=turn_states,
         audit_log=episode.audit_log,
         transcript=transcript,
         judge=judge,
         config=scoring,
         reference=_footprint(spec, task),
+        state_memo=None if cursor is None else replays.state_memo,
     )
     return EpisodeResult(
         task_key=task.key,

@@ -134,9 +134,11 @@ def grade_episode(
     judge: Judge | None = None,
     config: ScoringConfig | None = None,
     reference: Footprint | None = None,
+    state_memo: dict[tuple[int, int], tuple[Any, ...]] | None = None,
 ) -> Grading:
     """Grade one episode. ``reference`` is the reference solution's footprint, which
     ``side_effects`` checks need (``runner.reference_footprint``; the runner passes it).
+    ``state_memo`` (``CheckView.state_memo``) is for states that never change after this.
     """
     config = (config or ScoringConfig()).for_task(task)
     calls = [Call.of(e) for e in audit_log]
@@ -147,7 +149,15 @@ def grade_episode(
     for g in task.graders:
         if g.at_turn is None:
             view = CheckView(
-                final_state, calls, replies, last_turn, transcript, task.key, judge, reference
+                final_state,
+                calls,
+                replies,
+                last_turn,
+                transcript,
+                task.key,
+                judge,
+                reference,
+                state_memo,
             )
         elif g.at_turn not in turn_states:
             verdicts.append(
@@ -172,6 +182,7 @@ def grade_episode(
                 task.key,
                 judge,
                 reference.until(n) if reference is not None else None,
+                state_memo,
             )
         status, evidence = evaluate(g.check, view)
         verdicts.append(Verdict(g.id, g.category, g.weight, status, evidence, g.at_turn))

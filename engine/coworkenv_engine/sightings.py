@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .attachments import message_text
@@ -167,27 +168,39 @@ class Harvester:
             if self.user_turns is None or self._users <= self.user_turns:
                 seen.user_text.append(str(m.get("content") or ""))
         elif role == "tool":
-            try:
-                content = json.loads(message_text(m.get("content")) or "null")
-            except ValueError:
-                return
-            for record in records_in(content):
-                key = _frozen(record)
-                if key not in self._records:
-                    self._records.add(key)
+            for record, record_key, record_id, id_key, fields in _tool_records(
+                message_text(m.get("content")) or "null"
+            ):
+                if record_key not in self._records:
+                    self._records.add(record_key)
                     seen.records.append(record)
-                record_id = record["id"]
-                key = _frozen(record_id)
-                if key not in self._ids:
-                    self._ids.add(key)
+                if id_key not in self._ids:
+                    self._ids.add(id_key)
                     seen.ids.append(record_id)
-                for name, value in record.items():
+                for name, value, key in fields:
                     values = seen.fields.setdefault(name, [])
                     known = self._values.setdefault(name, set())
-                    key = _frozen(value)
                     if key not in known:
                         known.add(key)
                         values.append(value)
+
+
+@lru_cache(maxsize=256)  # results of up to 20,000 characters each
+def _tool_records(text: str) -> tuple[tuple[Any, ...], ...]:
+    """The records a tool result's text holds, each with its hashed stand-in, its id and
+    its fields' (name, value, stand-in): worked out once per text, whichever adversary
+    reads it (their runs share results: replays.py). Nothing for text that is not JSON.
+    The records are shared between the harvesters that read them: never change them."""
+    try:
+        content = json.loads(text)
+    except ValueError:
+        return ()
+    out = []
+    for record in records_in(content):
+        fields = tuple((name, value, _frozen(value)) for name, value in record.items())
+        record_key = frozenset((name, key) for name, _, key in fields)
+        out.append((record, record_key, record["id"], _frozen(record["id"]), fields))
+    return tuple(out)
 
 
 def harvest(messages: list[dict[str, Any]], *, user_turns: int | None = None) -> Seen:

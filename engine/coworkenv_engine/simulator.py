@@ -309,11 +309,13 @@ class Episode:
         arguments: dict[str, Any] | str | None,
         *,
         fault: str | None = None,
+        text: str | None = None,
     ) -> ToolResult:
         """Execute one tool call. ``fault`` forces that injected fault on a call that would
         otherwise run (a replay reproducing a recorded fault); it must be one of
         ``FAULT_KINDS`` and is applied where a seeded fault would be, after the tool and its
-        arguments were checked."""
+        arguments were checked. ``text``, for a dict of arguments, is their JSON as the
+        caller already wrote it (``ensure_ascii=False, allow_nan=False``): not written again."""
         if fault is not None and fault not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {fault!r}; expected one of {FAULT_KINDS}")
         forced, fault = fault, None
@@ -327,7 +329,7 @@ class Episode:
             result = ToolResult.failure("call_limit", msg)
         else:
             self._executed += 1
-            args, result = self._parse_arguments(arguments)
+            args, result = self._parse_arguments(arguments, text)
             if result is None:
                 result, fault, diff = self._dispatch(seq, str(tool_name), args, forced=forced)
         self.audit_log.append(
@@ -347,7 +349,9 @@ class Episode:
         )
         return result
 
-    def _parse_arguments(self, arguments: Any) -> tuple[Any, ToolResult | None]:
+    def _parse_arguments(
+        self, arguments: Any, known: str | None = None
+    ) -> tuple[Any, ToolResult | None]:
         limit = self.limits.max_argument_chars
         if arguments is None:
             arguments = {}
@@ -362,7 +366,7 @@ class Episode:
         if not isinstance(arguments, dict):
             return None, ToolResult.failure("bad_arguments", "arguments must be a JSON object")
         try:
-            text = _ENCODE_ARGS(arguments)
+            text = known if known is not None and not decoded else _ENCODE_ARGS(arguments)
         except (TypeError, ValueError) as exc:
             return None, ToolResult.failure("bad_arguments", f"arguments are not JSON: {exc}")
         if len(text) > limit:

@@ -22,6 +22,7 @@ from ..adversaries import adversaries_for
 from ..checks import Judge
 from ..policies import EchoPolicy, MutantPolicy, NullPolicy, OraclePolicy, state_changing_calls
 from ..problems import Problem, error, pointer, warning
+from ..replays import Replays
 from ..runner import EpisodeResult, run_task
 from ..spec import EnvironmentSpec, TaskSpec, canonical_json
 from .budget import Deadline, OutOfTime, out_of_time_problem
@@ -34,6 +35,7 @@ from .evidence import (
 from .faults import FAULT_SEEDS, MAX_MUTANTS, mutant_sample, probability_problems
 
 EPSILON = 1e-9
+SHARE_REPLAYS = True  # False: every run executed from the start (the reference behaviour)
 
 
 @dataclass
@@ -163,10 +165,15 @@ def _validate_task(
     task_ptr = pointer("tasks", k)
 
     failed_updates: set[str] = set()
+    # The fault-free runs (oracle, null, echo, adversaries, mutants) share what they have in
+    # common (replays.py); the seeded replays compared for determinism run on their own.
+    replays = Replays() if SHARE_REPLAYS else None
 
     def run(policy, **kw) -> EpisodeResult:
         seed = f" (faults on, seed {kw.get('seed', 0)})" if kw.get("faults", True) else ""
         deadline.check(f"the '{getattr(policy, 'name', 'policy')}' run{seed}")
+        if kw.get("faults") is False and "seed" not in kw:
+            kw["replays"] = replays
         result = run_task(spec, task.key, policy, judge=judge, **kw)
         if isinstance(policy, (OraclePolicy, NullPolicy, EchoPolicy, MutantPolicy)):
             # an adversary may delete an update's target: that is its failure, not the spec's
