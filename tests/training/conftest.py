@@ -2,9 +2,13 @@
 assistant turn excluded by a reviewer, weight 0), and settings that keep CPU training small."""
 
 import json
+import stat
+import sys
+from pathlib import Path
 
 import pytest
 
+from apps.core.models import JobStatus
 from apps.datasets.services import dataset_create
 from tests.datasets.conftest import (  # noqa: F401  (fixtures)
     approved_demonstrations,
@@ -13,6 +17,9 @@ from tests.datasets.conftest import (  # noqa: F401  (fixtures)
     oracle_transcript,
     sample_environments,
 )
+from tests.workers import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Every local test run trains the built-in tiny model: 2-layer Qwen2, hidden 64.
 TINY = {
@@ -63,3 +70,28 @@ def training_version(project, author, sample_environments, approved_demonstratio
         make_demonstration(env, task.key, transcript=transcript, tools=tools, score=score)
     dataset = dataset_create(project=project, name="Coworker SFT", user=author)
     return build_version(dataset, author)
+
+
+def install_stand_in(tmp_path, monkeypatch, name: str, script: str) -> Path:
+    """An executable ``tmp_path/name`` standing in for a cluster's submit command: ``script``
+    formatted with this ``python`` and the repository ``root``; it records what it was given
+    in ``$STANDIN_RECORD`` (``tmp_path/record.json``) and its trainer's output beside it."""
+    path = tmp_path / name
+    path.write_text(script.format(python=sys.executable, root=str(ROOT)))
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("STANDIN_RECORD", str(tmp_path / "record.json"))
+    return path
+
+
+def wait_for_stand_in_job(job, tmp_path, timeout: float) -> None:
+    """Until the stand-in's trainer reported ``job`` finished; its log printed either way."""
+
+    def finished():
+        job.refresh_from_db()
+        return job.status not in (JobStatus.PENDING, JobStatus.RUNNING)
+
+    try:
+        wait_for(finished, timeout=timeout, interval=0.5, message="the script's finished report")
+    finally:
+        log = Path(str(tmp_path / "record.json") + ".log")
+        print(log.read_text()[-3000:] if log.exists() else "no log")
