@@ -3,6 +3,7 @@ assistant turn excluded by a reviewer, weight 0), and settings that keep CPU tra
 
 import json
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,3 +96,25 @@ def wait_for_stand_in_job(job, tmp_path, timeout: float) -> None:
     finally:
         log = Path(str(tmp_path / "record.json") + ".log")
         print(log.read_text()[-3000:] if log.exists() else "no log")
+
+
+def run_sft_entry_point(tmp_path, base_model: str, train: Path, hyperparameters: dict):
+    """``python -m apps.training.sft`` on ``train`` in a fresh process (no Django, no worker),
+    its output under ``tmp_path/run``: the finished process and the events it reported."""
+    events = tmp_path / "events.jsonl"
+    config = {
+        "base_model": base_model,
+        "train_file": str(train),
+        "output_dir": str(tmp_path / "run"),
+        "hyperparameters": hyperparameters,
+        "report": {"events_file": str(events)},
+    }
+    (tmp_path / "job.json").write_text(json.dumps(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "apps.training.sft", "--config", str(tmp_path / "job.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return result, [json.loads(line) for line in events.read_text().splitlines()]
