@@ -50,6 +50,19 @@ A_ACTIONS = [  # what recording_class writes while TRL runs the tools
 TOOLS = {"lookup", "send", "reply_to_user"}
 
 
+def _engine_table(*envs) -> dict:
+    """The engine's own advantages (``group_table``, gamma 0.5) for a group of finished
+    two-turn episodes, from their gradings and audit logs."""
+    return group_table(
+        [
+            {"grading": env.grading, "n_turns": 2,
+             "audit_log": [e.to_dict() for e in env._session.episode.audit_log]}
+            for env in envs
+        ],
+        gamma=0.5,
+    )  # fmt: skip
+
+
 def test_segments_and_plan_follow_the_tool_mask_and_the_record():
     assert model_segments(A_MASK) == [(0, 3), (5, 7), (8, 10), (11, 14)]
     assert model_segments([1, 1]) == [(0, 2)] and model_segments([0, 0]) == []
@@ -185,14 +198,7 @@ def test_recorded_episodes_give_the_engines_turn_and_call_advantages():
     assert "reply_to_user" in tool_names(good) and "reset" not in tool_names(good)
 
     rollouts = [rollout_credit(good), rollout_credit(idle)]
-    table = group_table(
-        [
-            {"grading": env.grading, "n_turns": 2,
-             "audit_log": [e.to_dict() for e in env._session.episode.audit_log]}
-            for env in (good, idle)
-        ],
-        gamma=0.5,
-    )  # fmt: skip
+    table = _engine_table(good, idle)
     for credit, key in (("turn", "turn_advantages"), ("call", "call_advantages")):
         for method in ("grpo", "dr_grpo"):
             values = group_values(
@@ -439,14 +445,7 @@ def test_trls_tool_loop_gets_the_engines_advantage_on_each_turns_and_calls_token
     assert [len(r) for r in runs] == [6, 3]  # one run of model tokens per generation
 
     # The engine's own numbers for this group, from the episodes' gradings and audit logs.
-    table = group_table(
-        [
-            {"grading": env.grading, "n_turns": 2,
-             "audit_log": [e.to_dict() for e in env._session.episode.audit_log]}
-            for env in (good, partial)
-        ],
-        gamma=0.5,
-    )  # fmt: skip
+    table = _engine_table(good, partial)
     if credit == "turn":
         (a0, a1), (b0, b1) = table["turn_advantages"]["dr_grpo"]
         # create_event, reply | list_events, update_event, send_email, final reply
