@@ -42,6 +42,16 @@ def _grpo_data(chosen, **extra):
     }
 
 
+def _refused_form(client, chosen, **extra) -> str:
+    """The launch form posted over htmx with ``_grpo_data(chosen, **extra)``: the form again
+    (200), its body returned for the reasons it gives."""
+    response = client.post("/p/acme/training/new/", _grpo_data(chosen, **extra), **HTMX_HEADERS)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.lstrip().startswith("<form")
+    return body
+
+
 def test_author_launches_grpo_from_the_form(client_for, author, sample_environments):
     client = client_for(author)
     acme, finance, _ = sample_environments
@@ -86,11 +96,7 @@ def test_grpo_launch_bad_input_says_why_and_creates_nothing(
     acme = sample_environments[0]
 
     def post(**extra):
-        response = client.post("/p/acme/training/new/", _grpo_data([acme], **extra), **HTMX_HEADERS)
-        assert response.status_code == 200
-        body = response.content.decode()
-        assert body.lstrip().startswith("<form")
-        return body
+        return _refused_form(client, [acme], **extra)
 
     assert "Choose at least one environment to roll out." in post(environments=[])
     assert (
@@ -349,9 +355,7 @@ def test_grpo_credit_bad_input_says_why(client_for, author, viewer, sample_envir
     acme = sample_environments[0]
 
     def post(**extra):
-        response = client.post("/p/acme/training/new/", _grpo_data([acme], **extra), **HTMX_HEADERS)
-        assert response.status_code == 200
-        return response.content.decode()
+        return _refused_form(client, [acme], **extra)
 
     # _grpo_data asks for the binary-pass reward and Dr. GRPO
     assert "split the safety-gated score: choose the score reward" in post(credit="turn")
