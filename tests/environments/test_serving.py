@@ -144,6 +144,22 @@ def test_openenv_client_oracle_and_do_nothing(base_url, served):
     oracle_and_do_nothing(f"{base_url}/t/{served['member']}", served["spec"])
 
 
+def play_oracle(client, spec, task_key: str, **reset) -> list[dict]:
+    """The oracle plays ``task_key`` through OpenEnv's sync ``client`` (reset with ``reset``):
+    every observation it saw, with its reward and done."""
+
+    def as_obs(result):
+        return {**result.observation, "reward": result.reward, "done": result.done}
+
+    return play(
+        spec,
+        task_key,
+        policy_by_name("oracle"),
+        as_obs(client.reset(task_key=task_key, **reset)),
+        lambda action: as_obs(client.step(action)),
+    )
+
+
 def oracle_and_do_nothing(url: str, spec) -> None:
     """OpenEnv's client at ``url``: the oracle gets the engine's score (1.0, strict) on
     every task of ``spec``, replying "Done." at once gets less than the pass threshold."""
@@ -152,18 +168,7 @@ def oracle_and_do_nothing(url: str, spec) -> None:
     for task in spec.tasks:
         expected = run_task(spec, task.key, policy_by_name("oracle"), seed=3)
         with GenericEnvClient(base_url=url).sync() as client:
-            first = client.reset(task_key=task.key, seed=3)
-
-            def as_obs(result):
-                return {**result.observation, "reward": result.reward, "done": result.done}
-
-            seen = play(
-                spec,
-                task.key,
-                policy_by_name("oracle"),
-                as_obs(first),
-                lambda action, client=client: as_obs(client.step(action)),
-            )
+            seen = play_oracle(client, spec, task.key, seed=3)
             state = client.state()
         assert seen[-1]["reward"] == expected.grading.score == 1.0
         assert seen[-1]["grading"]["strict"] is True

@@ -18,7 +18,11 @@ from apps.environments.models import Environment, EnvironmentStatus
 from tests.engine.serving import running
 
 from .conftest import SAMPLES
-from .test_serving import REFUSED, oracle_and_do_nothing
+from .test_serving import (
+    REFUSED,
+    oracle_and_do_nothing,
+    play_oracle,
+)
 
 
 @pytest.fixture
@@ -127,11 +131,9 @@ def test_an_image_environments_view_tool_sends_the_stored_image_as_a_data_url(
     from apps.accounts.services import api_token_create
     from apps.environments.services import environment_import_with_files, environment_validate
     from apps.synthesis.generators.receipts import generate_receipts_environment
-    from coworkenv_engine.adversaries import policy_by_name
     from coworkenv_engine.attachments import data_url, image_urls
     from coworkenv_engine.spec import load_spec
     from coworkenv_web.asgi import application
-    from tests.engine.drive import play
 
     doc, files = generate_receipts_environment(seed=1, tasks=1)
     environment = environment_import_with_files(project=project, spec=doc, files=files, user=author)
@@ -146,18 +148,7 @@ def test_an_image_environments_view_tool_sends_the_stored_image_as_a_data_url(
     with running(application) as url:
         base = f"{url}/envs/{project.slug}/t/{token}"
         with GenericEnvClient(base_url=base).sync() as client:
-            task = spec.tasks[0]
-
-            def as_obs(result):
-                return {**result.observation, "reward": result.reward, "done": result.done}
-
-            seen = play(
-                spec,
-                task.key,
-                policy_by_name("oracle"),
-                as_obs(client.reset(task_key=task.key, faults=False)),
-                lambda action: as_obs(client.step(action)),
-            )
+            seen = play_oracle(client, spec, spec.tasks[0].key, faults=False)
     shown = {u for obs in seen for m in obs["messages"] for u in image_urls(m["content"])}
     assert shown and shown <= expected
     assert seen[-1]["reward"] == 1.0
