@@ -121,12 +121,7 @@ def test_other_tokens_are_refused_alike(base_url, served, who):
     reset = httpx.post(f"{base_url}/reset", json={}, headers=headers)
     assert (reset.status_code, reset.json()) == (401, REFUSED)
     if token:
-        prefixed = httpx.get(f"{base_url}/t/{token}/tasks")
-        assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
-        with pytest.raises(InvalidStatus) as refused:
-            connect(base_url.replace("http://", "ws://") + f"/t/{token}/ws")
-        denied = refused.value.response
-        assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
+        assert_token_path_refused(base_url, token)
     assert httpx.get(f"{base_url}/health").json() == {"status": "healthy"}
 
 
@@ -142,6 +137,17 @@ def test_another_projects_environment_is_not_there(base_url, served):
 
 def test_openenv_client_oracle_and_do_nothing(base_url, served):
     oracle_and_do_nothing(f"{base_url}/t/{served['member']}", served["spec"])
+
+
+def assert_token_path_refused(base_url: str, token: str) -> None:
+    """The server at ``base_url`` refuses ``token`` in the URL path (``/t/<token>/…``), over
+    HTTP and WebSocket alike: 401, ``REFUSED``."""
+    prefixed = httpx.get(f"{base_url}/t/{token}/tasks")
+    assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
+    with pytest.raises(InvalidStatus) as refused:
+        connect(base_url.replace("http://", "ws://") + f"/t/{token}/ws")
+    denied = refused.value.response
+    assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
 
 
 def play_oracle(client, spec, task_key: str, **reset) -> list[dict]:

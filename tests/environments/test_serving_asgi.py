@@ -20,6 +20,7 @@ from tests.engine.serving import running
 from .conftest import SAMPLES
 from .test_serving import (
     REFUSED,
+    assert_token_path_refused,
     oracle_and_do_nothing,
     play_oracle,
 )
@@ -53,12 +54,7 @@ def test_the_mount_is_per_project_and_django_still_serves_the_rest(
     for token in (served["outsider"], served["revoked"], "cwe_nope_nope"):
         response = _tasks(mine, token)
         assert (response.status_code, response.json()) == (401, REFUSED)
-        prefixed = httpx.get(f"{mine}/t/{token}/tasks")
-        assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
-        with pytest.raises(InvalidStatus) as refused:
-            connect(mine.replace("http://", "ws://") + f"/t/{token}/ws")
-        denied = refused.value.response
-        assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
+        assert_token_path_refused(mine, token)
     elsewhere = json.loads(SAMPLES[2].read_text())["name"]
     assert [e["name"] for e in _tasks(theirs, served["outsider"]).json()["environments"]] == [
         elsewhere
