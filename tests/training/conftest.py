@@ -118,3 +118,16 @@ def run_sft_entry_point(tmp_path, base_model: str, train: Path, hyperparameters:
         timeout=300,
     )
     return result, [json.loads(line) for line in events.read_text().splitlines()]
+
+
+def execute_and_succeed(training_job):
+    """``training_job_execute`` (what the gpu-queue task does) on ``training_job``, reloaded
+    with its job: the job succeeded (else its message and log tail say why). Returns the job."""
+    from apps.training.services import training_job_execute
+
+    training_job_execute(training_job.job_id)
+    training_job.refresh_from_db()
+    job = training_job.job
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED, (job.message, training_job.log_tail[-3000:])
+    return job

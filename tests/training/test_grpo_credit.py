@@ -20,6 +20,7 @@ from coworkenv_engine.rewards import GRPO_EPS, group_advantages, group_table
 from coworkenv_engine.spec import load_spec
 from coworkenv_engine.trl_env import coworkenv_reward, environment_class
 from tests.engine.helpers import SAMPLES, load_json
+from tests.training.conftest import execute_and_succeed
 
 ACME = load_spec(load_json(SAMPLES[0]))
 GAMMA = "\N{GREEK SMALL LETTER GAMMA}"
@@ -275,8 +276,7 @@ def test_grpo_job_with_per_turn_credit_trains_and_logs_rewards(
     import json
     from pathlib import Path
 
-    from apps.core.models import JobStatus
-    from apps.training.services import training_job_create, training_job_execute
+    from apps.training.services import training_job_create
 
     settings.TRAINING_LAUNCHER = "python"
     training_job = training_job_create(
@@ -292,11 +292,7 @@ def test_grpo_job_with_per_turn_credit_trains_and_logs_rewards(
         },
         name="GRPO per-turn",
     )  # fmt: skip
-    training_job_execute(training_job.job_id)
-    training_job.refresh_from_db()
-    job = training_job.job
-    job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, (job.message, training_job.log_tail[-3000:])
+    job = execute_and_succeed(training_job)  # what the gpu-queue task does
     assert job.message == "Trained 2 GRPO steps."
     metrics = list(training_job.metrics.order_by("step"))
     assert [m.step for m in metrics] == [1, 2]
