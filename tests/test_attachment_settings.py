@@ -3,11 +3,10 @@ django-storages with ATTACHMENTS_STORAGE=s3, a clear start-up error otherwise. E
 imports the real settings in a fresh process with its own environment."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+
+from tests.fresh_settings import assert_refuses_to_start, settings_in_fresh_process
 
 PRINT = (
     "import json, django; django.setup(); from django.conf import settings; "
@@ -16,17 +15,7 @@ PRINT = (
 
 
 def _settings(tmp_path, **variables):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ATTACHMENTS_") and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="coworkenv_web.settings",
-        COWORKENV_VAR_DIR=str(tmp_path),
-        **variables,
-    )
-    return subprocess.run([sys.executable, "-c", PRINT], env=env, capture_output=True, text=True)
+    return settings_in_fresh_process(tmp_path, "ATTACHMENTS_", PRINT, **variables)
 
 
 def test_local_files_under_the_var_folder_by_default(tmp_path):
@@ -72,5 +61,4 @@ def test_s3_uses_django_storages_with_the_bucket_and_endpoint(tmp_path):
 )
 def test_a_bad_setting_stops_start_up_with_its_name(tmp_path, variables, message):
     result = _settings(tmp_path, **variables)
-    assert result.returncode != 0
-    assert f"django.core.exceptions.ImproperlyConfigured: {message}" in result.stderr
+    assert_refuses_to_start(result, message)

@@ -3,11 +3,10 @@ clear start-up error naming the variable otherwise. Each case imports the real s
 fresh process with its own environment."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+
+from tests.fresh_settings import assert_refuses_to_start, settings_in_fresh_process
 
 PRINT = (
     "import json, django; django.setup(); from django.conf import settings; "
@@ -17,17 +16,7 @@ PRINT = (
 
 
 def _settings(tmp_path, **variables):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ENVSERVER_") and k != "DJANGO_ALLOW_ASYNC_UNSAFE"
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="coworkenv_web.settings",
-        COWORKENV_VAR_DIR=str(tmp_path),
-        **variables,
-    )
-    return subprocess.run([sys.executable, "-c", PRINT], env=env, capture_output=True, text=True)
+    return settings_in_fresh_process(tmp_path, "ENVSERVER_", PRINT, **variables)
 
 
 def test_defaults_and_values_from_the_environment(tmp_path):
@@ -60,5 +49,4 @@ def test_defaults_and_values_from_the_environment(tmp_path):
 )
 def test_a_bad_value_stops_start_up_with_its_name(tmp_path, name, value, message):
     result = _settings(tmp_path, **{name: value})
-    assert result.returncode != 0
-    assert f"django.core.exceptions.ImproperlyConfigured: {name} {message}" in result.stderr
+    assert_refuses_to_start(result, f"{name} {message}")

@@ -349,8 +349,31 @@ class CallbackConfigApi(_SecretOnly, APIView):
         return Response(remote_config(training_job, _secret(request)))
 
 
-class CallbackDataApi(_SecretOnly, APIView):
+class _CallbackFileApi(_SecretOnly, APIView):
+    """A file the job launched with, served to its secret's holder (404 when it is missing)."""
+
     split = "train"
+    content_type = "application/jsonl"
+    missing = "No such file for this job."
+
+    def file_path(self, training_job) -> Path:
+        raise NotImplementedError
+
+    def serve(self, request, pk):
+        training_job = _job_for_secret(request, pk)
+        if training_job is None:
+            return Response(REFUSED.data, status=REFUSED.status_code)
+        file_path = self.file_path(training_job)
+        if not file_path.exists():
+            return Response(
+                {"message": self.missing, "details": {}}, status=status.HTTP_404_NOT_FOUND
+            )
+        return FileResponse(open(file_path, "rb"), content_type=self.content_type)
+
+
+class CallbackDataApi(_CallbackFileApi):
+    def file_path(self, training_job) -> Path:
+        return Path(training_job.output_dir) / "data" / f"{self.split}.jsonl"
 
     @extend_schema(
         responses={(200, "application/jsonl"): OpenApiTypes.BINARY},
@@ -358,17 +381,7 @@ class CallbackDataApi(_SecretOnly, APIView):
         description="The job's train file (TRL rows), as written when it launched.",
     )
     def get(self, request, pk):
-        training_job = _job_for_secret(request, pk)
-        if training_job is None:
-            return Response(REFUSED.data, status=REFUSED.status_code)
-        name = f"{self.split}.jsonl"
-        file_path = Path(training_job.output_dir) / "data" / name
-        if not file_path.exists():
-            return Response(
-                {"message": "No such file for this job.", "details": {}},
-                status=status.HTTP_404_NOT_FOUND,
-            )
-        return FileResponse(open(file_path, "rb"), content_type="application/jsonl")
+        return self.serve(request, pk)
 
 
 class CallbackEvalDataApi(CallbackDataApi):
@@ -380,11 +393,15 @@ class CallbackEvalDataApi(CallbackDataApi):
         description="The job's eval file (TRL rows), as written when it launched.",
     )
     def get(self, request, pk):
-        return super().get(request, pk)
+        return self.serve(request, pk)
 
 
-class CallbackBundleApi(_SecretOnly, APIView):
-    split = "train"
+class CallbackBundleApi(_CallbackFileApi):
+    content_type = "application/zip"
+    missing = "This job's split has no image bundle."
+
+    def file_path(self, training_job) -> Path:
+        return bundle_path(training_job, self.split)
 
     @extend_schema(
         responses={(200, "application/zip"): OpenApiTypes.BINARY},
@@ -394,16 +411,7 @@ class CallbackBundleApi(_SecretOnly, APIView):
         "shows no image (its rows are the whole data).",
     )
     def get(self, request, pk):
-        training_job = _job_for_secret(request, pk)
-        if training_job is None:
-            return Response(REFUSED.data, status=REFUSED.status_code)
-        file_path = bundle_path(training_job, self.split)
-        if not file_path.exists():
-            return Response(
-                {"message": "This job's split has no image bundle.", "details": {}},
-                status=status.HTTP_404_NOT_FOUND,
-            )
-        return FileResponse(open(file_path, "rb"), content_type="application/zip")
+        return self.serve(request, pk)
 
 
 class CallbackEvalBundleApi(CallbackBundleApi):
@@ -415,7 +423,7 @@ class CallbackEvalBundleApi(CallbackBundleApi):
         description="The job's eval split as a TRL imagefolder bundle (as for train).",
     )
     def get(self, request, pk):
-        return super().get(request, pk)
+        return self.serve(request, pk)
 
 
 urlpatterns = [

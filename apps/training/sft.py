@@ -120,6 +120,20 @@ def _spans(mask: list[int]) -> list[tuple[int, int]]:
     return spans
 
 
+def weighted_spans(mask: list[int], messages: list[dict[str, Any]]) -> list[tuple[int, int, Any]]:
+    """``(start, end, weight)`` of each assistant span of ``mask``: the i-th span takes the
+    i-th assistant message's ``weight`` (1 when it has none); ``WeightMaskError`` when the
+    spans and the assistant messages are not one to one."""
+    weights = [m.get("weight", 1) for m in messages if m.get("role") == "assistant"]
+    spans = _spans(mask)
+    if len(spans) != len(weights):
+        raise WeightMaskError(
+            f"The chat template marks {len(spans)} assistant spans for {len(weights)} assistant "
+            "messages; per-turn weights cannot be applied with it."
+        )
+    return [(start, end, weight) for (start, end), weight in zip(spans, weights, strict=True)]
+
+
 def tokenize_row(tokenizer, chat_template: str, row: dict[str, Any]) -> dict[str, Any]:
     """``input_ids`` and ``labels`` of one TRL row: assistant tokens are labels, except the
     tokens of assistant messages whose ``weight`` is 0, which are -100 like the prompt.
@@ -139,17 +153,9 @@ def tokenize_row(tokenizer, chat_template: str, row: dict[str, Any]) -> dict[str
         return_assistant_tokens_mask=True,
     )
     input_ids = list(out["input_ids"])
-    mask = list(out["assistant_masks"])
-    weights = [m.get("weight", 1) for m in row["messages"] if m.get("role") == "assistant"]
-    spans = _spans(mask)
-    if len(spans) != len(weights):
-        raise WeightMaskError(
-            f"The chat template marks {len(spans)} assistant spans for {len(weights)} assistant "
-            "messages; per-turn weights cannot be applied with it."
-        )
     labels = [-100] * len(input_ids)
     trained = excluded = 0
-    for (start, end), weight in zip(spans, weights, strict=True):
+    for start, end, weight in weighted_spans(list(out["assistant_masks"]), row["messages"]):
         if weight:
             labels[start:end] = input_ids[start:end]
             trained += end - start
@@ -179,9 +185,7 @@ def build_tiny_preset(rows: list[dict[str, Any]], directory: Path, seed: int) ->
     must see the same vocabulary)."""
     if (directory / "config.json").exists():
         return directory
-    import torch
     import transformers
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     def texts():
         for row in rows:
@@ -193,23 +197,41 @@ def build_tiny_preset(rows: list[dict[str, Any]], directory: Path, seed: int) ->
             for message in row["messages"]:
                 yield json.dumps(message, ensure_ascii=False)
 
+    tokenizer = train_bpe_tokenizer(texts(), SPECIAL_TOKENS)
+    tokenizer.chat_template = _trl_template("qwen2_5")
+    return save_tiny_model(
+        transformers.Qwen2ForCausalLM, tiny_qwen2_config(tokenizer), seed, tokenizer, directory
+    )
+
+
+def train_bpe_tokenizer(texts, special_tokens: list[str]):
+    """A byte-level BPE tokenizer (2000 tokens) trained on ``texts``, ChatML's end of turn as
+    its EOS and ``<|endoftext|>`` as its padding (the tiny presets')."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     bpe.train_from_iterator(
-        texts(),
+        texts,
         trainers.BpeTrainer(
             vocab_size=2000,
-            special_tokens=SPECIAL_TOKENS,
+            special_tokens=special_tokens,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         ),
     )
-    tokenizer = transformers.PreTrainedTokenizerFast(
+    return transformers.PreTrainedTokenizerFast(
         tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
-    tokenizer.chat_template = _trl_template("qwen2_5")
-    config = transformers.Qwen2Config(
+
+
+def tiny_qwen2_config(tokenizer):
+    """The tiny presets' language model: a 2-layer Qwen2, hidden 64, over ``tokenizer``."""
+    import transformers
+
+    return transformers.Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
@@ -222,12 +244,19 @@ def build_tiny_preset(rows: list[dict[str, Any]], directory: Path, seed: int) ->
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
     )
+
+
+def save_tiny_model(model_class, config, seed: int, tokenizer, directory: Path, saver=None):
+    """``model_class(config)`` initialised from ``seed``, stopping and padding as ``tokenizer``
+    does, saved to ``directory`` with ``saver`` (its tokenizer or processor)."""
+    import torch
+
     torch.manual_seed(seed)
-    model = transformers.Qwen2ForCausalLM(config)
+    model = model_class(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     directory.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(directory)
+    (saver or tokenizer).save_pretrained(directory)
     model.save_pretrained(directory)
     return directory
 

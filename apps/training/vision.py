@@ -50,28 +50,25 @@ def read_bundle_or_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSONL file, or of a TRL bundle zip (``metadata.jsonl`` + ``images/``,
     extracted beside it); each row's ``images`` become absolute paths (they are relative to
     the data file, as the export writes them)."""
+    from apps.training.sft import read_rows
+
     if zipfile.is_zipfile(path):
         folder = path.with_name(path.stem + "-bundle")
         if not (folder / "metadata.jsonl").exists():
             with zipfile.ZipFile(path) as archive:
                 archive.extractall(folder)
-        rows = _jsonl(folder / "metadata.jsonl")
+        rows = read_rows(folder / "metadata.jsonl")
         for row in rows:
             if "file_names" in row:
                 row["images"] = row.pop("file_names")
         base = folder
     else:
-        rows = _jsonl(path)
+        rows = read_rows(path)
         base = path.parent
     for row in rows:
         if row.get("images"):
             row["images"] = [str((base / name).resolve()) for name in row["images"]]
     return rows
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
 
 
 def _text_of(content: Any) -> str:
@@ -85,11 +82,14 @@ def build_tiny_vlm_preset(rows: list[dict[str, Any]], directory: Path, seed: int
     resumed run must see the same vocabulary)."""
     if (directory / "config.json").exists():
         return directory
-    import torch
     import transformers
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from apps.training.sft import SPECIAL_TOKENS
+    from apps.training.sft import (
+        SPECIAL_TOKENS,
+        save_tiny_model,
+        tiny_qwen2_config,
+        train_bpe_tokenizer,
+    )
 
     def texts():
         for row in rows:
@@ -100,21 +100,7 @@ def build_tiny_vlm_preset(rows: list[dict[str, Any]], directory: Path, seed: int
                 if message.get("tool_calls"):
                     yield json.dumps(message["tool_calls"], ensure_ascii=False)
 
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(
-        texts(),
-        trainers.BpeTrainer(
-            vocab_size=2000,
-            special_tokens=[*SPECIAL_TOKENS, *VISION_TOKENS],
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            show_progress=False,
-        ),
-    )
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
+    tokenizer = train_bpe_tokenizer(texts(), [*SPECIAL_TOKENS, *VISION_TOKENS])
     template = VISION_TEMPLATE.read_text()
     tokenizer.chat_template = template
     image_processor = transformers.CLIPImageProcessorPil(
@@ -140,32 +126,15 @@ def build_tiny_vlm_preset(rows: list[dict[str, Any]], directory: Path, seed: int
             patch_size=TINY_PATCH_SIZE,
             projection_dim=32,
         ),
-        text_config=transformers.Qwen2Config(
-            vocab_size=len(tokenizer),
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=32768,
-            tie_word_embeddings=True,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=None,
-        ),
+        text_config=tiny_qwen2_config(tokenizer),
         image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_PAD),
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
         tie_word_embeddings=True,
     )
-    torch.manual_seed(seed)
-    model = transformers.LlavaForConditionalGeneration(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    directory.mkdir(parents=True, exist_ok=True)
-    processor.save_pretrained(directory)
-    model.save_pretrained(directory)
-    return directory
+    return save_tiny_model(
+        transformers.LlavaForConditionalGeneration, config, seed, tokenizer, directory, processor
+    )
 
 
 class VisionTemplateError(ValueError):
@@ -404,7 +373,7 @@ class VisionCollator:
         import torch
         from PIL import Image
 
-        from apps.training.sft import WeightMaskError, _spans, _tools_of
+        from apps.training.sft import _tools_of, weighted_spans
 
         images = []
         for path in row.get("images") or []:
@@ -438,16 +407,9 @@ class VisionCollator:
         )
         input_ids = out["input_ids"][0]
         mask = [int(bit) for bit in out["assistant_masks"][0]]
-        weights = [m.get("weight", 1) for m in row["messages"] if m.get("role") == "assistant"]
-        spans = _spans(mask)
-        if len(spans) != len(weights):
-            raise WeightMaskError(
-                f"The chat template marks {len(spans)} assistant spans for {len(weights)} "
-                "assistant messages; per-turn weights cannot be applied with it."
-            )
         labels = input_ids.clone().fill_(-100)
         excluded = 0
-        for (start, end), weight in zip(spans, weights, strict=True):
+        for start, end, weight in weighted_spans(mask, row["messages"]):
             if weight:
                 labels[start:end] = input_ids[start:end]
             else:

@@ -102,6 +102,35 @@ def url_sha256(url: Any) -> str | None:
     return None
 
 
+def image_part_attachments(content: list, by_sha: dict[str, Attachment]) -> list:
+    """The attachment each ``image_url`` part of ``content`` names, in order (``None`` for a
+    part that names none of ``by_sha``)."""
+    return [
+        by_sha.get(url_sha256(part["image_url"]["url"]) or "")
+        for part in content
+        if part.get("type") == "image_url"
+    ]
+
+
+def show_image_parts(content: list, attachments: list, urls: list) -> list:
+    """``content`` as observations show it: the i-th ``image_url`` part (of
+    ``image_part_attachments``) points at ``urls[i]``, or becomes a text part saying its
+    image is not available when that is ``None``."""
+    images = iter(zip(attachments, urls, strict=True))
+    shown = []
+    for part in content:
+        if part.get("type") != "image_url":
+            shown.append(part)
+            continue
+        attachment, url = next(images)
+        if url is None:
+            name = attachment.name if attachment is not None else "an attachment"
+            shown.append({"type": "text", "text": f"[image {name} is not available]"})
+        else:
+            shown.append({"type": "image_url", "image_url": {"url": url}})
+    return shown
+
+
 def ref_sha256(value: Any) -> str | None:
     """The hash a record value ``sha256:<hex>`` refers to (None for anything else)."""
     if isinstance(value, str) and value.startswith(REF_PREFIX):

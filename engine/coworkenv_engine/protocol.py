@@ -14,7 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .attachments import Attachment, Resolver, data_url, url_sha256
+from .attachments import (
+    Attachment,
+    Resolver,
+    data_url,
+    image_part_attachments,
+    show_image_parts,
+)
 from .policies import ToolCall
 from .session import EpisodeSession
 from .spec import EnvironmentSpec, load_spec
@@ -215,19 +221,9 @@ class ImageURLs:
         return obs
 
     async def _parts(self, content: list, by_sha: dict[str, Attachment]) -> list:
-        shown = []
-        for part in content:
-            if part.get("type") != "image_url":
-                shown.append(part)
-                continue
-            attachment = by_sha.get(url_sha256(part["image_url"]["url"]) or "")
-            url = await self.url(attachment) if attachment is not None else None
-            if url is None:
-                name = attachment.name if attachment is not None else "an attachment"
-                shown.append({"type": "text", "text": f"[image {name} is not available]"})
-            else:
-                shown.append({"type": "image_url", "image_url": {"url": url}})
-        return shown
+        attachments = image_part_attachments(content, by_sha)
+        urls = [await self.url(a) if a is not None else None for a in attachments]
+        return show_image_parts(content, attachments, urls)
 
 
 def _has_image(content: Any) -> bool:

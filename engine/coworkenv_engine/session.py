@@ -34,7 +34,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .attachments import Attachment, url_sha256
+from .attachments import Attachment, image_part_attachments, show_image_parts
 from .policies import ToolCall
 from .rewards import turn_credit
 from .runner import needs_footprint, reference_footprint
@@ -190,19 +190,9 @@ class EpisodeSession:
         if not isinstance(content, list) or self.image_url is None:
             return content
         by_sha = {a.sha256: a for a in self.spec.attachments}
-        shown = []
-        for part in content:
-            if part.get("type") != "image_url":
-                shown.append(part)
-                continue
-            attachment = by_sha.get(url_sha256(part["image_url"]["url"]) or "")
-            url = self.image_url(attachment) if attachment is not None else None
-            if url is None:
-                name = attachment.name if attachment is not None else "an attachment"
-                shown.append({"type": "text", "text": f"[image {name} is not available]"})
-            else:
-                shown.append({"type": "image_url", "image_url": {"url": url}})
-        return shown
+        attachments = image_part_attachments(content, by_sha)
+        urls = [self.image_url(a) if a is not None else None for a in attachments]
+        return show_image_parts(content, attachments, urls)
 
     @staticmethod
     def _result(call_id: str, name: str, result: ToolResult, content: Any) -> dict[str, Any]:

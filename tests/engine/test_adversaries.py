@@ -218,13 +218,19 @@ class Emailer:
         return PolicyAction(reply="Done.")
 
 
-def test_a_team_can_register_its_own_adversary():
+def _validate_with_adversary(name: str, adversary):
+    """The validation of ``BROKEN_PASS`` with ``adversary`` registered as ``name`` (on its
+    task ``book`` only) for this validation alone."""
     doc = load_json(BROKEN_PASS)["spec"]
-    register_adversary("emailer", Emailer, applies=lambda task: task.key == "book")
+    register_adversary(name, adversary, applies=lambda task: task.key == "book")
     try:
-        report = validate_spec(doc)
+        return validate_spec(doc)
     finally:
-        unregister_adversary("emailer")
+        unregister_adversary(name)
+
+
+def test_a_team_can_register_its_own_adversary():
+    report = _validate_with_adversary("emailer", Emailer)
     assert "emailer" not in ADVERSARIES
     assert report.tasks[0].adversary_scores["emailer"] == 1.0
     mine = [p for p in report.errors if "'emailer'" in p.message]
@@ -258,12 +264,7 @@ class HarvestingEmailer:
 
 
 def test_a_custom_adversary_builds_on_the_public_sightings():
-    doc = load_json(BROKEN_PASS)["spec"]
-    register_adversary("harvesting-emailer", HarvestingEmailer, applies=lambda t: t.key == "book")
-    try:
-        report = validate_spec(doc)
-    finally:
-        unregister_adversary("harvesting-emailer")
+    report = _validate_with_adversary("harvesting-emailer", HarvestingEmailer)
     assert report.tasks[0].adversary_scores["harvesting-emailer"] == 1.0
     assert sightings.ID_PARAM_PATTERN.search("task_id") and "to" in sightings.RECIPIENT_PARAMS
     assert list(sightings.scalars_of({"a": [1, True, "", None, {"b": "x"}]})) == ["1", "true", "x"]

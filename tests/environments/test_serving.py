@@ -121,12 +121,7 @@ def test_other_tokens_are_refused_alike(base_url, served, who):
     reset = httpx.post(f"{base_url}/reset", json={}, headers=headers)
     assert (reset.status_code, reset.json()) == (401, REFUSED)
     if token:
-        prefixed = httpx.get(f"{base_url}/t/{token}/tasks")
-        assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
-        with pytest.raises(InvalidStatus) as refused:
-            connect(base_url.replace("http://", "ws://") + f"/t/{token}/ws")
-        denied = refused.value.response
-        assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
+        assert_token_path_refused(base_url, token)
     assert httpx.get(f"{base_url}/health").json() == {"status": "healthy"}
 
 
@@ -144,6 +139,33 @@ def test_openenv_client_oracle_and_do_nothing(base_url, served):
     oracle_and_do_nothing(f"{base_url}/t/{served['member']}", served["spec"])
 
 
+def assert_token_path_refused(base_url: str, token: str) -> None:
+    """The server at ``base_url`` refuses ``token`` in the URL path (``/t/<token>/…``), over
+    HTTP and WebSocket alike: 401, ``REFUSED``."""
+    prefixed = httpx.get(f"{base_url}/t/{token}/tasks")
+    assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
+    with pytest.raises(InvalidStatus) as refused:
+        connect(base_url.replace("http://", "ws://") + f"/t/{token}/ws")
+    denied = refused.value.response
+    assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
+
+
+def play_oracle(client, spec, task_key: str, **reset) -> list[dict]:
+    """The oracle plays ``task_key`` through OpenEnv's sync ``client`` (reset with ``reset``):
+    every observation it saw, with its reward and done."""
+
+    def as_obs(result):
+        return {**result.observation, "reward": result.reward, "done": result.done}
+
+    return play(
+        spec,
+        task_key,
+        policy_by_name("oracle"),
+        as_obs(client.reset(task_key=task_key, **reset)),
+        lambda action: as_obs(client.step(action)),
+    )
+
+
 def oracle_and_do_nothing(url: str, spec) -> None:
     """OpenEnv's client at ``url``: the oracle gets the engine's score (1.0, strict) on
     every task of ``spec``, replying "Done." at once gets less than the pass threshold."""
@@ -152,18 +174,7 @@ def oracle_and_do_nothing(url: str, spec) -> None:
     for task in spec.tasks:
         expected = run_task(spec, task.key, policy_by_name("oracle"), seed=3)
         with GenericEnvClient(base_url=url).sync() as client:
-            first = client.reset(task_key=task.key, seed=3)
-
-            def as_obs(result):
-                return {**result.observation, "reward": result.reward, "done": result.done}
-
-            seen = play(
-                spec,
-                task.key,
-                policy_by_name("oracle"),
-                as_obs(first),
-                lambda action, client=client: as_obs(client.step(action)),
-            )
+            seen = play_oracle(client, spec, task.key, seed=3)
             state = client.state()
         assert seen[-1]["reward"] == expected.grading.score == 1.0
         assert seen[-1]["grading"]["strict"] is True

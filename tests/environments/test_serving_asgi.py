@@ -18,7 +18,12 @@ from apps.environments.models import Environment, EnvironmentStatus
 from tests.engine.serving import running
 
 from .conftest import SAMPLES
-from .test_serving import REFUSED, oracle_and_do_nothing
+from .test_serving import (
+    REFUSED,
+    assert_token_path_refused,
+    oracle_and_do_nothing,
+    play_oracle,
+)
 
 
 @pytest.fixture
@@ -49,12 +54,7 @@ def test_the_mount_is_per_project_and_django_still_serves_the_rest(
     for token in (served["outsider"], served["revoked"], "cwe_nope_nope"):
         response = _tasks(mine, token)
         assert (response.status_code, response.json()) == (401, REFUSED)
-        prefixed = httpx.get(f"{mine}/t/{token}/tasks")
-        assert (prefixed.status_code, prefixed.json()) == (401, REFUSED)
-        with pytest.raises(InvalidStatus) as refused:
-            connect(mine.replace("http://", "ws://") + f"/t/{token}/ws")
-        denied = refused.value.response
-        assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
+        assert_token_path_refused(mine, token)
     elsewhere = json.loads(SAMPLES[2].read_text())["name"]
     assert [e["name"] for e in _tasks(theirs, served["outsider"]).json()["environments"]] == [
         elsewhere
@@ -127,11 +127,9 @@ def test_an_image_environments_view_tool_sends_the_stored_image_as_a_data_url(
     from apps.accounts.services import api_token_create
     from apps.environments.services import environment_import_with_files, environment_validate
     from apps.synthesis.generators.receipts import generate_receipts_environment
-    from coworkenv_engine.adversaries import policy_by_name
     from coworkenv_engine.attachments import data_url, image_urls
     from coworkenv_engine.spec import load_spec
     from coworkenv_web.asgi import application
-    from tests.engine.drive import play
 
     doc, files = generate_receipts_environment(seed=1, tasks=1)
     environment = environment_import_with_files(project=project, spec=doc, files=files, user=author)
@@ -146,18 +144,7 @@ def test_an_image_environments_view_tool_sends_the_stored_image_as_a_data_url(
     with running(application) as url:
         base = f"{url}/envs/{project.slug}/t/{token}"
         with GenericEnvClient(base_url=base).sync() as client:
-            task = spec.tasks[0]
-
-            def as_obs(result):
-                return {**result.observation, "reward": result.reward, "done": result.done}
-
-            seen = play(
-                spec,
-                task.key,
-                policy_by_name("oracle"),
-                as_obs(client.reset(task_key=task.key, faults=False)),
-                lambda action: as_obs(client.step(action)),
-            )
+            seen = play_oracle(client, spec, spec.tasks[0].key, faults=False)
     shown = {u for obs in seen for m in obs["messages"] for u in image_urls(m["content"])}
     assert shown and shown <= expected
     assert seen[-1]["reward"] == 1.0

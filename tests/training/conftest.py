@@ -2,9 +2,14 @@
 assistant turn excluded by a reviewer, weight 0), and settings that keep CPU training small."""
 
 import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from apps.core.models import JobStatus
 from apps.datasets.services import dataset_create
 from tests.datasets.conftest import (  # noqa: F401  (fixtures)
     approved_demonstrations,
@@ -13,6 +18,9 @@ from tests.datasets.conftest import (  # noqa: F401  (fixtures)
     oracle_transcript,
     sample_environments,
 )
+from tests.workers import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Every local test run trains the built-in tiny model: 2-layer Qwen2, hidden 64.
 TINY = {
@@ -63,3 +71,63 @@ def training_version(project, author, sample_environments, approved_demonstratio
         make_demonstration(env, task.key, transcript=transcript, tools=tools, score=score)
     dataset = dataset_create(project=project, name="Coworker SFT", user=author)
     return build_version(dataset, author)
+
+
+def install_stand_in(tmp_path, monkeypatch, name: str, script: str) -> Path:
+    """An executable ``tmp_path/name`` standing in for a cluster's submit command: ``script``
+    formatted with this ``python`` and the repository ``root``; it records what it was given
+    in ``$STANDIN_RECORD`` (``tmp_path/record.json``) and its trainer's output beside it."""
+    path = tmp_path / name
+    path.write_text(script.format(python=sys.executable, root=str(ROOT)))
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("STANDIN_RECORD", str(tmp_path / "record.json"))
+    return path
+
+
+def wait_for_stand_in_job(job, tmp_path, timeout: float) -> None:
+    """Until the stand-in's trainer reported ``job`` finished; its log printed either way."""
+
+    def finished():
+        job.refresh_from_db()
+        return job.status not in (JobStatus.PENDING, JobStatus.RUNNING)
+
+    try:
+        wait_for(finished, timeout=timeout, interval=0.5, message="the script's finished report")
+    finally:
+        log = Path(str(tmp_path / "record.json") + ".log")
+        print(log.read_text()[-3000:] if log.exists() else "no log")
+
+
+def run_sft_entry_point(tmp_path, base_model: str, train: Path, hyperparameters: dict):
+    """``python -m apps.training.sft`` on ``train`` in a fresh process (no Django, no worker),
+    its output under ``tmp_path/run``: the finished process and the events it reported."""
+    events = tmp_path / "events.jsonl"
+    config = {
+        "base_model": base_model,
+        "train_file": str(train),
+        "output_dir": str(tmp_path / "run"),
+        "hyperparameters": hyperparameters,
+        "report": {"events_file": str(events)},
+    }
+    (tmp_path / "job.json").write_text(json.dumps(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "apps.training.sft", "--config", str(tmp_path / "job.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return result, [json.loads(line) for line in events.read_text().splitlines()]
+
+
+def execute_and_succeed(training_job):
+    """``training_job_execute`` (what the gpu-queue task does) on ``training_job``, reloaded
+    with its job: the job succeeded (else its message and log tail say why). Returns the job."""
+    from apps.training.services import training_job_execute
+
+    training_job_execute(training_job.job_id)
+    training_job.refresh_from_db()
+    job = training_job.job
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED, (job.message, training_job.log_tail[-3000:])
+    return job

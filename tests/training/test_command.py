@@ -4,8 +4,6 @@ callback with its per-job secret; a wrong secret is refused and changes nothing.
 
 import json
 import os
-import stat
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,10 +19,7 @@ from apps.training.services import (
     training_job_execute,
 )
 from apps.training.services.jobs import callback_secret_new
-from tests.training.conftest import TINY
-from tests.workers import wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.training.conftest import TINY, install_stand_in, wait_for_stand_in_job
 
 STAND_IN = """#!{python}
 # A stand-in for Slurm's sbatch: records its arguments, starts what the batch script would
@@ -45,11 +40,7 @@ print("Submitted batch job 4242")
 
 @pytest.fixture
 def stand_in_sbatch(tmp_path, monkeypatch):
-    path = tmp_path / "sbatch"
-    path.write_text(STAND_IN.format(python=sys.executable, root=str(ROOT)))
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("STANDIN_RECORD", str(tmp_path / "record.json"))
-    return path
+    return install_stand_in(tmp_path, monkeypatch, "sbatch", STAND_IN)
 
 
 def _template(project, author, program):
@@ -101,15 +92,7 @@ def test_command_backend_trains_and_reports_through_the_callback(
     assert secret not in training_job.command and secret not in json.dumps(training_job.artifacts)
     assert oct(config_path.stat().st_mode & 0o777) == "0o600"
 
-    def finished():
-        job.refresh_from_db()
-        return job.status not in (JobStatus.PENDING, JobStatus.RUNNING)
-
-    try:
-        wait_for(finished, timeout=240, interval=0.5, message="the script's finished report")
-    finally:
-        log = Path(str(tmp_path / "record.json") + ".log")
-        print(log.read_text()[-3000:] if log.exists() else "no log")
+    wait_for_stand_in_job(job, tmp_path, timeout=240)
     training_job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED, job.message
     assert job.message == "Trained 6 steps."

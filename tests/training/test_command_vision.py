@@ -4,8 +4,6 @@ with the job's secret like the rows, finds the images the rows name, and trains
 ``preset:tiny-llava`` from the downloaded config (whose data file is that bundle URL)."""
 
 import json
-import stat
-import sys
 import zipfile
 from pathlib import Path
 
@@ -23,12 +21,10 @@ from apps.training.services import (
 from apps.training.services.command import bundle_path
 from tests.datasets.conftest import dataset  # noqa: F401
 from tests.datasets.test_multimodal_exports import receipts, version  # noqa: F401
+from tests.training.conftest import install_stand_in, wait_for_stand_in_job
 from tests.training.test_local_vision import TWO_STEPS
-from tests.workers import wait_for
 
 pytestmark = pytest.mark.django_db
-
-ROOT = Path(__file__).resolve().parents[2]
 
 STAND_IN = """#!{python}
 # A stand-in for a cluster's submit command on a node that does not share the disk: it gets
@@ -66,12 +62,8 @@ print("Submitted batch job 4343")
 
 @pytest.fixture
 def stand_in(tmp_path, monkeypatch):
-    path = tmp_path / "submit"
-    path.write_text(STAND_IN.format(python=sys.executable, root=str(ROOT)))
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("STANDIN_RECORD", str(tmp_path / "record.json"))
     monkeypatch.setenv("STANDIN_OUTPUT", str(tmp_path / "node"))
-    return path
+    return install_stand_in(tmp_path, monkeypatch, "submit", STAND_IN)
 
 
 def test_a_command_job_downloads_the_image_bundle_and_trains_a_vlm(
@@ -125,15 +117,7 @@ def test_a_command_job_downloads_the_image_bundle_and_trains_a_vlm(
     assert record["train_file"] == bundle
     assert training_job.artifacts["bundle_sha256"]["train"]
 
-    def finished():
-        job.refresh_from_db()
-        return job.status not in (JobStatus.PENDING, JobStatus.RUNNING)
-
-    try:
-        wait_for(finished, timeout=300, interval=0.5, message="the script's finished report")
-    finally:
-        log = Path(str(tmp_path / "record.json") + ".log")
-        print(log.read_text()[-3000:] if log.exists() else "no log")
+    wait_for_stand_in_job(job, tmp_path, timeout=300)
     assert job.status == JobStatus.SUCCEEDED, job.message
     assert job.message == "Trained 2 steps."
     training_job.refresh_from_db()

@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("trl")  # the `train` extra
 
-from apps.core.models import JobStatus
 from apps.training.grpo import make_reward, reward_scale, task_dataset_rows
 from apps.training.models import ModelKind, TrainedModel
-from apps.training.services import training_job_create, training_job_execute
+from apps.training.services import training_job_create
 from coworkenv_engine.rewards import group_advantages, sample_std
 from coworkenv_engine.spec import load_spec
 from coworkenv_engine.trl_env import OVER, environment_class
 from tests.engine.helpers import SAMPLES, load_json
+from tests.training.conftest import execute_and_succeed
 
 ACME = load_spec(load_json(SAMPLES[0]))
 EVAL_TASK = "notice-moved-dentist"  # Acme's only eval task; doing nothing scores 0.2
@@ -45,12 +45,7 @@ def test_grpo_job_trains_with_the_environment_in_the_loop(
     )
     assert training_job.total_steps == 2 and training_job.dataset_version is None
 
-    training_job_execute(training_job.job_id)  # what the gpu-queue task does
-
-    training_job.refresh_from_db()
-    job = training_job.job
-    job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, (job.message, training_job.log_tail[-3000:])
+    job = execute_and_succeed(training_job)  # what the gpu-queue task does
     assert job.message == "Trained 2 GRPO steps."
     assert training_job.command.split()[1:3] == ["-m", "apps.training.grpo"]
     metrics = list(training_job.metrics.order_by("step"))

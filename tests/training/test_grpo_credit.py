@@ -20,6 +20,7 @@ from coworkenv_engine.rewards import GRPO_EPS, group_advantages, group_table
 from coworkenv_engine.spec import load_spec
 from coworkenv_engine.trl_env import coworkenv_reward, environment_class
 from tests.engine.helpers import SAMPLES, load_json
+from tests.training.conftest import execute_and_succeed
 
 ACME = load_spec(load_json(SAMPLES[0]))
 GAMMA = "\N{GREEK SMALL LETTER GAMMA}"
@@ -48,6 +49,19 @@ A_ACTIONS = [  # what recording_class writes while TRL runs the tools
     {"tool": "send", "turn": 1, "turn_after": 1, "call": 1},
 ]
 TOOLS = {"lookup", "send", "reply_to_user"}
+
+
+def _engine_table(*envs) -> dict:
+    """The engine's own advantages (``group_table``, gamma 0.5) for a group of finished
+    two-turn episodes, from their gradings and audit logs."""
+    return group_table(
+        [
+            {"grading": env.grading, "n_turns": 2,
+             "audit_log": [e.to_dict() for e in env._session.episode.audit_log]}
+            for env in envs
+        ],
+        gamma=0.5,
+    )  # fmt: skip
 
 
 def test_segments_and_plan_follow_the_tool_mask_and_the_record():
@@ -185,14 +199,7 @@ def test_recorded_episodes_give_the_engines_turn_and_call_advantages():
     assert "reply_to_user" in tool_names(good) and "reset" not in tool_names(good)
 
     rollouts = [rollout_credit(good), rollout_credit(idle)]
-    table = group_table(
-        [
-            {"grading": env.grading, "n_turns": 2,
-             "audit_log": [e.to_dict() for e in env._session.episode.audit_log]}
-            for env in (good, idle)
-        ],
-        gamma=0.5,
-    )  # fmt: skip
+    table = _engine_table(good, idle)
     for credit, key in (("turn", "turn_advantages"), ("call", "call_advantages")):
         for method in ("grpo", "dr_grpo"):
             values = group_values(
@@ -269,8 +276,7 @@ def test_grpo_job_with_per_turn_credit_trains_and_logs_rewards(
     import json
     from pathlib import Path
 
-    from apps.core.models import JobStatus
-    from apps.training.services import training_job_create, training_job_execute
+    from apps.training.services import training_job_create
 
     settings.TRAINING_LAUNCHER = "python"
     training_job = training_job_create(
@@ -286,11 +292,7 @@ def test_grpo_job_with_per_turn_credit_trains_and_logs_rewards(
         },
         name="GRPO per-turn",
     )  # fmt: skip
-    training_job_execute(training_job.job_id)
-    training_job.refresh_from_db()
-    job = training_job.job
-    job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, (job.message, training_job.log_tail[-3000:])
+    job = execute_and_succeed(training_job)  # what the gpu-queue task does
     assert job.message == "Trained 2 GRPO steps."
     metrics = list(training_job.metrics.order_by("step"))
     assert [m.step for m in metrics] == [1, 2]
@@ -439,14 +441,7 @@ def test_trls_tool_loop_gets_the_engines_advantage_on_each_turns_and_calls_token
     assert [len(r) for r in runs] == [6, 3]  # one run of model tokens per generation
 
     # The engine's own numbers for this group, from the episodes' gradings and audit logs.
-    table = group_table(
-        [
-            {"grading": env.grading, "n_turns": 2,
-             "audit_log": [e.to_dict() for e in env._session.episode.audit_log]}
-            for env in (good, partial)
-        ],
-        gamma=0.5,
-    )  # fmt: skip
+    table = _engine_table(good, partial)
     if credit == "turn":
         (a0, a1), (b0, b1) = table["turn_advantages"]["dr_grpo"]
         # create_event, reply | list_events, update_event, send_email, final reply

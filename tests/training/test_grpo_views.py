@@ -42,6 +42,27 @@ def _grpo_data(chosen, **extra):
     }
 
 
+def _grpo_api_body(chosen, **extra) -> dict:
+    """The API's body for a GRPO job of the tiny CPU preset on the ``chosen`` environments."""
+    return {
+        "method": "grpo",
+        "backend": "local",
+        "preset": "tiny-cpu",
+        "environments": [e.pk for e in chosen],
+        **extra,
+    }
+
+
+def _refused_form(client, chosen, **extra) -> str:
+    """The launch form posted over htmx with ``_grpo_data(chosen, **extra)``: the form again
+    (200), its body returned for the reasons it gives."""
+    response = client.post("/p/acme/training/new/", _grpo_data(chosen, **extra), **HTMX_HEADERS)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.lstrip().startswith("<form")
+    return body
+
+
 def test_author_launches_grpo_from_the_form(client_for, author, sample_environments):
     client = client_for(author)
     acme, finance, _ = sample_environments
@@ -86,11 +107,7 @@ def test_grpo_launch_bad_input_says_why_and_creates_nothing(
     acme = sample_environments[0]
 
     def post(**extra):
-        response = client.post("/p/acme/training/new/", _grpo_data([acme], **extra), **HTMX_HEADERS)
-        assert response.status_code == 200
-        body = response.content.decode()
-        assert body.lstrip().startswith("<form")
-        return body
+        return _refused_form(client, [acme], **extra)
 
     assert "Choose at least one environment to roll out." in post(environments=[])
     assert (
@@ -128,14 +145,11 @@ def test_grpo_through_the_api(api_client_for, author, viewer, outsider, project,
         project=other_project, spec=json.loads(SAMPLES[1].read_text()), user=outsider
     )
     url = f"/api/v1/projects/{project.pk}/training-jobs/"
-    body = {
-        "method": "grpo",
-        "backend": "local",
-        "preset": "tiny-cpu",
-        "environments": [acme.pk],
-        "task_split": "",
-        "hyperparameters": {"advantage": "batch", "reward": "strict", "group_size": 2},
-    }
+    body = _grpo_api_body(
+        [acme],
+        task_split="",
+        hyperparameters={"advantage": "batch", "reward": "strict", "group_size": 2},
+    )
     assert api_client_for(viewer).post(url, body, format="json").status_code == 403
     assert api_client_for(outsider).post(url, body, format="json").status_code == 404
     other = api_client_for(author).post(
@@ -349,9 +363,7 @@ def test_grpo_credit_bad_input_says_why(client_for, author, viewer, sample_envir
     acme = sample_environments[0]
 
     def post(**extra):
-        response = client.post("/p/acme/training/new/", _grpo_data([acme], **extra), **HTMX_HEADERS)
-        assert response.status_code == 200
-        return response.content.decode()
+        return _refused_form(client, [acme], **extra)
 
     # _grpo_data asks for the binary-pass reward and Dr. GRPO
     assert "split the safety-gated score: choose the score reward" in post(credit="turn")
@@ -368,13 +380,9 @@ def test_grpo_credit_through_the_api_and_manage(
 ):
     acme = sample_environments[0]
     url = f"/api/v1/projects/{project.pk}/training-jobs/"
-    body = {
-        "method": "grpo",
-        "backend": "local",
-        "preset": "tiny-cpu",
-        "environments": [acme.pk],
-        "hyperparameters": {"credit": "call", "gamma": 0.9, "advantage": "dr_grpo"},
-    }
+    body = _grpo_api_body(
+        [acme], hyperparameters={"credit": "call", "gamma": 0.9, "advantage": "dr_grpo"}
+    )
     assert api_client_for(outsider).post(url, body, format="json").status_code == 404
     bad = api_client_for(author).post(
         url, {**body, "hyperparameters": {"credit": "turn", "reward": "strict"}}, format="json"

@@ -16,7 +16,7 @@ from apps.core.models import Job, JobStatus  # noqa: E402
 from apps.training.models import ModelKind, TrainedModel, TrainingJob  # noqa: E402
 from apps.training.services import training_job_create, training_job_execute  # noqa: E402
 from apps.training.services.local import group_alive  # noqa: E402
-from tests.training.conftest import TINY  # noqa: E402
+from tests.training.conftest import TINY, execute_and_succeed  # noqa: E402
 
 
 def test_local_training_end_to_end(project, author, training_version):
@@ -31,12 +31,7 @@ def test_local_training_end_to_end(project, author, training_version):
     assert training_job.total_steps == 20
     assert training_job.job.status == JobStatus.PENDING
 
-    training_job_execute(training_job.job_id)  # what the gpu-queue task does
-
-    training_job.refresh_from_db()
-    job = training_job.job
-    job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, (job.message, training_job.log_tail[-3000:])
+    job = execute_and_succeed(training_job)  # what the gpu-queue task does
     assert job.message == "Trained 20 steps."
     assert (job.progress_done, job.progress_total) == (20, 20)
     assert training_job.command.split()[1:4] == [

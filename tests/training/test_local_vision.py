@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("trl")  # the `train` extra
 transformers = pytest.importorskip("transformers")
 
-from apps.core.models import JobStatus  # noqa: E402
 from apps.training.models import TrainedModel  # noqa: E402
-from apps.training.services import training_job_create, training_job_execute  # noqa: E402
+from apps.training.services import training_job_create  # noqa: E402
 from tests.datasets.conftest import dataset  # noqa: E402,F401
 from tests.datasets.test_multimodal_exports import receipts, version  # noqa: E402,F401
+from tests.training.conftest import execute_and_succeed  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 
@@ -44,12 +44,7 @@ def test_the_tiny_vlm_trains_on_an_image_version(project, author, version, recei
     )
     assert training_job.base_model == "preset:tiny-llava"
 
-    training_job_execute(training_job.job_id)  # what the gpu-queue task does
-
-    training_job.refresh_from_db()
-    job = training_job.job
-    job.refresh_from_db()
-    assert job.status == JobStatus.SUCCEEDED, (job.message, training_job.log_tail[-3000:])
+    job = execute_and_succeed(training_job)  # what the gpu-queue task does
     assert job.message == "Trained 2 steps."
     losses = [m.loss for m in training_job.metrics.order_by("step") if m.loss is not None]
     assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)

@@ -2,8 +2,6 @@
 final folder is an adapter that loads onto its base and generates."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,21 +10,19 @@ pytest.importorskip("trl")  # the `train` extra
 peft = pytest.importorskip("peft")
 transformers = pytest.importorskip("transformers")
 
+from tests.training.conftest import run_sft_entry_point  # noqa: E402
 from tests.training.test_sft import ROW  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_lora_adapter_trains_and_loads(tmp_path):
     rows = [ROW] * 8
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    events = tmp_path / "events.jsonl"
-    config = {
-        "base_model": "preset:tiny-qwen2",
-        "train_file": str(train),
-        "output_dir": str(tmp_path / "run"),
-        "hyperparameters": {
+    result, reported = run_sft_entry_point(
+        tmp_path,
+        "preset:tiny-qwen2",
+        train,
+        {
             "max_steps": 6,
             "batch_size": 2,
             "gradient_accumulation_steps": 1,
@@ -37,17 +33,7 @@ def test_lora_adapter_trains_and_loads(tmp_path):
             "lora_r": 4,
             "lora_alpha": 8,
         },
-        "report": {"events_file": str(events)},
-    }
-    (tmp_path / "job.json").write_text(json.dumps(config))
-    result = subprocess.run(
-        [sys.executable, "-m", "apps.training.sft", "--config", str(tmp_path / "job.json")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
-    reported = [json.loads(line) for line in events.read_text().splitlines()]
     finished = reported[-1]
     assert result.returncode == 0, result.stderr[-3000:]
     assert finished["type"] == "finished" and finished["status"] == "succeeded"

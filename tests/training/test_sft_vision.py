@@ -5,8 +5,6 @@ exported; the text preset refuses image rows."""
 
 import json
 import math
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -25,8 +23,8 @@ from apps.training.vision import (  # noqa: E402
     load_vision,
     read_bundle_or_rows,
 )
+from tests.training.conftest import run_sft_entry_point  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 IMAGE_TOKENS = 16  # (32 / 8) ** 2 patches, the CLS token dropped
 
 
@@ -152,30 +150,15 @@ def test_a_trl_bundle_zip_is_read_as_exported(tmp_path):
 
 
 def run_entry_point(tmp_path, train: Path, base_model: str, steps: int = 2, max_length: int = 1024):
-    events = tmp_path / "events.jsonl"
-    config = {
-        "base_model": base_model,
-        "train_file": str(train),
-        "output_dir": str(tmp_path / "run"),
-        "hyperparameters": {
-            "max_steps": steps,
-            "batch_size": 2,
-            "gradient_accumulation_steps": 1,
-            "learning_rate": 0.01,
-            "max_length": max_length,
-            "save_steps": steps,
-        },
-        "report": {"events_file": str(events)},
+    hyperparameters = {
+        "max_steps": steps,
+        "batch_size": 2,
+        "gradient_accumulation_steps": 1,
+        "learning_rate": 0.01,
+        "max_length": max_length,
+        "save_steps": steps,
     }
-    (tmp_path / "job.json").write_text(json.dumps(config))
-    result = subprocess.run(
-        [sys.executable, "-m", "apps.training.sft", "--config", str(tmp_path / "job.json")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return result, [json.loads(line) for line in events.read_text().splitlines()]
+    return run_sft_entry_point(tmp_path, base_model, train, hyperparameters)
 
 
 def test_two_steps_of_the_tiny_vlm_on_cpu_write_a_checkpoint(tmp_path):

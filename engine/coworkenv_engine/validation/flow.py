@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..bindings import placeholder_name
@@ -65,28 +66,26 @@ _PERSON_PARAMS = re.compile(
 )
 
 
-def _strings(value: Any, path: tuple = ()):
+def _scalars(value: Any, path: tuple, wanted: Callable[[Any], bool]):
+    """``(path, v)`` of every ``v`` inside ``value`` (dicts and lists walked) that is
+    ``wanted``."""
     stack = [(value, path)]
     while stack:
         v, p = stack.pop()
-        if isinstance(v, str):
+        if wanted(v):
             yield p, v
         elif isinstance(v, dict):
             stack.extend((x, (*p, key)) for key, x in v.items())
         elif isinstance(v, list):
             stack.extend((x, (*p, i)) for i, x in enumerate(v))
+
+
+def _strings(value: Any, path: tuple = ()):
+    return _scalars(value, path, lambda v: isinstance(v, str))
 
 
 def _numbers(value: Any, path: tuple = ()):
-    stack = [(value, path)]
-    while stack:
-        v, p = stack.pop()
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            yield p, v
-        elif isinstance(v, dict):
-            stack.extend((x, (*p, key)) for key, x in v.items())
-        elif isinstance(v, list):
-            stack.extend((x, (*p, i)) for i, x in enumerate(v))
+    return _scalars(value, path, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 class _Visible:

@@ -326,13 +326,16 @@ def test_claw_eval_validator_passes_the_export(tmp_path):
     assert f"Total: {len(CASES)} | Passed: {len(CASES)} | Failed: 0" in done.stdout
 
 
-def _run_harness(checkout: Path, task_id: str, config: Path, port: int, trace_dir: Path):
+def _run_harness(
+    checkout: Path, task_id: str, config: Path, port: int, trace_dir: Path, *, judge: bool = False
+):
+    """``claw-eval run`` of ``task_id`` in ``checkout`` (its judge off unless ``judge``)."""
     return subprocess.run(
         [
             sys.executable, "-m", "claw_eval.cli", "run",
             "--task", f"tasks/{task_id}",
             "--config", str(config),
-            "--no-judge",
+            *([] if judge else ["--no-judge"]),
             "--trace-dir", str(trace_dir),
             "--port-offset", str(port - PORT),
         ],
@@ -453,16 +456,7 @@ def test_claw_eval_harness_judge_scores_a_judge_check(tmp_path):
             f"judge:\n  api_key: test\n  base_url: {llm.base_url}\n  model_id: judge\n"
             "  enabled: true\n"
         )
-        done = subprocess.run(
-            [sys.executable, "-m", "claw_eval.cli", "run", "--task", f"tasks/{task_id}",
-             "--config", str(config), "--trace-dir", str(tmp_path / "traces"),
-             "--port-offset", str(port - PORT)],
-            cwd=checkout,
-            env={**os.environ, "PYTHONPATH": str(checkout / "src")},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )  # fmt: skip
+        done = _run_harness(checkout, task_id, config, port, tmp_path / "traces", judge=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [asked] = judged
     assert asked.endswith(f"## Rubric\n{rubric}")
