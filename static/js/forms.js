@@ -2,7 +2,8 @@
  *
  * 1. <select multiple> becomes a searchable list of checkboxes: a filter box, the options as
  *    checkboxes, "N selected" and Clear. The select stays in the form (hidden) and carries
- *    the choice, so the server sees exactly what it saw before.
+ *    the choice, so the server sees exactly what it saw before. A required one that is left
+ *    empty says so beside its checkboxes (the browser cannot point at the hidden select).
  * 2. [data-show-if="field=value"]: the element shows only while the form's field has that
  *    value (the synthesis form hides its LLM-only fields when Template is chosen).
  * 3. [data-copy="#id"] buttons (hidden until now) copy that element's text to the clipboard.
@@ -62,13 +63,32 @@
     var empty = el("p", "small muted choice-empty", "Nothing matches.");
     empty.hidden = true;
     list.appendChild(empty);
-    box.append(head, list);
+    var problem = el("p", "choice-problem", "Choose at least one.");
+    problem.hidden = true;
+    problem.setAttribute("role", "alert");
+    problem.dataset.testid = "choices-problem-" + select.name;
+    box.append(head, list, problem);
 
     function update() {
       var n = boxes.filter(function (b) { return b.checked; }).length;
       count.textContent = n ? n + " selected" : "none selected";
       clear.hidden = !n;
+      if (n) {
+        problem.hidden = true;
+        box.classList.remove("choice-invalid");
+      }
     }
+    // The hidden select is what the browser checks on submit; it cannot show its own bubble.
+    select.addEventListener("invalid", function (event) {
+      event.preventDefault();
+      problem.hidden = false;
+      box.classList.add("choice-invalid");
+      var first = select.form && select.form.querySelector(":invalid:not(fieldset, form)");
+      if (!first || first === select) {  // only the form's first problem takes the focus
+        box.scrollIntoView({ block: "center" });
+        (boxes[0] || search).focus({ preventScroll: true });
+      }
+    });
     search.addEventListener("input", function () {
       var needle = search.value.trim().toLowerCase();
       var shown = 0;
