@@ -7,6 +7,9 @@
  * 2. [data-show-if="field=value"]: the element shows only while the form's field has that
  *    value (the synthesis form hides its LLM-only fields when Template is chosen).
  * 3. [data-copy="#id"] buttons (hidden until now) copy that element's text to the clipboard.
+ * 4. When a posted form comes back with problems (htmx swaps it in place, the page stays where
+ *    it was), the first problem is brought into view and its field focused: the reply to a
+ *    click at the foot of a long form may be an error far above, out of sight.
  */
 (function () {
   "use strict";
@@ -169,6 +172,28 @@
       });
     });
   }
+
+  function showFirstProblem(root) {
+    var problem = root.querySelector(".errorlist, [role=alert]:not([hidden])");
+    if (!problem) return;
+    var field = problem.closest("label, .field, fieldset") || problem;
+    var control = field.querySelector(
+      "input:not([type=hidden]):not([type=search]), select:not([hidden]), textarea"
+    );
+    if (control) control.focus({ preventScroll: true });
+    var box = field.getBoundingClientRect();
+    var header = document.querySelector("header.topbar");
+    var top = header ? header.getBoundingClientRect().bottom : 0;
+    if (box.top < top || box.bottom > window.innerHeight) field.scrollIntoView({ block: "center" });
+  }
+
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var config = event.detail.requestConfig;
+    var root = event.detail.elt;
+    if (!config || String(config.verb).toLowerCase() !== "post" || !root.querySelector) return;
+    if (root.tagName !== "FORM" && !root.querySelector("form")) return;
+    showFirstProblem(root);
+  });
 
   function init(root) {
     var scope = root.querySelectorAll ? root : document;
