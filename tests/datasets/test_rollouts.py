@@ -61,6 +61,7 @@ def lines_of(version):
 
 
 def test_a_rollout_version_exports_each_member_with_its_variant(dataset, author, group_batch):
+    Run.objects.filter(batch=group_batch).update(capabilities=["notice-changes", "clarify"])
     version = build(dataset, author, group_batch, reward="passed", advantage="rloo")
     group = RolloutGroup.objects.get(batch=group_batch)
     runs = list(Run.objects.filter(batch=group_batch).order_by("trial"))
@@ -135,6 +136,25 @@ def test_a_rollout_version_exports_each_member_with_its_variant(dataset, author,
         ).encode()
     ).hexdigest()
     assert version.checksum == expected
+    # the lineage names each environment as SFT versions do: linked, with its revisions and
+    # spec hashes (the page said "(deleted)" of a live environment), and the capability mix
+    run = runs[0]
+    assert version.environments == [
+        {
+            "id": run.environment_id,
+            "name": "Clarify and notice",
+            "split": "train",
+            "rows": 3,
+            "tasks": {"clarify": 3},
+            "revisions": [run.environment_revision],
+            "spec_hashes": [run.spec_hash],
+        }
+    ]
+    assert run.environment_id and run.spec_hash and run.capabilities
+    assert version.capability_mix == {
+        "clarify": {"train": 3, "validation": 0},
+        "notice-changes": {"train": 3, "validation": 0},
+    }
     card = export_absolute_path(version.exports.get(format="card")).read_text()
     assert card.startswith("# rollouts — version 1 (scored rollouts)\n")
     assert "- reward: `passed`; advantage: `rloo`; credit: `trajectory`" in card
@@ -215,6 +235,10 @@ def test_download_page_and_regeneration(
     for run in Run.objects.filter(batch=group_batch):
         assert f'href="/runs/{run.pk}/">#{run.pk}</a>' in html
     assert "Approved matched" not in html and 'data-testid="row-table"' not in html
+    # the lineage links the (live) environment of the runs
+    environment_id = Run.objects.filter(batch=group_batch).first().environment_id
+    assert f'<a href="/environments/{environment_id}/">Clarify and notice</a>' in html
+    assert "(deleted)" not in html
     partial = client_for(viewer).get(
         reverse("datasets:version_detail", args=[dataset.pk, 1]) + "?split=train",
         HTTP_HX_REQUEST="true",
