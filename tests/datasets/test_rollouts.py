@@ -71,6 +71,9 @@ def test_a_rollout_version_exports_each_member_with_its_variant(dataset, author,
         3,
         0,
     )
+    # the job reports progress over the groups' runs, done when the version is ready
+    version.job.refresh_from_db()
+    assert (version.job.progress_done, version.job.progress_total) == (3, 3)
     assert version.filters == {
         "batches": [group_batch.pk],
         "variant": {"reward": "passed", "advantage": "rloo", "credit": "trajectory"},

@@ -238,7 +238,10 @@ def rollout_version_build(context: JobContext, version: DatasetVersion, counter:
     RolloutRow.objects.filter(version=version).delete()
     exports_remove(version)
     variant = Variant.parse(**version.filters["variant"])
-    groups = RolloutGroup.objects.filter(batch_id__in=version.filters["batches"]).count()
+    scored = RolloutGroup.objects.filter(batch_id__in=version.filters["batches"])
+    groups = scored.count()
+    members = sum(len(ids) for ids in scored.values_list("run_ids", flat=True))
+    context.progress(0, max(members, 1), f"Reading the {members} runs of {groups} groups…")
     directory = export_directory(version)
     directory.mkdir(parents=True, exist_ok=True)
     split = RowSplit.TRAIN
@@ -287,7 +290,7 @@ def rollout_version_build(context: JobContext, version: DatasetVersion, counter:
             checksum.update(_checksum_line(split, run.pk, group.pk, member, content))
             sink.write(line, run.pk)
             if len(rows) % ROW_BATCH == 0:
-                context.progress(len(rows))
+                context.progress(len(rows) + unscorable)
     except BaseException:
         sink.discard()
         raise
@@ -358,6 +361,7 @@ def rollout_version_build(context: JobContext, version: DatasetVersion, counter:
         for model, count in sorted(models.items(), key=lambda item: (-item[1], item[0]))
     ]
     version.checksum = checksum.hexdigest()
+    context.progress(max(members, 1), max(members, 1))
     version.save(
         update_fields=[
             "demonstrations",
