@@ -408,6 +408,10 @@ def test_the_rollout_version_form_builds_through_a_job(
     form = client.get(url)
     assert form.status_code == 200
     assert f"#{group_batch.pk} {group_batch.name} (G=3, loop-student)" in form.content.decode()
+    assert (  # the help names the options as the selects show them
+        "Per turn and per call take the reward “Safety-gated score” and the advantage "
+        "“GRPO (r - mean) / std” or “GRPO without std scaling (Dr. GRPO)”."
+    ) in form.content.decode()
     bad = client.post(
         url,
         {"batches": [group_batch.pk], "reward": "passed", "advantage": "grpo", "credit": "turn"},
