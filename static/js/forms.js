@@ -177,21 +177,24 @@
     var problem = root.querySelector(".errorlist, [role=alert]:not([hidden])");
     if (!problem) return;
     var field = problem.closest("label, .field, fieldset") || problem;
-    var control = field.querySelector(
-      "input:not([type=hidden]):not([type=search]), select:not([hidden]), textarea"
-    );
-    if (control) control.focus({ preventScroll: true });
     var box = field.getBoundingClientRect();
     var header = document.querySelector("header.topbar");
     var top = header ? header.getBoundingClientRect().bottom : 0;
-    if (box.top < top || box.bottom > window.innerHeight) field.scrollIntoView({ block: "center" });
+    if (box.top >= top && box.bottom <= window.innerHeight) return;  // in sight: leave it be
+    var control = field.querySelector(
+      "input:not([type=hidden]):not([type=search]), select:not([hidden]), textarea"
+    );
+    if (control && control.offsetParent !== null) control.focus({ preventScroll: true });
+    field.scrollIntoView({ block: "center" });
   }
 
-  document.addEventListener("htmx:afterSettle", function (event) {
+  document.addEventListener("htmx:afterSwap", function (event) {
     var config = event.detail.requestConfig;
     var root = event.detail.elt;
     if (!config || String(config.verb).toLowerCase() !== "post" || !root.querySelector) return;
     if (root.tagName !== "FORM" && !root.querySelector("form")) return;
+    // JSON editors mark and scroll to their own problems (json-editor.js)
+    if (root.querySelector("textarea.json-input, textarea.spec-editor")) return;
     showFirstProblem(root);
   });
 
