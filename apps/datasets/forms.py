@@ -145,7 +145,8 @@ class RolloutVersionForm(forms.Form):
     credit = forms.ChoiceField(
         choices=list(CREDIT_LABELS.items()),
         initial="trajectory",
-        help_text="Per turn and per call take the score reward and grpo or dr_grpo.",
+        help_text=f"Per turn and per call take the reward “{REWARD_LABELS['score']}” and the "
+        f"advantage “{ADVANTAGE_LABELS['grpo']}” or “{ADVANTAGE_LABELS['dr_grpo']}”.",
     )
 
     def __init__(self, *args, project, **kwargs):

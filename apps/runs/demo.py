@@ -36,3 +36,33 @@ def demo_oracle_batch(*, project, user, environments) -> RunBatch | None:
     except ApplicationError:
         return None  # no valid task (e.g. the samples failed validation): nothing to show
     return run_batch_execute_inline(batch=batch)
+
+
+DEMO_STUDENT_BATCH_NAME = "Student (oracle) · rollout groups"
+DEMO_GROUP_SIZE = 4
+
+
+def demo_student_batch(*, project, user, environments) -> RunBatch | None:
+    """A student batch with a group size over the first of ``environments``, so that the
+    rollout groups page and scored-rollout datasets have something to show, once (a project
+    with a student batch already is left alone). The oracle scores every sample alike, so
+    its advantages are 0: a model endpoint makes them differ. Returns the batch, or None."""
+    if RunBatch.objects.filter(project=project, role=RunRole.STUDENT).exists():
+        return None
+    environments = tuple(environments)[:1]
+    if not environments:
+        return None
+    try:
+        batch = run_batch_create(
+            project=project,
+            user=user,
+            name=DEMO_STUDENT_BATCH_NAME,
+            policy_kind=PolicyKind.ORACLE,
+            role=RunRole.STUDENT,
+            selection=TaskSelection(environments=environments),
+            settings=BatchSettings(group_size=DEMO_GROUP_SIZE, concurrency=1),
+            executor=Executor.INLINE,
+        )
+    except ApplicationError:
+        return None
+    return run_batch_execute_inline(batch=batch)

@@ -105,6 +105,7 @@ class RunBatchForm(forms.Form):
         queryset=ModelEndpoint.objects.none(),
         required=False,
         label="User simulator endpoint",
+        empty_label="—",
         help_text="Plays the task's persona and reveals only what the task allows.",
     )
     judge_endpoint = IdModelChoiceField(
@@ -138,6 +139,10 @@ class RunBatchForm(forms.Form):
             .values_list("slug", "name")
         )
         self.fields["simulator_endpoint"].queryset = endpoints
+        if not self.endpoints:  # only the oracle to choose: say how to run a model
+            self.fields[
+                "policy"
+            ].help_text += " To run a model, add a model endpoint to the project (Endpoints)."
         self.fields["judge_endpoint"].queryset = endpoints
 
     BOUNDS = (

@@ -69,13 +69,14 @@ class Variant:
             if variant.reward != "score":
                 raise ApplicationError(
                     "Per-turn and per-call credit split the safety-gated score: choose the "
-                    "score reward.",
+                    f"score reward (“{REWARD_LABELS['score']}”).",
                     {"fields": {"reward": ["score with per-turn or per-call credit."]}},
                 )
             if variant.advantage not in CREDIT_METHODS:
                 raise ApplicationError(
                     "Per-turn and per-call credit are normalised with or without std scaling: "
-                    "choose grpo or dr_grpo.",
+                    f"choose grpo (“{ADVANTAGE_LABELS['grpo']}”) or dr_grpo "
+                    f"(“{ADVANTAGE_LABELS['dr_grpo']}”) as the advantage.",
                     {"fields": {"advantage": ["grpo or dr_grpo with this credit."]}},
                 )
         return variant

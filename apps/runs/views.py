@@ -20,6 +20,7 @@ from apps.runs.models import RunStatus
 from apps.runs.rollouts import (
     ADVANTAGE_LABELS,
     CREDIT_LABELS,
+    CREDIT_METHODS,
     REWARD_LABELS,
     Variant,
     group_list,
@@ -274,6 +275,14 @@ def batch_groups_view(request, pk):
         "reward_choices": REWARD_LABELS.items(),
         "advantage_choices": ADVANTAGE_LABELS.items(),
         "credit_choices": CREDIT_LABELS.items(),
+        # what per-turn and per-call credit accept, marked in the selector
+        "credit_rewards": ("score",),
+        "credit_advantages": CREDIT_METHODS,
+        "variant_labels": variant
+        and {
+            "reward": REWARD_LABELS[variant.reward],
+            "advantage": ADVANTAGE_LABELS[variant.advantage],
+        },
     }
     return render_page(
         request,

@@ -1,6 +1,7 @@
 """The demo workplace that `make run` opens with: a user, a project and real content in every
 part of the pipeline — sample and synthesized environments, an oracle batch, a review queue
-with work left in it, and a built dataset version with every export format offered.
+with work left in it, a built dataset version with every export format offered and a student
+batch's rollout groups.
 
 Each step is idempotent (it runs once per project and never overwrites what a person
 changed); everything runs in-process, since the worker may not be up yet."""
@@ -27,7 +28,7 @@ from apps.datasets.services import (
 )
 from apps.environments.models import EnvironmentStatus
 from apps.environments.services import environment_import, environment_validate
-from apps.runs.demo import demo_oracle_batch
+from apps.runs.demo import demo_oracle_batch, demo_student_batch
 from apps.synthesis.services import synthesis_demo_seed
 from apps.workspace.services import project_start
 
@@ -89,6 +90,8 @@ def demo_seed() -> DemoSummary:
     )
     if demo_teacher_batch(project=project, user=user, environments=valid) is not None:
         summary.dataset_version = _seed_dataset(project, user)
+    # The rollout groups page opens with groups: a student batch with a group size.
+    demo_student_batch(project=project, user=user, environments=samples)
     return summary
 
 

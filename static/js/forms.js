@@ -2,10 +2,14 @@
  *
  * 1. <select multiple> becomes a searchable list of checkboxes: a filter box, the options as
  *    checkboxes, "N selected" and Clear. The select stays in the form (hidden) and carries
- *    the choice, so the server sees exactly what it saw before.
+ *    the choice, so the server sees exactly what it saw before. A required one that is left
+ *    empty says so beside its checkboxes (the browser cannot point at the hidden select).
  * 2. [data-show-if="field=value"]: the element shows only while the form's field has that
  *    value (the synthesis form hides its LLM-only fields when Template is chosen).
  * 3. [data-copy="#id"] buttons (hidden until now) copy that element's text to the clipboard.
+ * 4. When a posted form comes back with problems (htmx swaps it in place, the page stays where
+ *    it was), the first problem is brought into view and its field focused: the reply to a
+ *    click at the foot of a long form may be an error far above, out of sight.
  */
 (function () {
   "use strict";
@@ -62,13 +66,32 @@
     var empty = el("p", "small muted choice-empty", "Nothing matches.");
     empty.hidden = true;
     list.appendChild(empty);
-    box.append(head, list);
+    var problem = el("p", "choice-problem", "Choose at least one.");
+    problem.hidden = true;
+    problem.setAttribute("role", "alert");
+    problem.dataset.testid = "choices-problem-" + select.name;
+    box.append(head, list, problem);
 
     function update() {
       var n = boxes.filter(function (b) { return b.checked; }).length;
       count.textContent = n ? n + " selected" : "none selected";
       clear.hidden = !n;
+      if (n) {
+        problem.hidden = true;
+        box.classList.remove("choice-invalid");
+      }
     }
+    // The hidden select is what the browser checks on submit; it cannot show its own bubble.
+    select.addEventListener("invalid", function (event) {
+      event.preventDefault();
+      problem.hidden = false;
+      box.classList.add("choice-invalid");
+      var first = select.form && select.form.querySelector(":invalid:not(fieldset, form)");
+      if (!first || first === select) {  // only the form's first problem takes the focus
+        box.scrollIntoView({ block: "center" });
+        (boxes[0] || search).focus({ preventScroll: true });
+      }
+    });
     search.addEventListener("input", function () {
       var needle = search.value.trim().toLowerCase();
       var shown = 0;
@@ -149,6 +172,31 @@
       });
     });
   }
+
+  function showFirstProblem(root) {
+    var problem = root.querySelector(".errorlist, [role=alert]:not([hidden])");
+    if (!problem) return;
+    var field = problem.closest("label, .field, fieldset") || problem;
+    var box = field.getBoundingClientRect();
+    var header = document.querySelector("header.topbar");
+    var top = header ? header.getBoundingClientRect().bottom : 0;
+    if (box.top >= top && box.bottom <= window.innerHeight) return;  // in sight: leave it be
+    var control = field.querySelector(
+      "input:not([type=hidden]):not([type=search]), select:not([hidden]), textarea"
+    );
+    if (control && control.offsetParent !== null) control.focus({ preventScroll: true });
+    field.scrollIntoView({ block: "center" });
+  }
+
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var config = event.detail.requestConfig;
+    var root = event.detail.elt;
+    if (!config || String(config.verb).toLowerCase() !== "post" || !root.querySelector) return;
+    if (root.tagName !== "FORM" && !root.querySelector("form")) return;
+    // JSON editors mark and scroll to their own problems (json-editor.js)
+    if (root.querySelector("textarea.json-input, textarea.spec-editor")) return;
+    showFirstProblem(root);
+  });
 
   function init(root) {
     var scope = root.querySelectorAll ? root : document;

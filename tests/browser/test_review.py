@@ -98,3 +98,32 @@ def test_review_with_the_keyboard_only(login, live_server, reviewer, project, qu
     )
     assert second.status == "rejected"
     assert (third.status, third.claimed_by_id) == ("pending", reviewer.pk)
+
+
+def test_drop_from_here_asks_first_and_a_no_keeps_the_transcript(
+    login, live_server, reviewer, project, queue
+):
+    """Dropping cuts the rest of the transcript at once: it asks first (by click or by d),
+    and declining changes nothing."""
+    first = queue[0]
+    page = login(reviewer)
+    page.goto(f"{live_server.url}/p/{project.slug}/review/{first.pk}/")
+    asked = []
+
+    def decline(dialog):
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", decline)
+    page.get_by_test_id("turn").first.locator("[data-action=truncate]").click()
+    expect(page.get_by_test_id("turn").first).to_be_visible()
+    page.wait_for_timeout(300)
+    assert len(asked) == 1 and asked[0].startswith("Drop message ")
+    assert "saved as version 2" in asked[0]
+    first.refresh_from_db()
+    assert first.versions.count() == 1
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_test_id("turn").first.locator("[data-action=truncate]").click()
+    expect(page.get_by_text(re.compile(r"Version 2 saved"))).to_be_visible()
+    assert first.versions.count() == 2

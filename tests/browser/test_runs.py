@@ -80,3 +80,24 @@ def test_oracle_batch_from_the_ui(login, live_server, author, project, worker):
     expect(page.get_by_test_id("model-row")).to_have_count(1)
     expect(page.get_by_test_id("model-row")).to_contain_text("oracle")
     expect(page.get_by_test_id("line-chart").first).to_be_visible()
+
+
+def test_a_rejected_batch_form_brings_its_problem_into_view(login, live_server, author, project):
+    """The form is long and swapped in place: its problem (here beside Group size, far above
+    the Start button) is scrolled to and its field focused, and the input is kept."""
+    environment = import_valid(project, author, json.loads(SAMPLES[0].read_text()))
+    page = login(author)
+    page.set_viewport_size({"width": 1366, "height": 700})
+    page.goto(f"{live_server.url}/p/{project.slug}/runs/new/")
+    page.get_by_test_id("choices-environments").get_by_label(environment.name).check()
+    page.get_by_label("Group size G").fill("4")  # groups are for the student role only
+    page.get_by_test_id("start-batch").click()
+
+    group_size = page.get_by_label("Group size G")
+    expect(page.get_by_text("Rollout groups are for the student role.")).to_be_in_viewport()
+    expect(group_size).to_be_focused()
+    expect(group_size).to_have_value("4")
+    expect(
+        page.get_by_test_id("choices-environments").get_by_label(environment.name)
+    ).to_be_checked()
+    assert not RunBatch.objects.exists()

@@ -69,3 +69,23 @@ def test_template_synthesis_from_the_ui(login, live_server, author, project, wor
     expect(page.get_by_test_id("attempt").first).to_contain_text("valid")
     page.get_by_test_id("slot-environment").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text(slot.environment.name)
+
+
+def test_submitting_without_a_capability_says_so_beside_the_checkboxes(
+    login, live_server, author, project
+):
+    """The capabilities select is hidden behind its checkboxes, so the browser's own "fill
+    this in" bubble has nowhere to point: the button used to do nothing at all."""
+    capability_catalogue_seed(project=project)
+    page = login(author)
+    page.goto(f"{live_server.url}/p/{project.slug}/synthesis/new/")
+    problem = page.get_by_test_id("choices-problem-capabilities")
+    expect(problem).to_be_hidden()
+    page.get_by_role("button", name="Start synthesis").click()
+    expect(problem).to_be_visible()
+    expect(problem).to_have_text("Choose at least one.")
+    expect(page).to_have_url(re.compile(r"/synthesis/new/$"))
+    choices = page.get_by_test_id("choices-capabilities")
+    choices.get_by_label("Clarify before acting").check()
+    expect(problem).to_be_hidden()
+    assert not SynthesisJob.objects.exists()

@@ -245,6 +245,15 @@ def test_version_rows_exports_and_checksum(prompts_dataset, author, sample_envir
     assert [e["rows"] for e in version.environments] == [
         2 * sum(1 for s, _ in train if s.name == e.name) for e in sample_environments
     ]
+    # the capability mix has every kind's shape (slug -> splits), which the page, the card
+    # and the API read: it once came out as {"train": {slug: n}}
+    mix = {}
+    for _s, t in train:
+        for slug in t.capabilities:
+            mix[slug] = mix.get(slug, 0) + 2
+    assert version.capability_mix == {
+        slug: {"train": n, "validation": 0} for slug, n in sorted(mix.items())
+    }
     assert version.job.message.startswith(
         f"v1: {version.train_rows} prompt rows ({version.excluded_eval} eval-task rows kept "
         "out); 4 of 4 exports offered"
@@ -520,6 +529,10 @@ def test_pages_create_build_and_show_an_rl_prompt_version(
     assert 'data-testid="download-verl-train"' in page
     assert f"/datasets/{dataset.pk}/versions/1/download/grpo/train/" in page
     assert "Prompt rows (task" in page
+    mix_table = page.split('data-testid="capability-mix"')[1].split("</table>")[0]
+    slug, counts = next(iter(version.capability_mix.items()))
+    assert f'<td class="mono small">{slug}</td><td class="num">{counts["train"]}' in mix_table
+    assert '<td class="mono small">train</td>' not in mix_table
     assert "Approved matched" not in page
     assert version.checksum in page
     fragment = (

@@ -61,6 +61,7 @@ def lines_of(version):
 
 
 def test_a_rollout_version_exports_each_member_with_its_variant(dataset, author, group_batch):
+    Run.objects.filter(batch=group_batch).update(capabilities=["notice-changes", "clarify"])
     version = build(dataset, author, group_batch, reward="passed", advantage="rloo")
     group = RolloutGroup.objects.get(batch=group_batch)
     runs = list(Run.objects.filter(batch=group_batch).order_by("trial"))
@@ -70,6 +71,9 @@ def test_a_rollout_version_exports_each_member_with_its_variant(dataset, author,
         3,
         0,
     )
+    # the job reports progress over the groups' runs, done when the version is ready
+    version.job.refresh_from_db()
+    assert (version.job.progress_done, version.job.progress_total) == (3, 3)
     assert version.filters == {
         "batches": [group_batch.pk],
         "variant": {"reward": "passed", "advantage": "rloo", "credit": "trajectory"},
@@ -135,6 +139,25 @@ def test_a_rollout_version_exports_each_member_with_its_variant(dataset, author,
         ).encode()
     ).hexdigest()
     assert version.checksum == expected
+    # the lineage names each environment as SFT versions do: linked, with its revisions and
+    # spec hashes (the page said "(deleted)" of a live environment), and the capability mix
+    run = runs[0]
+    assert version.environments == [
+        {
+            "id": run.environment_id,
+            "name": "Clarify and notice",
+            "split": "train",
+            "rows": 3,
+            "tasks": {"clarify": 3},
+            "revisions": [run.environment_revision],
+            "spec_hashes": [run.spec_hash],
+        }
+    ]
+    assert run.environment_id and run.spec_hash and run.capabilities
+    assert version.capability_mix == {
+        "clarify": {"train": 3, "validation": 0},
+        "notice-changes": {"train": 3, "validation": 0},
+    }
     card = export_absolute_path(version.exports.get(format="card")).read_text()
     assert card.startswith("# rollouts — version 1 (scored rollouts)\n")
     assert "- reward: `passed`; advantage: `rloo`; credit: `trajectory`" in card
@@ -215,6 +238,10 @@ def test_download_page_and_regeneration(
     for run in Run.objects.filter(batch=group_batch):
         assert f'href="/runs/{run.pk}/">#{run.pk}</a>' in html
     assert "Approved matched" not in html and 'data-testid="row-table"' not in html
+    # the lineage links the (live) environment of the runs
+    environment_id = Run.objects.filter(batch=group_batch).first().environment_id
+    assert f'<a href="/environments/{environment_id}/">Clarify and notice</a>' in html
+    assert "(deleted)" not in html
     partial = client_for(viewer).get(
         reverse("datasets:version_detail", args=[dataset.pk, 1]) + "?split=train",
         HTTP_HX_REQUEST="true",
@@ -381,6 +408,10 @@ def test_the_rollout_version_form_builds_through_a_job(
     form = client.get(url)
     assert form.status_code == 200
     assert f"#{group_batch.pk} {group_batch.name} (G=3, loop-student)" in form.content.decode()
+    assert (  # the help names the options as the selects show them
+        "Per turn and per call take the reward “Safety-gated score” and the advantage "
+        "“GRPO (r - mean) / std” or “GRPO without std scaling (Dr. GRPO)”."
+    ) in form.content.decode()
     bad = client.post(
         url,
         {"batches": [group_batch.pk], "reward": "passed", "advantage": "grpo", "credit": "turn"},

@@ -214,7 +214,8 @@ def test_the_zip_export_carries_the_files_and_imports_elsewhere_with_them(
     with zipfile.ZipFile(io.BytesIO(content)) as archive:
         names = sorted(archive.namelist())
     assert names == sorted(
-        [f"acme-expense-receipts-{environment.pk}.json"] + [f"attachments/{s}" for s in files]
+        [f"orbital-foods-expense-receipts-{environment.pk}.json"]
+        + [f"attachments/{s}" for s in files]
     )
     for sha in files:  # another deployment: nothing stored yet
         attachment_storage().delete(attachment_name(sha))

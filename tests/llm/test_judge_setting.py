@@ -21,6 +21,7 @@ def test_author_chooses_the_judge_and_the_list_shows_it(client_for, author, proj
     client = client_for(author)
     page = client.get(url(project)).content.decode()
     assert 'data-testid="judge-form"' in page
+    assert 'data-testid="no-endpoints"' not in page  # there is one to choose
     assert "No judge: judge graders are skipped" in page
     response = client.post(url(project), {"endpoint": endpoint.pk})
     assert response.status_code == 302
@@ -29,6 +30,13 @@ def test_author_chooses_the_judge_and_the_list_shows_it(client_for, author, proj
     assert (setting.endpoint_id, setting.updated_by_id) == (endpoint.pk, author.pk)
     listing = client.get(reverse("llm:endpoint_list", args=[project.slug])).content.decode()
     assert "LLM judge: <strong>loopback</strong>" in listing
+
+
+def test_without_endpoints_the_page_points_to_adding_one(client_for, author, project):
+    for headers in ({}, HTMX_HEADERS):
+        page = client_for(author).get(url(project), **headers).content.decode()
+        assert 'data-testid="no-endpoints"' in page
+        assert f'href="/p/{project.slug}/models/new/">Add an endpoint</a>' in page
 
 
 def test_clearing_the_judge_removes_the_setting(client_for, author, project, endpoint):

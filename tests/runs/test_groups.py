@@ -350,6 +350,13 @@ def test_groups_page_shows_each_member_under_the_chosen_variant(client_for, view
         ("?credit=token", "Unknown credit “token”: use trajectory, turn, call."),
         ("?credit=turn&reward=passed", "Per-turn and per-call credit split the safety-gated"),
         ("?credit=call&advantage=rloo", "Per-turn and per-call credit are normalised with or"),
+        # the reason names the options as the selector shows them
+        ("?credit=turn&reward=raw", "choose the score reward (“Safety-gated score”)."),
+        (
+            "?credit=turn&advantage=rloo",
+            "choose grpo (“GRPO (r - mean) / std”) or dr_grpo "
+            "(“GRPO without std scaling (Dr. GRPO)”) as the advantage.",
+        ),
     ],
 )
 def test_groups_page_refuses_bad_variants_with_the_reason(
@@ -360,6 +367,22 @@ def test_groups_page_refuses_bad_variants_with_the_reason(
         response = client_for(viewer).get(groups_url(batch, query), **headers)
         assert response.status_code == status
         assert message in response.content.decode().replace("&quot;", '"')
+
+
+def test_groups_page_names_the_variant_as_its_selector_does(client_for, viewer, student_group):
+    """The sentence above the groups uses the selector's labels (not grpo, score), and the
+    options per-turn and per-call credit refuse say so before they are chosen."""
+    batch, _ = student_group
+    for headers in ({}, HTMX_HEADERS):
+        body = client_for(viewer).get(groups_url(batch, "?advantage=rloo"), **headers)
+        text = body.content.decode()
+        assert "Advantages: Leave-one-out (RLOO) on the safety-gated score reward" in text
+        assert "Advantages: rloo" not in text
+    page = client_for(viewer).get(groups_url(batch)).content.decode()
+    assert ">Leave-one-out (RLOO) · trajectory credit only</option>" in page
+    assert ">Binary pass · trajectory credit only</option>" in page
+    assert ">GRPO (r - mean) / std</option>" in page
+    assert ">Safety-gated score</option>" in page
 
 
 def test_groups_page_empty_states(client_for, viewer, project, author, sample_environments):

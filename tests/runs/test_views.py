@@ -102,6 +102,24 @@ def test_empty_batch_list(client_for, author, project):
     assert "No run batches yet." in page and "Start a batch" in page
 
 
+def test_the_batch_form_says_how_to_run_a_model(client_for, author, project):
+    """With only the oracle to choose, the policy's help says where models come from; the
+    empty endpoint choices read "—" as elsewhere."""
+    from apps.llm.models import ModelEndpoint
+
+    url = reverse("runs:batch_create", args=["acme"])
+    for headers in ({}, HTMX_HEADERS):
+        page = client_for(author).get(url, **headers).content.decode()
+        assert "To run a model, add a model endpoint to the project (Endpoints)." in page
+        assert '<option value="" selected>—</option>' in page
+        assert "---------" not in page
+    ModelEndpoint.objects.create(
+        project=project, name="local", base_url="http://127.0.0.1:9/v1", model="m"
+    )
+    page = client_for(author).get(url).content.decode()
+    assert "To run a model" not in page and "local · m" in page
+
+
 def test_create_a_batch_from_the_form(client_for, author, project, sample_environments):
     env = sample_environments[0]
     response = client_for(author).post(

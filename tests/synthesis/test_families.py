@@ -65,6 +65,11 @@ def test_a_receipts_job_stores_the_images_and_its_environments_validate(start_te
     # seeds 40 and 41 draw different receipts
     first, second = (slot.environment for slot in synthesis.slots.order_by("index"))
     assert first.attachments != second.attachments
+    # and their names tell them apart in every list (the company comes from the seed)
+    assert (first.name, second.name) == (
+        "Lumen Labs - expense receipts",
+        "Riverbend - expense receipts",
+    )
     # validated again in the app, against the stored files, it stays valid
     report = environment_validate(environment=first)
     assert report.valid and report.problems == []

@@ -18,7 +18,7 @@ def test_the_command_imports_a_valid_multimodal_environment(project, author, cap
     assert len(environment.attachments) == 4
     assert all(attachment_bytes(a["sha256"]) is not None for a in environment.attachments)
     assert capsys.readouterr().out == (
-        f"Acme - expense receipts (#{environment.pk}): valid, 4 attachments.\n"
+        f"Northwind - expense receipts (#{environment.pk}): valid, 4 attachments.\n"
     )
 
 

@@ -132,6 +132,20 @@ def test_create_invalid_form_rerenders_partial(
     assert SynthesisJob.objects.count() == 0
 
 
+def test_create_without_endpoints_points_to_adding_one(client_for, author, capabilities):
+    """The LLM generator needs an endpoint: with none in the project the form says where to
+    add one (before, and with the error after choosing LLM)."""
+    page = client_for(author).get(reverse("synthesis:create", args=["acme"])).content.decode()
+    assert 'data-testid="no-endpoints"' in page
+    assert 'href="/p/acme/models/new/">Add an endpoint</a>' in page
+    refused = client_for(author).post(
+        reverse("synthesis:create", args=["acme"]),
+        form_data(capabilities, generator="llm"),
+        **HTMX_HEADERS,
+    )
+    assert 'data-testid="no-endpoints"' in refused.content.decode()
+
+
 def test_create_refuses_viewer_outsider_anonymous(
     client, client_for, viewer, outsider, capabilities
 ):

@@ -292,6 +292,13 @@ def test_grpo_job_page_shows_the_reward_panel(client_for, viewer, project, autho
                                               sample_environments):  # fmt: skip
     acme = sample_environments[0]
     job = _rl_job(project, author, acme, reward="strict")
+    # before any step the reward panel says so (it used to say "No loss reported yet.")
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        empty = client_for(viewer).get(f"/training/{job.pk}/", **headers).content.decode()
+        rl_panel = empty[empty.index('data-testid="rl-panel"') :]
+        assert "No reward reported yet." in rl_panel and "No loss reported yet." not in rl_panel
+    rl_compare = client_for(viewer).get(f"/p/acme/training/compare/rl/?jobs={job.pk}")
+    assert "No reward reported yet." in rl_compare.content.decode()
     training_events_apply(
         training_job=job,
         events=[{"type": "metrics", "step": 1, "reward": 0.0, "pass_rate": 0.0, "kl": 0.002,

@@ -1,11 +1,12 @@
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from apps.accounts.models import Membership, Project, Role
 from apps.curation.models import Demonstration
 from apps.datasets.models import DatasetExport, DatasetVersion, ExportStatus, VersionStatus
 from apps.environments.models import Environment, EnvironmentStatus
-from apps.runs.models import RunBatch
+from apps.runs.models import RolloutGroup, RunBatch
 from apps.workspace.demo import (
     DEMO_DATASET_NAME,
     DEMO_LEFT_FOR_REVIEW,
@@ -31,7 +32,16 @@ def test_seed_demo_is_idempotent_and_fills_every_part(capsys):
     assert Environment.objects.filter(project=project, source="synthesized").count() == 6
     assert DEMO_SYNTHESIZED == 6
     assert set(Environment.objects.values_list("status", flat=True)) == {EnvironmentStatus.VALID}
-    assert set(RunBatch.objects.values_list("role", flat=True)) == {"eval", "teacher"}
+    assert set(RunBatch.objects.values_list("role", flat=True)) == {"eval", "teacher", "student"}
+    # The rollout groups page opens with groups: one per task of the first sample, G=4 each.
+    student = RunBatch.objects.get(project=project, role="student")
+    groups = RolloutGroup.objects.filter(batch=student)
+    assert student.group_size == 4 and groups.count() == len(student.task_ids) >= 1
+    assert all(group.size == 4 for group in groups)
+    page = Client()
+    page.force_login(user)
+    html = page.get(f"/runs/batches/{student.pk}/").content.decode()
+    assert f'href="/runs/batches/{student.pk}/groups/"' in html
 
     # The review queue keeps work; eval tasks gave no demonstration.
     demonstrations = Demonstration.objects.filter(project=project)
@@ -61,3 +71,4 @@ def test_seed_demo_is_idempotent_and_fills_every_part(capsys):
     assert set(Environment.objects.values_list("description", flat=True)) == {"edited by a person"}
     assert DatasetVersion.objects.count() == 1
     assert demonstrations.count() == approved + DEMO_LEFT_FOR_REVIEW
+    assert RunBatch.objects.filter(project=project, role="student").count() == 1

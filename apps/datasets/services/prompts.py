@@ -278,7 +278,10 @@ def prompt_version_build(context: JobContext, version: DatasetVersion) -> str:
     version.validation_rows = 0
     version.excluded_eval = excluded_eval
     version.environments = lineage
-    version.capability_mix = {"train": dict(sorted(mix.items()))}
+    # the shape every kind shares (the page, the card and the API read it): slug -> splits
+    version.capability_mix = {
+        slug: {"train": count, "validation": 0} for slug, count in sorted(mix.items())
+    }
     version.token_stats = {"train": token_stats(tokens)}
     version.token_counting = (
         "Estimated: the prompt (system and first user message) and tools as canonical JSON, "

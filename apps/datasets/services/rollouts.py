@@ -238,14 +238,18 @@ def rollout_version_build(context: JobContext, version: DatasetVersion, counter:
     RolloutRow.objects.filter(version=version).delete()
     exports_remove(version)
     variant = Variant.parse(**version.filters["variant"])
-    groups = RolloutGroup.objects.filter(batch_id__in=version.filters["batches"]).count()
+    scored = RolloutGroup.objects.filter(batch_id__in=version.filters["batches"])
+    groups = scored.count()
+    members = sum(len(ids) for ids in scored.values_list("run_ids", flat=True))
+    context.progress(0, max(members, 1), f"Reading the {members} runs of {groups} groups…")
     directory = export_directory(version)
     directory.mkdir(parents=True, exist_ok=True)
     split = RowSplit.TRAIN
     sink = _Sink(directory, ExportFormat.ROLLOUTS, split)
     checksum = hashlib.sha256()
     rows, tokens, unscorable = [], [], 0
-    environments: dict[str, Counter] = {}
+    environments: dict[str, dict] = {}
+    capability_mix = Counter()
     models = Counter()
     try:
         for group, member, run in _members(version):
@@ -271,12 +275,22 @@ def rollout_version_build(context: JobContext, version: DatasetVersion, counter:
                 )
             )
             tokens.append(n)
-            environments.setdefault(run.environment_name, Counter())[run.task_key] += 1
+            env = environments.setdefault(
+                run.environment_name,
+                {"id": None, "tasks": Counter(), "revisions": set(), "spec_hashes": set()},
+            )
+            env["id"] = env["id"] or run.environment_id
+            env["tasks"][run.task_key] += 1
+            if run.environment_revision is not None:
+                env["revisions"].add(run.environment_revision)
+            if run.spec_hash:
+                env["spec_hashes"].add(run.spec_hash)
+            capability_mix.update(set(run.capabilities or ()))
             models[run.model or run.policy_name] += 1
             checksum.update(_checksum_line(split, run.pk, group.pk, member, content))
             sink.write(line, run.pk)
             if len(rows) % ROW_BATCH == 0:
-                context.progress(len(rows))
+                context.progress(len(rows) + unscorable)
     except BaseException:
         sink.discard()
         raise
@@ -325,15 +339,29 @@ def rollout_version_build(context: JobContext, version: DatasetVersion, counter:
     version.tokenizer = counter.name if not counter.is_estimate else ""
     version.token_counting = counter.describe()
     version.token_stats = {"all": token_stats(tokens), "train": token_stats(tokens)}
+    # the shapes SFT versions have (the page, the card and the API read them): the lineage
+    # links each environment (no id: deleted since) with its revisions and spec hashes
     version.environments = [
-        {"name": name, "split": "train", "rows": sum(tasks.values()), "tasks": dict(tasks)}
-        for name, tasks in sorted(environments.items())
+        {
+            "id": env["id"],
+            "name": name,
+            "split": "train",
+            "rows": sum(env["tasks"].values()),
+            "tasks": dict(env["tasks"]),
+            "revisions": sorted(env["revisions"]),
+            "spec_hashes": sorted(env["spec_hashes"]),
+        }
+        for name, env in sorted(environments.items())
     ]
+    version.capability_mix = {
+        slug: {"train": count, "validation": 0} for slug, count in sorted(capability_mix.items())
+    }
     version.models_used = [
         {"model": model, "policy": "student", "rows": count}
         for model, count in sorted(models.items(), key=lambda item: (-item[1], item[0]))
     ]
     version.checksum = checksum.hexdigest()
+    context.progress(max(members, 1), max(members, 1))
     version.save(
         update_fields=[
             "demonstrations",
@@ -345,6 +373,7 @@ def rollout_version_build(context: JobContext, version: DatasetVersion, counter:
             "token_counting",
             "token_stats",
             "environments",
+            "capability_mix",
             "models_used",
             "checksum",
         ]

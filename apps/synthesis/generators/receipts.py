@@ -23,6 +23,7 @@ import io
 import random
 from typing import Any
 
+from apps.synthesis.generators.words import COMPANIES
 from coworkenv_engine.attachments import describe
 from coworkenv_engine.spec import SCHEMA_ID
 
@@ -140,6 +141,10 @@ def generate_receipts_environment(
     if not 1 <= tasks <= len(VENDORS):
         raise ValueError(f"tasks must be 1..{len(VENDORS)}")
     rng = random.Random(f"coworkenv-receipts/{seed}")
+    # The company has its own stream, so that choosing it leaves the receipts as they were;
+    # it keeps the environments of one job (one seed each) apart in every list.
+    company, domain = random.Random(f"coworkenv-receipts-company/{seed}").choice(COMPANIES)
+    me = f"me@{domain}.test"
     n_receipts = min(len(VENDORS), tasks + 2)  # two receipts no task asks for
     vendors = rng.sample(VENDORS, n_receipts)
     receipts, attachments, files, facts = [], [], {}, []
@@ -152,9 +157,7 @@ def generate_receipts_environment(
         att = describe(data, name=f"receipt-rc-{i}.png")
         files[att.sha256] = data
         attachments.append(att.to_dict())
-        receipts.append(
-            {"id": f"rc-{i}", "uploaded_by": "me@acme.test", "uploaded_on": date, "image": att.ref}
-        )
+        receipts.append({"id": f"rc-{i}", "uploaded_by": me, "uploaded_on": date, "image": att.ref})
         facts.append((f"rc-{i}", vendor, total, date))
     n_eval = int(tasks * eval_fraction + 1e-9)
     eval_tasks = set(rng.sample(range(tasks), n_eval))
@@ -167,7 +170,7 @@ def generate_receipts_environment(
                 "title": f"File the {date} receipt",
                 "capabilities": [CAPABILITY],
                 "split": "eval" if t in eval_tasks else "train",
-                "system": "You are the finance assistant of me@acme.test. Act only through the "
+                "system": f"You are the finance assistant of {me}. Act only through the "
                 "tools. Receipts are images: view a receipt to read its vendor and total.",
                 "constraints": ["File exactly one claim per receipt, with the printed total."],
                 "turns": [
@@ -225,7 +228,7 @@ def generate_receipts_environment(
         )
     doc = {
         "schema": SCHEMA_ID,
-        "name": "Acme - expense receipts",
+        "name": f"{company} - expense receipts",
         "domain": "finance",
         "description": "Expense receipts as images: read the vendor and total off the picture "
         "and file claims. Generated from the 'receipts' template.",
