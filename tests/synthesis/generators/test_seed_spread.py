@@ -16,15 +16,17 @@ SEEDS = range(6)
 
 def _spread() -> list[tuple[str, str, str, int]]:
     """(horizon, family, capability, seed) draws. Short: two seeds of 0..5 per family x
-    capability, so each family and each capability meets every seed; medium: one seed per
-    family x capability; long (the slowest to validate): one family per capability."""
+    capability, so each family and each capability meets every seed; medium: every other
+    family x capability (each capability in two or three families); long (the slowest to
+    validate): one family per capability. About 200 draws: under a minute of CPU."""
     draws = []
     families = sorted(FAMILIES)
     for f, family in enumerate(families):
         for c, slug in enumerate(SLUGS):
             first = 2 * ((f + c) % 3)
             draws += [("short", family, slug, seed) for seed in (first, first + 1)]
-            draws.append(("medium", family, slug, SEEDS[(f + c) % len(SEEDS)]))
+            if (f + c) % 2 == 0:
+                draws.append(("medium", family, slug, SEEDS[(f + c) // 2 % len(SEEDS)]))
     for k, slug in enumerate(SLUGS):
         draws.append(("long", families[k % len(families)], slug, SEEDS[k % len(SEEDS)]))
     return draws
@@ -42,9 +44,10 @@ def assert_valid(doc: dict, attachments=None) -> None:
 
 def test_the_spread_covers_every_family_capability_and_horizon():
     draws = _spread()
-    for horizon in ("short", "medium"):
-        assert {(f, c) for h, f, c, _ in draws if h == horizon} == set(COMBOS)
-    assert {c for h, _, c, _ in draws if h == "long"} == set(SLUGS)
+    assert {(f, c) for h, f, c, _ in draws if h == "short"} == set(COMBOS)
+    for horizon in ("medium", "long"):
+        assert {c for h, _, c, _ in draws if h == horizon} == set(SLUGS)
+        assert {f for h, f, _, _ in draws if h == horizon} == set(FAMILIES)
     for family in FAMILIES:
         assert {s for h, f, _, s in draws if h == "short" and f == family} == set(SEEDS)
     for slug in SLUGS:
