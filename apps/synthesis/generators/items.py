@@ -574,8 +574,12 @@ class TicketItem(Item):
 
     def request_conflict(self, v1: Person, v2: Person) -> str:
         return (
-            f"Assign ticket {self.tid} ({self.customer_name}: {self.subject}) to {v1.name}, or "
-            f"to {v2.name} if {v1.first} already holds three urgent open tickets."
+            # Both addresses in the message: nothing the agent reads is sure to list the
+            # fallback colleague (support-desk has no directory; filler tickets name assignees
+            # by chance), and the write needs their address.
+            f"Assign ticket {self.tid} ({self.customer_name}: {self.subject}) to {v1.name} "
+            f"({v1.email}), or to {v2.name} ({v2.email}) if {v1.first} already holds three "
+            "urgent open tickets."
         )
 
 

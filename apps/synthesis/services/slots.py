@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
@@ -244,7 +245,11 @@ def _produce(slot: SynthesisSlot, lease: SlotLease) -> Final:
         if answer.document is not None:
             started = time.monotonic()
             # Listed attachments are checked against the stored files (hash, size, type).
-            report = validate_spec(answer.document, attachments=attachment_bytes)
+            report = validate_spec(
+                answer.document,
+                attachments=attachment_bytes,
+                time_budget=settings.VALIDATION_TIME_BUDGET_S,
+            )
             answer.report = report.to_dict()
             answer.spec = report.spec
             answer.validation_ms = round((time.monotonic() - started) * 1000)

@@ -29,6 +29,8 @@ import json
 import time
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from apps.environments.attachments import attachment_bytes
 from apps.llm.client import llm_chat, parse_json_answer
 from apps.llm.exceptions import LLMError
@@ -517,7 +519,9 @@ def _apply(step: str, document: dict | None, parsed: dict) -> dict:
 def final_check(document: dict) -> Answer:
     finished = finished_document(document)
     started = time.monotonic()
-    report = validate_spec(finished, attachments=attachment_bytes).to_dict()
+    report = validate_spec(
+        finished, attachments=attachment_bytes, time_budget=settings.VALIDATION_TIME_BUDGET_S
+    ).to_dict()
     answer = Answer(document=finished, model="")
     answer.validation_ms = round((time.monotonic() - started) * 1000)
     answer.report = {**report, "step": FINAL}
