@@ -34,7 +34,7 @@ def test_an_rl_prompt_version_page_shows_its_own_panels(client_for, viewer, prom
     response = client_for(viewer).get(page_of(prompt_version))
     assert response.status_code == 200
     html = response.content.decode()
-    mix = prompt_version.capability_mix["train"]
+    mix = {slug: c["train"] for slug, c in prompt_version.capability_mix.items()}
     assert mix, "the sample tasks exercise capabilities"
     table = html[html.index('data-testid="capability-mix"') :]
     table = table[: table.index("</table>")]
@@ -54,7 +54,6 @@ def test_an_rl_prompt_version_page_shows_its_own_panels(client_for, viewer, prom
 def test_a_rollout_version_page_shows_its_own_panels(client_for, viewer, rollout_version):
     html = client_for(viewer).get(page_of(rollout_version)).content.decode()
     for sft_only in (
-        'data-testid="capability-panel"',
         'data-testid="long-trajectories"',
         'data-testid="groups"',
         "(deleted)",
@@ -63,8 +62,16 @@ def test_a_rollout_version_page_shows_its_own_panels(client_for, viewer, rollout
     ):
         assert sft_only not in html, sft_only
     environments = html[html.index('data-testid="environments"') :].split("</table>")[0]
-    assert '<td>Clarify and notice</td><td class="num">3</td>' in environments
+    environment_id = rollout_version.environments[0]["id"]
+    assert (
+        f'<td><a href="/environments/{environment_id}/">Clarify and notice</a></td>'
+        '<td class="num">3</td>'
+    ) in environments
     assert "clarify (3)" in environments
+    # the group's task carries no capability tag: the panel says so instead of an empty table
+    assert rollout_version.capability_mix == {}
+    panel = html[html.index('data-testid="capability-panel"') :].split("</section>")[0]
+    assert 'data-testid="no-capabilities"' in panel and "<table" not in panel
     sample = html[html.index('data-testid="api-sample"') :]
     assert sample.split("</code>")[0].endswith("?format=rollouts&amp;split=train")
     assert 'data-testid="rollout-row-table"' in html

@@ -3,6 +3,8 @@ on rows built in the old shape: a version kind (sft | rollouts) beside the datas
 (sft | rl_prompts). Each test migrates the database back to 0007, builds rows with the
 historical models, migrates forward and reads the result with the current models."""
 
+from importlib import import_module
+
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -188,3 +190,37 @@ def test_a_moved_version_takes_its_export_files_to_its_new_dataset(old_apps, set
     # the old dataset's next v2 writes into the old folder: the moved version's files are apart
     assert (tmp_path / written).is_file()
     assert not (tmp_path / folder / "card.md").exists()  # was never written: rewritten on read
+
+
+def test_rl_prompt_versions_get_every_kinds_capability_mix_shape():
+    from django.apps import apps as current_apps
+
+    from apps.accounts.models import Project
+    from apps.core.models import Job
+
+    migration = import_module("apps.datasets.migrations.0010_prompt_capability_mix_shape")
+    project = Project.objects.create(name="Mix", slug="mix-shape")
+
+    def version(dataset, number, mix):
+        job = Job.objects.create(project=project, kind="dataset_build", title=f"job {number}")
+        return DatasetVersion.objects.create(
+            dataset=dataset, number=number, job=job, status="ready", capability_mix=mix
+        )
+
+    prompts = Dataset.objects.create(project=project, name="p", kind=DatasetKind.RL_PROMPTS)
+    sft = Dataset.objects.create(project=project, name="s", kind=DatasetKind.SFT)
+    old = version(prompts, 1, {"train": {"triage": 4, "clarify": 2}})
+    new = version(prompts, 2, {"triage": {"train": 4, "validation": 0}})
+    untouched = version(sft, 1, {"train": {"train": 3, "validation": 1}})  # a slug named train
+
+    with connection.schema_editor() as editor:
+        migration.one_shape(current_apps, editor)
+
+    for v in (old, new, untouched):
+        v.refresh_from_db()
+    assert old.capability_mix == {
+        "clarify": {"train": 2, "validation": 0},
+        "triage": {"train": 4, "validation": 0},
+    }
+    assert new.capability_mix == {"triage": {"train": 4, "validation": 0}}
+    assert untouched.capability_mix == {"train": {"train": 3, "validation": 1}}
