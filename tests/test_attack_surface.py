@@ -239,6 +239,8 @@ PROBES = {
     "api:training-callback": "post=secret",
     "api:training-cancel": "post=author",
     "api:training-config": "get=secret",
+    "api:training-bundle-eval": "get=secret",
+    "api:training-bundle-train": "get=secret",
     "api:training-data-eval": "get=secret",
     "api:training-data-train": "get=secret",
     "api:training-detail": "get=viewer",
@@ -294,6 +296,7 @@ PROBES = {
     "environments:collection_json": "get=viewer",
     "environments:delete": "get=author post=author",
     "environments:detail": "get=viewer",
+    "environments:envserver": "get=viewer",
     "environments:duplicate": "post=author",
     "environments:edit": "get=author post=author",
     "environments:edit_spec": "get=author post=author",
@@ -383,7 +386,9 @@ def _all_routes() -> dict[str, str]:
     return found
 
 
-ROUTES = _all_routes()
+ALL_ROUTES = _all_routes()
+# the sweeps below walk the routes PROBES knows; test_every_route_has_a_probe names the others
+ROUTES = {name: route for name, route in ALL_ROUTES.items() if name in PROBES}
 
 
 def _rules(name: str) -> dict[str, str]:
@@ -391,8 +396,8 @@ def _rules(name: str) -> dict[str, str]:
 
 
 def test_every_route_has_a_probe():
-    missing = sorted(set(ROUTES) - set(PROBES))
-    stale = sorted(set(PROBES) - set(ROUTES))
+    missing = sorted(set(ALL_ROUTES) - set(PROBES))
+    stale = sorted(set(PROBES) - set(ALL_ROUTES))
     assert not missing, f"Say in PROBES who may use these routes: {missing}"
     assert not stale, f"PROBES names routes that are gone: {stale}"
 
