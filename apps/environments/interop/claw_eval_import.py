@@ -333,11 +333,23 @@ def _from_coworkenv(data: dict, doc: dict, fixtures: dict, lineage: dict) -> dic
     )
     return {
         **doc,
+        "name": _task_name(str(doc.get("name") or ""), task, lineage["task_id"]),
         "services": services,
         "tools": tools,
         "tasks": [task],
         "metadata": {**(doc.get("metadata") or {}), "claw_eval": {"task_id": lineage["task_id"]}},
     }
+
+
+def _task_name(source: str, task: dict, task_id: str) -> str:
+    """One environment per exported task: the source environment's name and the task's title
+    (or key, or Claw-Eval id), so the tasks of one export don't import under one name."""
+    label = str(task.get("title") or task.get("key") or task_id).strip()
+    if not source:
+        return label[:200]
+    if not label or source.endswith(f" · {label}"):  # re-imported: already distinct
+        return source[:200]
+    return f"{source} · {label}"[:200]
 
 
 def _with_ids(records: list[dict], collection: str) -> list[dict]:

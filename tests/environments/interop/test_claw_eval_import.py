@@ -201,6 +201,30 @@ def test_export_then_import_keeps_prompt_tools_and_fixtures(project, author, sam
         load_spec(again)  # statically valid too: ready to validate and run
 
 
+def test_each_exported_task_imports_under_its_own_name(project, author):
+    spec = json.loads((ROOT / "samples" / "support-desk.json").read_text())
+    original = environment_import(project=project, spec=spec, user=author)
+    document = environment_spec(original)
+    assert len(document["tasks"]) > 1
+    imported = claw_eval_import_upload(
+        project=project,
+        user=author,
+        filename="export.zip",
+        content=environment_claw_eval_zip(original),
+    )
+    names = sorted(e.name for e in imported)
+    assert len(set(names)) == len(imported) == len(document["tasks"])
+    assert names == sorted(f"{original.name} · {t['title']}" for t in document["tasks"])
+    # exporting an imported environment again keeps its name instead of doubling the title
+    [again] = claw_eval_import_upload(
+        project=project,
+        user=author,
+        filename="again.zip",
+        content=environment_claw_eval_zip(imported[0]),
+    )
+    assert again.name == imported[0].name
+
+
 def test_import_of_an_edited_prompt_takes_the_prompt(project, author, tmp_path):
     spec = json.loads((ROOT / "samples" / "support-desk.json").read_text())
     document = environment_spec(environment_import(project=project, spec=spec, user=author))
