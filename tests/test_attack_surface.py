@@ -339,6 +339,7 @@ PROBES = {
     "runs:batch_groups": "get=viewer",
     "runs:batch_list": "get=viewer",
     "runs:batch_progress": "get=viewer",
+    "runs:environment_runs": "get=viewer",
     "runs:batch_resume": "post=author",
     "runs:compare": "get=viewer",
     "runs:detail": "get=viewer",

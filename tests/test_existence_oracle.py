@@ -87,6 +87,7 @@ PAGE_OBJECTS = [
     ("synthesis/slots/", "slot"),
     ("synthesis/", "synthesis"),
     ("runs/batches/", "batch"),
+    ("runs/environment/", "environment"),
     ("runs/", "run"),
     ("demonstrations/", "demonstration"),
     ("review/tags/", "tag"),

@@ -9,7 +9,7 @@ import re
 
 from apps.core.safeinput import is_id, parse_id
 
-TABS = ("overview", "services", "tools", "tasks", "validation", "spec")
+TABS = ("overview", "services", "tools", "tasks", "validation", "runs", "spec")
 RECORDS_PER_PAGE = 50
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")

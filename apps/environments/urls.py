@@ -45,7 +45,7 @@ urlpatterns = [
         name="attachment",
     ),
     re_path(
-        r"^environments/(?P<pk>[0-9]+)/(?P<tab>overview|services|tools|tasks|validation|spec)/$",
+        r"^environments/(?P<pk>[0-9]+)/(?P<tab>overview|services|tools|tasks|validation|runs|spec)/$",
         editing.environment_detail,
         name="tab",
     ),

@@ -166,6 +166,37 @@ def run_list(*, project, filters: RunFilters | None = None) -> QuerySet[Run]:
     )
 
 
+def environment_runs(*, environment, filters: RunFilters | None = None) -> QuerySet[Run]:
+    """The environment's runs, newest first, by batch, policy and status when asked."""
+    filters = filters or RunFilters()
+    runs = Run.objects.filter(project_id=environment.project_id, environment=environment)
+    if filters.batch is not None:
+        runs = runs.filter(batch_id=filters.batch)
+    if filters.status:
+        runs = runs.filter(status=filters.status)
+    if filters.policy:
+        runs = runs.filter(policy_name=filters.policy)
+    return (
+        runs.select_related("batch")
+        .defer("transcript", "tools", "audit_log", "exogenous_log", "verdicts")
+        .order_by("-batch_id", "-id")
+    )
+
+
+def environment_run_choices(*, environment) -> dict:
+    """What the environment's runs filter by: their batches (newest first) and policies."""
+    runs = Run.objects.filter(project_id=environment.project_id, environment=environment)
+    batch_ids = runs.values("batch_id").distinct()
+    return {
+        "batches": list(
+            RunBatch.objects.filter(pk__in=batch_ids).order_by("-pk").values_list("pk", "name")
+        ),
+        "policies": sorted(
+            set(runs.exclude(policy_name="").values_list("policy_name", flat=True).distinct())
+        ),
+    }
+
+
 def runs_failing_grader(*, batch: RunBatch, task_ref: int, grader: str) -> list[int]:
     rows = Run.objects.filter(batch=batch, task_ref=task_ref, status=RunStatus.SUCCEEDED).values(
         "id", "verdicts"

@@ -14,6 +14,7 @@ urlpatterns = [
     path("runs/batches/<int:pk>/groups/", views.batch_groups_view, name="batch_groups"),
     path("runs/batches/<int:pk>/cancel/", views.batch_cancel_view, name="batch_cancel"),
     path("runs/batches/<int:pk>/resume/", views.batch_resume_view, name="batch_resume"),
+    path("runs/environment/<int:pk>/", views.environment_runs_view, name="environment_runs"),
     path("runs/compare/", views.run_compare_view, name="compare"),
     path("runs/<int:pk>/", views.run_detail_view, name="detail"),
 ]

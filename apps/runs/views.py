@@ -1,6 +1,6 @@
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -12,6 +12,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.http import is_partial_request, redirect_after_post, render_page
 from apps.core.safeinput import is_id, parse_id
 from apps.core.text import count_of
+from apps.environments.access import environment_get_for_user
 from apps.environments.attachments import attachment_url_for
 from apps.runs.access import batch_get_for_user, run_get_for_user
 from apps.runs.evaluation import DAY_BUCKETS, TURN_BUCKETS
@@ -32,6 +33,8 @@ from apps.runs.selectors import (
     batch_list,
     batch_metrics,
     batch_status_counts,
+    environment_run_choices,
+    environment_runs,
     grader_anchors,
     leaderboard,
     model_evaluation,
@@ -120,7 +123,10 @@ def batch_list_view(request, slug):
 @require_http_methods(["GET", "POST"])
 def batch_create_view(request, slug):
     project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
-    form = RunBatchForm(request.POST or None, project=project)
+    # ?environment=<id> (the environment page's "New run batch") preselects that environment
+    preselected = parse_id(request.GET.get("environment", ""))
+    initial = {"environments": [preselected]} if preselected is not None else {}
+    form = RunBatchForm(request.POST or None, project=project, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
             batch = run_batch_create(project=project, user=request.user, **form.service_arguments())
@@ -137,6 +143,31 @@ def batch_create_view(request, slug):
         "form": form,
     }
     return render_page(request, "runs/batch_form.html", context, partial="form")
+
+
+@login_required
+@require_GET
+def environment_runs_view(request, pk):
+    """The environment page's Runs tab loads this fragment (runs read runs, environments
+    don't); opened directly, it sends the browser to that tab with the same filters."""
+    environment = environment_get_for_user(request.user, pk)
+    if not is_partial_request(request):
+        url = reverse("environments:tab", args=[environment.pk, "runs"])
+        query = request.GET.urlencode()
+        return HttpResponseRedirect(f"{url}?{query}" if query else url)
+    filters = RunFilters.from_query(request.GET)
+    page = Paginator(environment_runs(environment=environment, filters=filters), RUNS_PER_PAGE)
+    context = {
+        "environment": environment,
+        "project": environment.project,
+        "membership": check_project_role(request.user, environment.project),
+        "filters": filters,
+        "filtered": bool(filters.batch or filters.status or filters.policy),
+        "statuses": RunStatus.choices,
+        "page": page.get_page(request.GET.get("page")),
+        **environment_run_choices(environment=environment),
+    }
+    return render(request, "runs/environment_runs.html", context)
 
 
 def _batch_context(request, batch) -> dict:

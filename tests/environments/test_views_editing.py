@@ -28,7 +28,7 @@ from tests.conftest import HTMX_HEADERS
 
 pytestmark = pytest.mark.django_db
 
-TABS = ["overview", "services", "tools", "tasks", "validation", "spec"]
+TABS = ["overview", "services", "tools", "tasks", "validation", "runs", "spec"]
 TRIVIAL_CHECK = {"kind": "state", "query": "length(email.sent)", "op": ">=", "value": 0}
 
 

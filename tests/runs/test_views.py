@@ -1,6 +1,7 @@
 """Pages: list, create, batch detail (+ live progress), cancel, run detail, compare,
 evaluation, leaderboard — success, wrong method, anonymous, outsider, viewer, htmx."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -445,3 +446,87 @@ def test_evaluation_and_leaderboard_queries_do_not_grow_with_batches(
             )
         )
     assert counts() == one
+
+
+# --- the environment page's Runs tab (a fragment under the runs app's URLs) -----------------
+
+
+def test_environment_runs_fragment_lists_newest_first_and_filters(
+    client_for, viewer, finished_batch, sample_environments
+):
+    env = sample_environments[0]
+    client = client_for(viewer)
+    url = reverse("runs:environment_runs", args=[env.pk])
+    body = client.get(url, **HTMX_HEADERS).content.decode()
+    assert body.lstrip().startswith('<div id="environment-runs"')
+    ids = [
+        int(i)
+        for i in re.findall(
+            r'<tr data-testid="environment-run-row">\s*<td><a href="/runs/(\d+)/"', body
+        )
+    ]
+    expected = list(
+        Run.objects.filter(environment=env).order_by("-id").values_list("pk", flat=True)
+    )
+    assert ids == expected and len(ids) > 1
+    assert f"#{finished_batch.pk} · {finished_batch.name}" in body
+    assert '<option value="oracle"' in body  # the policy filter offers what ran
+    # filters: status, policy, batch
+    assert "No runs match." in client.get(url + "?status=errored", **HTMX_HEADERS).content.decode()
+    assert "No runs match." in client.get(url + "?policy=nobody", **HTMX_HEADERS).content.decode()
+    same = client.get(url + f"?batch={finished_batch.pk}&policy=oracle", **HTMX_HEADERS)
+    assert same.content.decode().count('data-testid="environment-run-row"') == len(expected)
+    # another environment of the project: none of these runs
+    other = client.get(
+        reverse("runs:environment_runs", args=[sample_environments[1].pk]), **HTMX_HEADERS
+    ).content.decode()
+    assert 'data-testid="environment-run-row"' not in other and "No runs yet" in other
+
+
+def test_environment_runs_tab_loads_the_fragment_and_direct_visits_go_to_the_tab(
+    client_for, viewer, finished_batch, sample_environments
+):
+    env = sample_environments[0]
+    client = client_for(viewer)
+    tab = reverse("environments:tab", args=[env.pk, "runs"])
+    fragment = reverse("runs:environment_runs", args=[env.pk])
+    page = client.get(tab + "?status=succeeded").content.decode()
+    assert 'data-tab="runs"' in page
+    assert f'hx-get="{fragment}?status=succeeded" hx-trigger="load"' in page
+    response = client.get(fragment + "?status=succeeded")
+    assert response.status_code == 302 and response["Location"] == tab + "?status=succeeded"
+
+
+def test_environment_runs_empty_state_links_to_a_preselected_batch_form(
+    client_for, author, viewer, project, sample_environments
+):
+    env = sample_environments[0]
+    url = reverse("runs:environment_runs", args=[env.pk])
+    body = client_for(author).get(url, **HTMX_HEADERS).content.decode()
+    new = reverse("runs:batch_create", args=[project.slug]) + f"?environment={env.pk}"
+    assert "No runs yet" in body and f'href="{new}"' in body
+    assert 'name="status"' not in body  # no filters over nothing
+    assert "New run batch" not in client_for(viewer).get(url, **HTMX_HEADERS).content.decode()
+    form = client_for(author).get(new).content.decode()
+    assert re.search(rf'<option value="{env.pk}" selected>', form)
+    other = sample_environments[1].pk
+    assert not re.search(rf'<option value="{other}" selected>', form)
+    assert (
+        client_for(author)
+        .get(reverse("runs:batch_create", args=[project.slug]) + "?environment=x")
+        .status_code
+        == 200
+    )
+
+
+def test_environment_runs_refuses_outsiders_anonymous_and_post(
+    client, client_for, outsider, viewer, sample_environments
+):
+    url = reverse("runs:environment_runs", args=[sample_environments[0].pk])
+    response = client.get(url)
+    assert response.status_code == 302 and response.url.startswith("/login/")
+    assert client_for(outsider).get(url, **HTMX_HEADERS).status_code == 404
+    assert client_for(outsider).get(url).status_code == 404
+    assert client_for(viewer).post(url, **HTMX_HEADERS).status_code == 405
+    missing = reverse("runs:environment_runs", args=[999999])
+    assert client_for(viewer).get(missing, **HTMX_HEADERS).status_code == 404
