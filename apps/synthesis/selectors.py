@@ -7,6 +7,7 @@ from decimal import Decimal
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
+from apps.capabilities.models import Capability
 from apps.synthesis.models import (
     FINISHED_SLOT_STATUSES,
     SlotStatus,
@@ -36,6 +37,29 @@ def synthesis_list(*, project) -> QuerySet[SynthesisJob]:
         )
         .order_by("-created_at", "-id")
     )
+
+
+def capability_labels(*, project, jobs) -> dict[str, str]:
+    """slug → name for the capabilities the jobs name (one query; archived ones too, since a
+    job keeps the slugs it was started with)."""
+    slugs = {slug for job in jobs for slug in job.capability_slugs or []}
+    if not slugs:
+        return {}
+    return dict(
+        Capability.objects.filter(project=project, slug__in=slugs).values_list("slug", "name")
+    )
+
+
+def with_capabilities(*, project, jobs) -> list[SynthesisJob]:
+    """The jobs, each with ``capability_names``: its (slug, name) pairs in the order it names them
+    (the slug when no capability of the project has it any more)."""
+    jobs = list(jobs)
+    names = capability_labels(project=project, jobs=jobs)
+    for job in jobs:
+        job.capability_names = [
+            (slug, names.get(slug, slug)) for slug in job.capability_slugs or []
+        ]
+    return jobs
 
 
 def synthesis_summary(*, synthesis: SynthesisJob) -> dict:

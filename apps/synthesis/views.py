@@ -16,6 +16,7 @@ from apps.synthesis.selectors import (
     synthesis_list,
     synthesis_slots,
     synthesis_summary,
+    with_capabilities,
 )
 from apps.synthesis.services import synthesis_cancel, synthesis_resume, synthesis_start
 
@@ -30,6 +31,7 @@ def synthesis_list_view(request, slug):
     page = Paginator(synthesis_list(project=project), JOBS_PER_PAGE).get_page(
         request.GET.get("page")
     )
+    page.object_list = with_capabilities(project=project, jobs=page.object_list)
     context = {
         "project": project,
         "membership": check_project_role(request.user, project),
@@ -68,6 +70,7 @@ def synthesis_detail_view(request, pk):
         request.GET.get("page")
     )
     summary = synthesis_summary(synthesis=synthesis)
+    with_capabilities(project=synthesis.project, jobs=[synthesis])
     context = {
         "project": synthesis.project,
         "membership": check_project_role(request.user, synthesis.project),

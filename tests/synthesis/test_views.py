@@ -2,7 +2,9 @@
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
+from apps.capabilities.models import Capability
 from apps.core.models import Job, JobStatus
 from apps.synthesis.models import SlotStatus, SynthesisAttempt, SynthesisJob
 from apps.synthesis.services import synthesis_run_inline
@@ -39,6 +41,18 @@ def form_data(chosen, **overrides):
     return data
 
 
+def capability_spans(synthesis) -> str:
+    """The capabilities as the pages show them: names, each with its slug as the tooltip."""
+    names = dict(Capability.objects.filter(project=synthesis.project).values_list("slug", "name"))
+    return ", ".join(
+        f'<span title="{slug}">{escape(names[slug])}</span>' for slug in synthesis.capability_slugs
+    )
+
+
+def shown_capabilities(synthesis, html: str) -> str:
+    return html.split('data-testid="synthesis-capabilities">')[1].split("</td>")[0]
+
+
 # --- list -----------------------------------------------------------------------------
 
 
@@ -47,7 +61,7 @@ def test_list_shows_jobs_with_counts(client_for, viewer, finished):
     assert response.status_code == 200
     html = response.content.decode()
     assert f"#{finished.pk} · 2 environments" in html
-    assert "clarify-before-acting, resolve-conflicts" in html
+    assert shown_capabilities(finished, html) == capability_spans(finished)
     assert html.count('data-testid="synthesis-row"') == 1
     assert "New synthesis job" not in html  # viewers cannot start one
 
@@ -58,6 +72,26 @@ def test_list_empty_state_and_htmx_rows(client_for, author, project):
     assert "No synthesis jobs yet." in html and "New synthesis job" in html
     partial = client.get(reverse("synthesis:list", args=["acme"]), **HTMX_HEADERS)
     assert partial.content.decode().lstrip().startswith('<div id="synthesis-rows">')
+
+
+def test_list_and_detail_name_capabilities_like_the_form(client_for, author, finished):
+    """Names, as the form lists them, with the slug as the tooltip; a capability renamed
+    since shows its new name, one deleted since its slug."""
+    client = client_for(author)
+    slugs = finished.capability_slugs
+    assert len(slugs) == 2
+    Capability.objects.filter(project=finished.project, slug=slugs[0]).update(name="Ask first")
+    for headers in ({}, HTMX_HEADERS):
+        html = client.get(reverse("synthesis:list", args=["acme"]), **headers).content.decode()
+        assert shown_capabilities(finished, html) == capability_spans(finished)
+        assert f'<span title="{slugs[0]}">Ask first</span>' in html
+    detail = client.get(reverse("synthesis:detail", args=[finished.pk])).content.decode()
+    assert f'title="{slugs[0]}" data-testid="synthesis-capability">Ask first</span>' in detail
+    form = client.get(reverse("synthesis:create", args=["acme"])).content.decode()
+    assert "Ask first" in form
+    Capability.objects.filter(project=finished.project, slug=slugs[1]).delete()
+    html = client.get(reverse("synthesis:list", args=["acme"])).content.decode()
+    assert f'<span title="{slugs[1]}">{slugs[1]}</span>' in html
 
 
 def test_list_refuses_anonymous_outsider_and_post(client, client_for, outsider, project):
