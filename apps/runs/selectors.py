@@ -257,6 +257,8 @@ def sibling_runs(*, run: Run, limit: int = 20) -> list[Run]:
             "score",
             "passed",
             "policy_name",
+            "model",
+            "batch_id",
             "batch__name",
             "batch__role",
         )

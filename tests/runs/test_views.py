@@ -360,6 +360,33 @@ def test_run_detail_htmx_variant_is_the_timeline(client_for, viewer, finished_ba
     assert "<html" not in body
 
 
+def test_compare_options_tell_the_runs_apart(
+    client_for, viewer, author, project, finished_batch, sample_environments
+):
+    """Not "oracle · oracle …" over and over: id, batch, policy, trial, score and outcome."""
+    again = run_batch_execute_inline(
+        batch=run_batch_create(
+            project=project,
+            user=author,
+            selection=TaskSelection(environments=(sample_environments[0].pk,)),
+            settings=BatchSettings(trials=1),
+            executor=Executor.INLINE,
+        )
+    )
+    run = Run.objects.filter(batch=finished_batch, trial=0).order_by("id").first()
+    same = Run.objects.get(batch=finished_batch, task_key=run.task_key, trial=1)
+    other = Run.objects.get(batch=again, task_key=run.task_key)
+    page = client_for(viewer).get(reverse("runs:detail", args=[run.pk])).content.decode()
+    form = page.split('aria-label="Compare with">')[1].split("</select>")[0]
+    options = re.findall(r"<option [^>]*>([^<]*)</option>", form)
+    assert len(options) == len(set(options)) == 2
+    assert options == [
+        f"#{other.pk} · batch #{again.pk} · oracle · trial 0 · 1.00 passed",
+        f"#{same.pk} · this batch · oracle · trial 1 · 1.00 passed",
+    ]
+    assert f'title="{again.name}"' in form
+
+
 def test_model_output_is_escaped(client_for, viewer, finished_batch):
     run = a_run_with_calls(finished_batch)
     evil = '<script>document.title="pwned"</script><b>bold</b>'
