@@ -20,6 +20,16 @@ PRESET_CHOICES = [("", "None (set everything below)")] + [
 ]
 
 
+def _short_choices(labels: dict[str, str]) -> list[tuple[str, str]]:
+    """``"Name: what it does"`` → the option ``Name`` (what fits a select's width)."""
+    return [(key, label.split(":", 1)[0]) for key, label in labels.items()]
+
+
+def _legend(labels: dict[str, str]) -> str:
+    """Every option's whole label, for the help text under the select (which wraps)."""
+    return " ".join(label if label.endswith(".") else f"{label}." for label in labels.values())
+
+
 class LaunchForm(forms.Form):
     """Blank advanced fields take the preset's value (or the default). ``sft`` needs a dataset
     version; ``grpo`` needs environments (and takes the GRPO fields)."""
@@ -48,21 +58,27 @@ class LaunchForm(forms.Form):
     temperature = forms.FloatField(
         required=False, min_value=0.01, max_value=2.0, help_text="Sampling temperature."
     )
+    # A select cannot wrap: the options say the name, the help under it what each one does.
     reward = forms.ChoiceField(
         required=False,
-        choices=[("", "Preset's (safety-gated score)"), *list(REWARD_VARIANTS.items())],
+        choices=[("", "Preset's (safety-gated score)"), *_short_choices(REWARD_VARIANTS)],
         label="Reward",
+        help_text=_legend(REWARD_VARIANTS),
     )
     advantage = forms.ChoiceField(
         required=False,
-        choices=[("", "Preset's (GRPO)")] + [(k, v[0]) for k, v in ADVANTAGES.items()],
+        choices=[
+            ("", "Preset's (GRPO)"),
+            *_short_choices({k: v[0] for k, v in ADVANTAGES.items()}),
+        ],
         label="Advantage",
+        help_text=_legend({k: v[0] for k, v in ADVANTAGES.items()}),
     )
     credit = forms.ChoiceField(
         required=False,
-        choices=[("", "Preset's (trajectory)"), *list(CREDITS.items())],
+        choices=[("", "Preset's (trajectory)"), *_short_choices(CREDITS)],
         label="Credit assignment",
-        help_text="Per turn and per call: score reward, GRPO or Dr. GRPO.",
+        help_text=_legend(CREDITS) + " Per turn and per call: score reward, GRPO or Dr. GRPO.",
     )
     gamma = forms.FloatField(
         required=False,

@@ -447,6 +447,22 @@ def test_the_rollout_version_form_builds_through_a_job(
     assert (version.status, version.train_rows) == ("ready", 3)
 
 
+def test_the_rollout_version_form_gives_each_select_the_whole_width(
+    client_for, author, dataset, group_batch
+):
+    """Side by side in a grid the variant's long option labels were cut off: one select a
+    line, the page and the htmx form alike."""
+    from tests.conftest import HTMX_HEADERS
+
+    url = reverse("datasets:rollout_version_create", args=[dataset.pk])
+    for headers in ({}, HTMX_HEADERS):
+        body = client_for(author).get(url, **headers).content.decode()
+        variant = body.split("<legend>Variant</legend>")[1].split("</fieldset>")[0]
+        assert 'class="form-grid"' not in variant
+        assert variant.count("<select") == 3
+        assert "Trajectory (one advantage per episode)</option>" in variant
+
+
 def test_the_rollout_version_form_refuses_viewers_outsiders_and_anonymous(
     client, client_for, viewer, outsider, dataset
 ):

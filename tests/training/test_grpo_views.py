@@ -9,6 +9,7 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.utils.html import escape
 
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.services import environment_import
@@ -441,3 +442,25 @@ def test_rl_comparison_and_job_page_name_the_credit(
     page = client_for(viewer).get(f"/training/{turn.pk}/").content.decode()
     assert 'credit: <span data-testid="rl-credit">Per turn: discounted reward-to-go' in page
     assert client_for(outsider).get(f"/training/{turn.pk}/").status_code == 404
+
+
+def test_grpo_selects_show_short_names_and_explain_them_below(client_for, author):
+    """A select cannot wrap: its options are names short enough for the form's columns, the
+    whole "name: what it does" is the help under it, on the page and in the htmx form."""
+    from apps.training.hyperparameters import ADVANTAGES, CREDITS, REWARD_VARIANTS
+
+    client = client_for(author)
+    for headers in ({}, HTMX_HEADERS):
+        body = client.get("/p/acme/training/new/", **headers).content.decode()
+        for name, labels in (
+            ("reward", REWARD_VARIANTS),
+            ("advantage", {k: v[0] for k, v in ADVANTAGES.items()}),
+            ("credit", CREDITS),
+        ):
+            select = body.split(f'name="{name}"')[1].split("</select>")[0]
+            options = dict(re.findall(r'<option value="([a-z_]+)"[^>]*>([^<]+)</option>', select))
+            assert set(options) == set(labels)
+            for key, label in labels.items():
+                assert options[key] == label.split(":")[0] and len(options[key]) <= 26
+                help_text = body.split(f'name="{name}"')[1].split("</label>")[0]
+                assert escape(label) in help_text
