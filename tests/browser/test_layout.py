@@ -69,7 +69,7 @@ def main_flow_paths() -> list[str]:
         reverse("accounts:token_list"),
         reverse("accounts:project_list"),
     ]
-    for tab in ("overview", "services", "tools", "tasks", "validation", "spec"):
+    for tab in ("overview", "services", "tools", "tasks", "validation", "runs", "spec"):
         paths.append(reverse("environments:tab", args=[widest.pk, tab]))
     return paths
 

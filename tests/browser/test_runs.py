@@ -101,3 +101,44 @@ def test_a_rejected_batch_form_brings_its_problem_into_view(login, live_server, 
         page.get_by_test_id("choices-environments").get_by_label(environment.name)
     ).to_be_checked()
     assert not RunBatch.objects.exists()
+
+
+def test_environment_runs_tab_loads_filters_and_starts_a_batch(login, live_server, author, project):
+    """The environment page's Runs tab: empty, it offers a run batch with the environment
+    chosen; with runs, it lists them and a filter swaps the tab in place."""
+    from apps.runs.models import Executor
+    from apps.runs.services import (
+        BatchSettings,
+        TaskSelection,
+        run_batch_create,
+        run_batch_execute_inline,
+    )
+
+    environment = import_valid(project, author, json.loads(SAMPLES[0].read_text()))
+    page = login(author)
+    page.goto(f"{live_server.url}/environments/{environment.pk}/")
+    page.locator('a[data-tab="runs"]').click()
+    expect(page).to_have_url(re.compile(rf"/environments/{environment.pk}/runs/$"))
+    expect(page.get_by_test_id("environment-runs-empty")).to_contain_text("No runs yet")
+    page.get_by_test_id("new-batch-for-environment").click()
+    expect(page).to_have_url(re.compile(rf"/runs/new/\?environment={environment.pk}$"))
+    box = page.get_by_test_id("choices-environments").get_by_label(environment.name)
+    expect(box).to_be_checked()
+
+    batch = run_batch_execute_inline(
+        batch=run_batch_create(
+            project=project,
+            user=author,
+            selection=TaskSelection(environments=(environment.pk,)),
+            settings=BatchSettings(trials=1),
+            executor=Executor.INLINE,
+        )
+    )
+    runs = Run.objects.filter(batch=batch).count()
+    page.goto(f"{live_server.url}/environments/{environment.pk}/runs/")
+    expect(page.get_by_test_id("environment-run-row")).to_have_count(runs)
+    page.get_by_label("Status").select_option("errored")
+    expect(page).to_have_url(re.compile(r"/runs/\?(.*&)?status=errored"))
+    expect(page.get_by_test_id("environment-runs-empty")).to_contain_text("No runs match.")
+    page.get_by_role("link", name="show every run").click()
+    expect(page.get_by_test_id("environment-run-row")).to_have_count(runs)
