@@ -45,7 +45,7 @@ def test_template_synthesis_from_the_ui(login, live_server, author, project, wor
     expect(page.get_by_test_id("llm-fields")).to_be_hidden()
     page.get_by_label("Environments").fill("2")
     page.get_by_label("Tasks per environment").fill("2")
-    page.get_by_label("Seed").fill("31")
+    page.locator("#id_seed").fill("31")  # the family select's help names the seed too
     page.get_by_role("button", name="Start synthesis").click()
 
     expect(page).to_have_url(re.compile(r"/synthesis/\d+/$"))
