@@ -30,7 +30,7 @@ import pytest
 from django.apps import apps as django_apps
 from django.db import transaction
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from apps.accounts.models import Role
@@ -41,7 +41,13 @@ from apps.datasets.services import dataset_create
 from apps.runs.models import RunBatch
 from apps.synthesis.models import SynthesisJob
 from tests.factories import MembershipFactory, UserFactory
-from tests.test_existence_oracle import SAMPLE, _build_world, _kwargs, _teardown_world
+from tests.test_existence_oracle import (
+    SAMPLE,
+    _build_world,
+    _kwargs,
+    _teardown_world,
+    named_routes,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -367,27 +373,7 @@ RANK = [Role.VIEWER, Role.AUTHOR, Role.REVIEWER, Role.ADMIN]
 API_METHODS = ["get", "post", "put", "patch", "delete"]
 
 
-def _all_routes() -> dict[str, str]:
-    """{name: route} of every named route, admin's aside."""
-    found = {}
-
-    def walk(resolver, prefix, namespace):
-        for entry in resolver.url_patterns:
-            if isinstance(entry, URLResolver):
-                inner = namespace
-                if entry.namespace:
-                    inner = f"{namespace}:{entry.namespace}" if namespace else entry.namespace
-                walk(entry, prefix + str(entry.pattern), inner)
-            elif isinstance(entry, URLPattern) and entry.name:
-                route = prefix + str(entry.pattern).lstrip("^")
-                if not route.startswith("admin/"):
-                    found[f"{namespace}:{entry.name}" if namespace else entry.name] = route
-
-    walk(get_resolver(), "", "")
-    return found
-
-
-ALL_ROUTES = _all_routes()
+ALL_ROUTES = dict(named_routes(with_parameters=False))
 # the sweeps below walk the routes PROBES knows; test_every_route_has_a_probe names the others
 ROUTES = {name: route for name, route in ALL_ROUTES.items() if name in PROBES}
 

@@ -34,8 +34,9 @@ MISSING = 987654321
 MISSING_SLUG = "no-such-project"
 
 
-def _routes() -> list[tuple[str, str]]:
-    """(name, route) of every named route with parameters, admin's aside."""
+def named_routes(*, with_parameters: bool) -> list[tuple[str, str]]:
+    """(name, route) of every named route (only those with parameters if asked), admin's
+    aside."""
     found = []
 
     def walk(resolver, prefix, namespace):
@@ -47,14 +48,15 @@ def _routes() -> list[tuple[str, str]]:
                 walk(entry, prefix + str(entry.pattern), inner)
             elif isinstance(entry, URLPattern) and entry.name:
                 route = prefix + str(entry.pattern).lstrip("^")
-                if entry.pattern.regex.groupindex and not route.startswith("admin/"):
+                has_parameters = bool(entry.pattern.regex.groupindex)
+                if (has_parameters or not with_parameters) and not route.startswith("admin/"):
                     found.append((f"{namespace}:{entry.name}" if namespace else entry.name, route))
 
     walk(get_resolver(), "", "")
     return sorted(found)
 
 
-ROUTES = _routes()
+ROUTES = named_routes(with_parameters=True)
 
 # Which object a route's id names, by the start of its route (first match wins).
 API_OBJECTS = [

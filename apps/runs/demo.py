@@ -13,29 +13,41 @@ from apps.runs.services import (
 DEMO_BATCH_NAME = "Oracle · sample environments"
 
 
-def demo_oracle_batch(*, project, user, environments) -> RunBatch | None:
-    """Run the oracle over the sample environments' valid tasks, three trials each, once
-    (idempotent: a project that has any batch already is left alone). Returns the batch, or
-    None if nothing was run."""
-    if RunBatch.objects.filter(project=project).exists():
-        return None
-    environments = tuple(environments)
+def _oracle_batch(*, project, user, environments, name, role, settings) -> RunBatch | None:
+    """The oracle over ``environments``' valid tasks, executed in-process; None when there is
+    no environment or no valid task (e.g. the samples failed validation)."""
     if not environments:
         return None
     try:
         batch = run_batch_create(
             project=project,
             user=user,
-            name=DEMO_BATCH_NAME,
+            name=name,
             policy_kind=PolicyKind.ORACLE,
-            role=RunRole.EVAL,
+            role=role,
             selection=TaskSelection(environments=environments),
-            settings=BatchSettings(trials=3, concurrency=1),
+            settings=settings,
             executor=Executor.INLINE,
         )
     except ApplicationError:
-        return None  # no valid task (e.g. the samples failed validation): nothing to show
+        return None
     return run_batch_execute_inline(batch=batch)
+
+
+def demo_oracle_batch(*, project, user, environments) -> RunBatch | None:
+    """Run the oracle over the sample environments' valid tasks, three trials each, once
+    (idempotent: a project that has any batch already is left alone). Returns the batch, or
+    None if nothing was run."""
+    if RunBatch.objects.filter(project=project).exists():
+        return None
+    return _oracle_batch(
+        project=project,
+        user=user,
+        environments=tuple(environments),
+        name=DEMO_BATCH_NAME,
+        role=RunRole.EVAL,
+        settings=BatchSettings(trials=3, concurrency=1),
+    )
 
 
 DEMO_STUDENT_BATCH_NAME = "Student (oracle) · rollout groups"
@@ -49,20 +61,11 @@ def demo_student_batch(*, project, user, environments) -> RunBatch | None:
     its advantages are 0: a model endpoint makes them differ. Returns the batch, or None."""
     if RunBatch.objects.filter(project=project, role=RunRole.STUDENT).exists():
         return None
-    environments = tuple(environments)[:1]
-    if not environments:
-        return None
-    try:
-        batch = run_batch_create(
-            project=project,
-            user=user,
-            name=DEMO_STUDENT_BATCH_NAME,
-            policy_kind=PolicyKind.ORACLE,
-            role=RunRole.STUDENT,
-            selection=TaskSelection(environments=environments),
-            settings=BatchSettings(group_size=DEMO_GROUP_SIZE, concurrency=1),
-            executor=Executor.INLINE,
-        )
-    except ApplicationError:
-        return None
-    return run_batch_execute_inline(batch=batch)
+    return _oracle_batch(
+        project=project,
+        user=user,
+        environments=tuple(environments)[:1],
+        name=DEMO_STUDENT_BATCH_NAME,
+        role=RunRole.STUDENT,
+        settings=BatchSettings(group_size=DEMO_GROUP_SIZE, concurrency=1),
+    )
