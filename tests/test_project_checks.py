@@ -13,26 +13,41 @@ def test_no_missing_migrations():
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)
 
 
-def test_deploy_check_passes_with_production_settings(tmp_path):
+def _deploy_check(tmp_path, **variables):
     import os
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "LLM_KEY_HOSTS")
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="coworkenv_web.settings",
         DEBUG="false",
         SECRET_KEY="a-long-production-secret-" + "x" * 40,
         ALLOWED_HOSTS="coworkenv.example.com",
         COWORKENV_VAR_DIR=str(tmp_path),
+        **variables,
     )
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         env=env,
         capture_output=True,
         text=True,
     )
+
+
+def test_deploy_check_passes_with_production_settings(tmp_path):
+    result = _deploy_check(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_deploy_check_warns_when_keys_may_go_anywhere(tmp_path):
+    result = _deploy_check(tmp_path, LLM_KEY_HOSTS="any")
+    assert result.returncode == 1
+    assert "(llm.W001) LLM_KEY_HOSTS=any: API keys may be sent to any origin" in result.stderr
 
 
 def test_strict_env_bool_refuses_nonsense(monkeypatch):
