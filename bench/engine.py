@@ -488,18 +488,24 @@ def template_docs(n: int) -> list[tuple[str, dict]]:
     return out
 
 
-def validation_in_tree(tree: Path, docs: list[tuple[str, dict]], repeat: int) -> dict:
+def script_in_tree(tree: Path, script: str, *args: str, payload) -> dict:
+    """Run ``script`` (``python -c``) in a checkout ``tree`` with ``payload`` as JSON on its
+    stdin; its last line of output is the JSON answer (old and new code in one run)."""
     done = subprocess.run(
-        [sys.executable, "-c", _VALIDATE_IN_TREE, str(tree), str(repeat)],
-        input=json.dumps(docs),
+        [sys.executable, "-c", script, str(tree), *args],
+        input=json.dumps(payload),
         capture_output=True,
         text=True,
         cwd=tree,
         check=False,
     )
     if done.returncode != 0:
-        raise SystemExit(f"validation in {tree} failed:\n{done.stderr[-2000:]}")
+        raise SystemExit(f"validation in {tree} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def validation_in_tree(tree: Path, docs: list[tuple[str, dict]], repeat: int) -> dict:
+    return script_in_tree(tree, _VALIDATE_IN_TREE, str(repeat), payload=docs)
 
 
 def validation_before_after(baseline: Path | None, templates: int, repeat: int) -> None:

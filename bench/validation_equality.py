@@ -18,11 +18,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.engine import script_in_tree  # noqa: E402
 
 _IN_TREE = r"""
 import hashlib, json, sys, time
@@ -84,17 +87,7 @@ def documents(templates: int, long_calls: int) -> list[tuple[str, dict]]:
 
 
 def in_tree(tree: Path, docs: list[tuple[str, dict]], share: bool) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", _IN_TREE, str(tree), "1" if share else "0"],
-        input=json.dumps(docs),
-        capture_output=True,
-        text=True,
-        cwd=tree,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"validation in {tree} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
+    return script_in_tree(tree, _IN_TREE, "1" if share else "0", payload=docs)
 
 
 def main() -> int:
