@@ -88,6 +88,9 @@ def test_no_page_of_the_main_flow_scrolls_sideways(page, live_server, login):
         for path in paths:
             response = page.goto(f"{live_server.url}{path}")
             assert response.status == 200, path
+            # Parts loaded by htmx after the page (the environment's Runs tab) count too.
+            page.wait_for_load_state("networkidle")
+            page.wait_for_function("!document.querySelector('[hx-trigger=load]')")
             scroll_width = page.evaluate("document.documentElement.scrollWidth")
             inner_width = page.evaluate("innerWidth")
             if scroll_width > inner_width:
