@@ -409,7 +409,9 @@ def profile_lane(args) -> None:
     steps = 20 * CALLS_PER_TRIAL
     print(f"one lane, 20 runs in process, L={args.latency:.3f}s: this thread's CPU "
           f"{cpu / steps * 1000:.2f} ms per step (with the profiler's own overhead)")  # fmt: skip
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(60)
 
 
 def main() -> None:
