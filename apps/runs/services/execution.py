@@ -35,6 +35,7 @@ from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 from apps.core.services import send_task
 from apps.core.text import count_of
 from apps.core.timings import Timings, collecting, timed
+from apps.environments.models import Environment
 from apps.environments.specs import environment_spec
 from apps.llm.client import CallLogBuffer
 from apps.llm.exceptions import LLMError
@@ -131,13 +132,18 @@ _SPEC_CACHE_SIZE = 64
 _SPEC_CACHE_LOCK = threading.Lock()
 
 
-def _load_spec(environment) -> tuple[object, str]:
+def _load_spec(environment) -> tuple[object, str, int]:
+    """The environment's loaded spec, its hash and its revision."""
     key = (environment.pk, environment.revision, environment.spec_hash)
     cached = _SPEC_CACHE.get(key)
     if cached is None:
+        # The spec is built from the environment's rows as they are now, so its revision
+        # and hash are read now too (the instance a run got may be up to a second old).
+        environment = Environment.objects.get(pk=environment.pk)
+        key = (environment.pk, environment.revision, environment.spec_hash)
         document = environment_spec(environment)  # canonical (one schema pass)
         spec_hash = environment.spec_hash or engine_spec.canonical_hash(document)
-        cached = (engine_spec.load_spec(document), spec_hash)
+        cached = (engine_spec.load_spec(document), spec_hash, environment.revision)
         with _SPEC_CACHE_LOCK:  # a threads-pool worker plays many runs at once
             if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
                 _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
@@ -388,9 +394,10 @@ def _play(
         raise RunUnavailable(
             "The task was deleted (or replaced by a whole-spec edit) after the batch was made."
         )
-    environment = task.environment
     try:
-        spec, spec_hash = _load_spec(environment)
+        spec, spec_hash, revision = _load_spec(task.environment)
+    except Environment.DoesNotExist:
+        raise RunUnavailable("The task's environment was deleted.") from None
     except SpecError as exc:
         first = exc.problems[0].message if exc.problems else str(exc)
         raise RunUnavailable(f"The environment's spec does not load: {first}") from None
@@ -452,7 +459,7 @@ def _play(
     grading = data["grading"]
     return {
         "policy_name": result.policy,
-        "environment_revision": environment.revision,
+        "environment_revision": revision,
         "spec_hash": spec_hash,
         "transcript": data["transcript"],
         "tools": data["tools"],
