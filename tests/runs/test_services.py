@@ -182,8 +182,11 @@ def test_celery_executor_enqueues_up_to_the_concurrency(
     assert Run.objects.filter(batch=batch, enqueued_at__isnull=False).count() == 4
 
 
-def test_a_run_records_the_revision_it_ran_against(project, author, sample_environments):
+def test_a_run_records_the_revision_it_ran_against(
+    project, author, sample_environments, claims_age
+):
     from apps.environments.services import environment_update
+    from apps.runs.services import claims
 
     env = sample_environments[0]
     batch = run_batch_create(
@@ -198,11 +201,40 @@ def test_a_run_records_the_revision_it_ran_against(project, author, sample_envir
     edited = environment_update(
         environment=env, name=env.name, domain=env.domain, description="Edited mid-batch."
     )
+    claims_age(claims.MAX_AGE_S)  # a worker sees the edit a second later at the latest
     run_execute(run_id=second.pk)
     first.refresh_from_db()
     second.refresh_from_db()
     assert (first.environment_revision, second.environment_revision) == (1, 2)
     assert second.spec_hash == edited.spec_hash != first.spec_hash
+
+
+def test_a_spec_is_built_from_the_environment_as_it_is_when_loaded(
+    project, author, sample_environments, monkeypatch
+):
+    """The environment a run gets may be up to a second old (the worker's cache); a spec the
+    worker has not loaded yet is built from the rows as they are now, and the run records
+    that revision and hash, not the instance's."""
+    from apps.environments.services import environment_update
+    from apps.runs.services import execution
+
+    env = sample_environments[0]
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        selection=TaskSelection(environments=(env.pk,)),
+        settings=BatchSettings(trials=2),
+        executor=Executor.INLINE,
+    )
+    first, second = Run.objects.filter(batch=batch).order_by("id")[:2]
+    run_execute(run_id=first.pk)  # the environment (revision 1) now in the worker's cache
+    edited = environment_update(
+        environment=env, name=env.name, domain=env.domain, description="Edited mid-batch."
+    )
+    monkeypatch.setattr(execution, "_SPEC_CACHE", {})  # no spec of it loaded here yet
+    run_execute(run_id=second.pk)
+    second.refresh_from_db()
+    assert (second.environment_revision, second.spec_hash) == (2, edited.spec_hash)
 
 
 def test_a_deleted_task_errors_its_run_without_retrying(project, author, sample_environments):

@@ -16,13 +16,12 @@ import contextlib
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, Subquery, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -31,12 +30,12 @@ from apps.core.leases import (
     Heartbeat,
     max_claims,
     stale_after,
-    worker_name,
 )
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 from apps.core.services import send_task
 from apps.core.text import count_of
 from apps.core.timings import Timings, collecting, timed
+from apps.environments.models import Environment
 from apps.environments.specs import environment_spec
 from apps.llm.client import CallLogBuffer
 from apps.llm.exceptions import LLMError
@@ -52,6 +51,7 @@ from apps.runs.models import (
     RunStatus,
     UserSide,
 )
+from apps.runs.services import claims
 from apps.runs.services.groups import rollout_group_score, rollout_groups_score
 from coworkenv_engine import spec as engine_spec
 from coworkenv_engine.policies import OraclePolicy
@@ -87,41 +87,11 @@ def _lost_q(before) -> Q:
     )
 
 
-def _claim_fields(now) -> dict:
-    """What a claim writes: the run is this worker's now, and a transcript checkpointed by
-    an earlier (dead) holder is dropped, since the run plays again from its start."""
-    return {
-        "status": RunStatus.RUNNING,
-        "claim_token": uuid.uuid4().hex,
-        "claims": F("claims") + 1,
-        "worker": worker_name(),
-        "started_at": now,
-        "heartbeat_at": now,
-        "transcript": [],
-    }
-
-
-def _claimed(**lookup) -> Run:
-    """The run just claimed, with everything playing it needs, in one query."""
-    return Run.objects.select_related(
-        "batch__job",
-        "batch__endpoint",
-        "batch__simulator_endpoint",
-        "batch__judge_endpoint",
-        "task__environment",
-    ).get(**lookup)
-
-
 def run_claim(*, run_id: int, stale: timedelta | None = None) -> Run | None:
-    """Take a run for this worker, or None if it is finished or alive elsewhere."""
+    """Take a run for this worker, or None if it is finished or alive elsewhere (one
+    ``UPDATE … RETURNING``; see ``claims``)."""
     now = timezone.now()
-    fields = _claim_fields(now)
-    claimed = Run.objects.filter(_lost_q(now - (stale or stale_after())), pk=run_id).update(
-        **fields
-    )
-    if not claimed:
-        return None
-    return _claimed(pk=run_id)
+    return claims.claim_run(run_id, now=now, before=now - (stale or stale_after()))
 
 
 class _CancelCheck:
@@ -162,13 +132,18 @@ _SPEC_CACHE_SIZE = 64
 _SPEC_CACHE_LOCK = threading.Lock()
 
 
-def _load_spec(environment) -> tuple[object, str]:
+def _load_spec(environment) -> tuple[object, str, int]:
+    """The environment's loaded spec, its hash and its revision."""
     key = (environment.pk, environment.revision, environment.spec_hash)
     cached = _SPEC_CACHE.get(key)
     if cached is None:
+        # The spec is built from the environment's rows as they are now, so its revision
+        # and hash are read now too (the instance a run got may be up to a second old).
+        environment = Environment.objects.get(pk=environment.pk)
+        key = (environment.pk, environment.revision, environment.spec_hash)
         document = environment_spec(environment)  # canonical (one schema pass)
         spec_hash = environment.spec_hash or engine_spec.canonical_hash(document)
-        cached = (engine_spec.load_spec(document), spec_hash)
+        cached = (engine_spec.load_spec(document), spec_hash, environment.revision)
         with _SPEC_CACHE_LOCK:  # a threads-pool worker plays many runs at once
             if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
                 _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
@@ -419,9 +394,10 @@ def _play(
         raise RunUnavailable(
             "The task was deleted (or replaced by a whole-spec edit) after the batch was made."
         )
-    environment = task.environment
     try:
-        spec, spec_hash = _load_spec(environment)
+        spec, spec_hash, revision = _load_spec(task.environment)
+    except Environment.DoesNotExist:
+        raise RunUnavailable("The task's environment was deleted.") from None
     except SpecError as exc:
         first = exc.problems[0].message if exc.problems else str(exc)
         raise RunUnavailable(f"The environment's spec does not load: {first}") from None
@@ -483,7 +459,7 @@ def _play(
     grading = data["grading"]
     return {
         "policy_name": result.policy,
-        "environment_revision": environment.revision,
+        "environment_revision": revision,
         "spec_hash": spec_hash,
         "transcript": data["transcript"],
         "tools": data["tools"],
@@ -621,32 +597,23 @@ def _write_progress(batch: RunBatch) -> int:
 
 
 def _take_next(batch: RunBatch) -> Run | None:
-    """Take and claim the batch's first unsent pending run for this lane, in one
-    conditional UPDATE (marked sent and claimed at once: two lanes never take the same run,
-    and a lane that dies with it leaves a claim that goes stale, for the sweeper), then load
-    it; None if none is left or the batch's job was asked to cancel."""
+    """Take and claim the batch's first unsent pending run for this lane, loaded, in one
+    conditional ``UPDATE … RETURNING`` (marked sent and claimed at once: two lanes never
+    take the same run, and a lane that dies with it leaves a claim that goes stale, for the
+    sweeper); None if none is left or the batch's job was asked to cancel."""
     if batch.executor != Executor.CELERY:
         return None
-    unsent = Run.objects.filter(
-        batch_id=batch.pk,
-        status=RunStatus.PENDING,
-        enqueued_at__isnull=True,
-        batch__job__cancel_requested=False,
-    )
-    first = Subquery(unsent.order_by("id").values("pk")[:1])
     while True:  # another lane may win the same first run: then try the next one
-        now = timezone.now()
-        fields = _claim_fields(now)
-        # The conditions on the row itself stay in the UPDATE's own WHERE, so a concurrent
-        # writer's change is seen (PostgreSQL rechecks them on the row it waited for).
-        taken = Run.objects.filter(
-            pk=first, status=RunStatus.PENDING, enqueued_at__isnull=True
-        ).update(enqueued_at=now, **fields)
-        if taken:  # (timed as the ended run's dispatch)
-            # (by the batch and status index: among the batch's running runs only)
-            return _claimed(
-                batch_id=batch.pk, status=RunStatus.RUNNING, claim_token=fields["claim_token"]
-            )
+        # (timed as the ended run's dispatch)
+        taken = claims.take_next(batch.pk, now=timezone.now())
+        if taken is not None:
+            return taken
+        unsent = Run.objects.filter(
+            batch_id=batch.pk,
+            status=RunStatus.PENDING,
+            enqueued_at__isnull=True,
+            batch__job__cancel_requested=False,
+        )
         if not unsent.exists():
             return None
 

@@ -1,0 +1,182 @@
+"""A run's claim (``apps.runs.services.claims``): one ``UPDATE … RETURNING`` that loads the
+run as stored, its job's cancellation as of the claim, and its batch, endpoints and task
+from the worker's cache — edits seen within ``MAX_AGE_S``, and no model instance shared
+between two runs."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.core.models import Job, JobStatus
+from apps.llm.services import endpoint_create, endpoint_update
+from apps.runs.models import Executor, PolicyKind, Run, RunStatus
+from apps.runs.services import (
+    BatchSettings,
+    TaskSelection,
+    claims,
+    run_batch_create,
+    run_claim,
+    run_execute,
+)
+from apps.runs.services.execution import _take_next
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def batch(project, author, sample_environments):
+    endpoint = endpoint_create(
+        project=project,
+        created_by=author,
+        name="claims",
+        base_url="http://127.0.0.1:9/v1",
+        model="before",
+    )
+    return run_batch_create(
+        project=project,
+        user=author,
+        policy_kind=PolicyKind.ENDPOINT,
+        endpoint=endpoint,
+        selection=TaskSelection(environments=(sample_environments[0].pk,)),
+        settings=BatchSettings(trials=4, concurrency=2),
+        executor=Executor.CELERY,
+    )
+
+
+def pending(batch) -> list[int]:
+    return list(
+        Run.objects.filter(batch=batch, status=RunStatus.PENDING)
+        .order_by("id")
+        .values_list("pk", flat=True)
+    )
+
+
+def test_a_claimed_run_is_loaded_as_its_row_says(batch):
+    run_id = pending(batch)[0]
+    Run.objects.filter(pk=run_id).update(
+        transcript=[{"role": "user", "content": "a dead holder's checkpoint"}],
+        heartbeat_at=timezone.now() - timedelta(hours=1),
+    )
+    run = run_claim(run_id=run_id)
+    stored = Run.objects.get(pk=run_id)
+    for field in Run._meta.concrete_fields:
+        assert getattr(run, field.attname) == getattr(stored, field.attname), field.name
+    assert (run.status, run.claims, run.transcript) == (RunStatus.RUNNING, 1, [])
+    assert run.claim_token and run.started_at.tzinfo is not None
+    assert run.batch == batch and run.batch.endpoint.model == "before"
+    assert run.task.pk == run.task_id and run.task.environment.pk == run.environment_id
+    assert run_claim(run_id=run_id) is None  # alive: never claimed twice
+
+
+def test_two_runs_of_one_batch_share_no_model_instance(batch):
+    first, second = (run_claim(run_id=pk) for pk in pending(batch)[:2])
+    pairs = [
+        (first, second),
+        (first.batch, second.batch),
+        (first.batch.job, second.batch.job),
+        (first.batch.endpoint, second.batch.endpoint),
+        (first.task, second.task),
+        (first.task.environment, second.task.environment),
+    ]
+    for one, other in pairs:
+        assert one is not other
+    first.batch.job.cancel_requested = True
+    first.batch.endpoint.model = "changed by one run"
+    assert not second.batch.job.cancel_requested
+    assert second.batch.endpoint.model == "before"
+
+
+def test_runs_claimed_by_threads_at_once_share_no_model_instance(batch):
+    claimed = []
+
+    def claim(run_id):
+        try:
+            claimed.append(run_claim(run_id=run_id))
+        finally:
+            connection.close()  # this thread's own
+
+    threads = [threading.Thread(target=claim, args=(pk,)) for pk in pending(batch)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(claimed) == len(threads) >= 4
+    for attribute in (
+        lambda run: run.batch,
+        lambda run: run.batch.job,
+        lambda run: run.batch.endpoint,
+        lambda run: run.task.environment,
+    ):
+        assert len({id(attribute(run)) for run in claimed}) == len(claimed)
+
+
+def test_an_endpoint_edit_is_seen_within_max_age(batch, claims_age):
+    first, second, third = pending(batch)[:3]
+    assert run_claim(run_id=first).batch.endpoint.model == "before"
+    endpoint_update(endpoint=batch.endpoint, model="after")
+    # a run claimed at once may still play against the endpoint as it was (the cache's age)
+    assert run_claim(run_id=second).batch.endpoint.model in {"before", "after"}
+    claims_age(claims.MAX_AGE_S)
+    assert run_claim(run_id=third).batch.endpoint.model == "after"
+    assert claims.MAX_AGE_S <= 1.0
+
+
+def test_the_job_is_the_claims_own_not_the_caches(batch):
+    first, second = pending(batch)[:2]
+    assert not run_claim(run_id=first).batch.job.cancel_requested  # batch now cached
+    Job.objects.filter(pk=batch.job_id).update(cancel_requested=True, status=JobStatus.RUNNING)
+    run = run_claim(run_id=second)
+    assert (run.batch.job.cancel_requested, run.batch.job.status) == (True, JobStatus.RUNNING)
+
+
+def test_a_run_sent_through_the_broker_sees_its_job_cancelled(batch):
+    first, second = pending(batch)[:2]
+    run_claim(run_id=first)  # batch now cached
+    Job.objects.filter(pk=batch.job_id).update(cancel_requested=True)
+    run_execute(run_id=second)
+    assert Run.objects.filter(pk=second).values_list("status", "error").get() == (
+        RunStatus.CANCELLED,
+        "Cancelled before it started.",
+    )
+
+
+def unsent(batch) -> list[int]:
+    return list(
+        Run.objects.filter(batch=batch, status=RunStatus.PENDING, enqueued_at__isnull=True)
+        .order_by("id")
+        .values_list("pk", flat=True)
+    )
+
+
+def test_a_lane_takes_the_first_unsent_run_and_none_once_cancelled(batch):
+    runs = unsent(batch)  # (the batch's first ``concurrency`` runs went to the broker)
+    taken = _take_next(batch)
+    assert taken.pk == runs[0] and taken.enqueued_at is not None
+    assert taken.status == RunStatus.RUNNING and taken.batch.endpoint.model == "before"
+    Run.objects.filter(pk=runs[1]).update(enqueued_at=timezone.now())  # sent to the broker
+    assert _take_next(batch).pk == runs[2]
+    Job.objects.filter(pk=batch.job_id).update(cancel_requested=True)
+    assert _take_next(batch) is None
+    assert Run.objects.get(pk=runs[3]).status == RunStatus.PENDING
+
+
+def test_lanes_taking_at_once_never_hold_one_run(batch):
+    runs, taken, lock = unsent(batch), [], threading.Lock()
+
+    def lane():
+        try:
+            while (run := _take_next(batch)) is not None:
+                with lock:
+                    taken.append(run.pk)
+        finally:
+            connection.close()  # this thread's own
+
+    threads = [threading.Thread(target=lane) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(taken) == runs  # each unsent run taken once, by one lane
