@@ -585,13 +585,13 @@ def _create_completion(client: _EndpointClient, content: bytes):
     address guard, its timeout) and return the parsed JSON body, or the text of a body that
     is not JSON.
 
-    ``client.openai.post`` did the same for twice the CPU of a whole ``llm_chat``
-    (``bench/llm_call.py``: 1.55 → 0.78 ms): it rebuilt the request options, headers and
-    URL on every call, and built pydantic models of the answer that ``_read_completion``
-    took apart again. Failures become the SDK's own exceptions, as its ``request`` makes
-    them: a timeout ``APITimeoutError``, any other transport error (TLS included, as the
-    SDK counts it) ``APIConnectionError`` with the httpx error as its cause, a non-2xx
-    answer the ``APIStatusError`` subclass the SDK picks for that status
+    ``client.openai.post`` did the same for as much CPU again as all the rest of
+    ``llm_chat`` (``bench/llm_call.py``: 1.55 → 0.78 ms a call): it rebuilt the request
+    options, headers and URL on every call, and built pydantic models of the answer that
+    ``_read_completion`` took apart again. Failures become the SDK's own exceptions, as
+    its ``request`` makes them: a timeout ``APITimeoutError``, any other transport error
+    (TLS included, as the SDK counts it) ``APIConnectionError`` with the httpx error as its
+    cause, a non-2xx answer the ``APIStatusError`` subclass the SDK picks for that status
     (``_make_status_error_from_response``: body, headers, message).
     ``tests/llm/test_client_http.py`` compares both ways on the loopback server."""
     http = client.openai._client
