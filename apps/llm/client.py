@@ -18,15 +18,17 @@ import logging
 import os
 import random
 import re
+import ssl
 import time
 import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import httpx2
 import openai
 from django.conf import settings
 from django.db import transaction
-from openai.types.chat import ChatCompletion
+from openai._models import FinalRequestOptions
 
 from apps.core.safeinput import UnsafeInput, json_check, storable
 from apps.core.timings import timed
@@ -232,12 +234,13 @@ def llm_chat(
 
     waited = 0.0
     attempt = 0
-    client = _openai_client(
+    client = _endpoint_client(
         endpoint.base_url,
         api_key or "not-needed",
         timeout,
         allowed_networks(),  # part of the cache key: pooled connections were checked under it
     )
+    content = _request_content(kwargs)
     while True:
         attempt += 1
         try:
@@ -245,7 +248,7 @@ def llm_chat(
                 started = time.monotonic()
                 try:
                     with timed("model"):
-                        completion = _create_completion(client, kwargs)
+                        completion = _create_completion(client, content)
                     failure = None
                 except openai.OpenAIError as exc:
                     completion = None
@@ -484,7 +487,7 @@ def _check_base_url(endpoint: ModelEndpoint, log: _CallLog) -> None:
     """Refuse a base URL of the wrong shape or with a refused IP literal before any request
     (a row saved before the rule, or written around the services). Host names are checked at
     the connection itself, after resolution (``apps.llm.network.GuardedNetworkBackend``)."""
-    refusal = base_url_refusal(endpoint.base_url, resolve_names=False)
+    refusal = _base_url_refusal(endpoint.base_url, allowed_networks())
     if refusal is None:
         return
     detail = f"Refused to connect: {refusal}"
@@ -496,6 +499,13 @@ def _check_base_url(endpoint: ModelEndpoint, log: _CallLog) -> None:
         attempts=1,
         call_id=call.pk,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _base_url_refusal(base_url: str, networks: tuple) -> str | None:
+    """``base_url_refusal`` without name resolution, once per URL and allowed networks (it
+    parses the URL and any IP literal: a twentieth of a call's CPU when done every time)."""
+    return base_url_refusal(base_url, resolve_names=False)
 
 
 def _api_key(endpoint: ModelEndpoint, log: _CallLog) -> str:
@@ -524,33 +534,87 @@ def _api_key(endpoint: ModelEndpoint, log: _CallLog) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _EndpointClient:
+    """The ``openai.OpenAI`` client of one endpoint configuration, and the parts of its chat
+    completion request that every call shares (built once, by the SDK itself)."""
+
+    openai: openai.OpenAI
+    url: httpx2.URL
+    headers: httpx2.Headers  # auth, the SDK's own headers, httpx's defaults, Host
+    extensions: dict  # the timeout
+
+
 @functools.lru_cache(maxsize=32)
-def _openai_client(base_url: str, api_key: str, timeout: float, networks: tuple) -> openai.OpenAI:
+def _endpoint_client(base_url: str, api_key: str, timeout: float, networks: tuple):
     """One client per endpoint configuration and process, reused across calls.
 
     Building a client loads the CA bundle and opens a new connection pool (tens of
     milliseconds); the client is thread-safe, and its pool keeps connections alive. Every
-    connection goes through the address guard of ``apps.llm.network``.
+    connection goes through the address guard of ``apps.llm.network``. No retries inside
+    the client: ``llm_chat`` retries (and logs each attempt) itself.
     """
-    return openai.OpenAI(
+    client = openai.OpenAI(
         base_url=base_url,
         api_key=api_key,
         timeout=timeout,
         max_retries=0,
         http_client=guarded_http_client(timeout=timeout),
     )
+    # What ``client.post("/chat/completions", ...)`` would send but the body. Every input of
+    # it (key, base URL, timeout) is in this cache's key, and the SDK's retry count is 0.
+    template = client._build_request(
+        FinalRequestOptions.construct(method="post", url="/chat/completions")
+    )
+    headers = template.headers.copy()
+    del headers["Content-Length"]  # the empty template's; each request sets its own
+    return _EndpointClient(client, template.url, headers, template.extensions)
 
 
-def _create_completion(client: openai.OpenAI, kwargs: dict):
-    """``client.chat.completions.create(**kwargs)``, without the SDK's transform of the
-    request: a typing-driven walk of every message and tool that cost more CPU than the
-    rest of a run's step (~15 ms a call in a profile of a run lane). The body is plain JSON
-    already (``_plain_json``), which the transform would return unchanged; the answer is
-    parsed, and errors raised, exactly as ``create`` does (same request path, same
-    ``cast_to``)."""
+def _request_content(kwargs: dict) -> bytes:
+    """The request's JSON body (``extra_body`` merged in), written as the SDK writes it."""
     body = {key: value for key, value in kwargs.items() if key != "extra_body"}
     body.update(kwargs.get("extra_body") or {})
-    return client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+    return json.dumps(
+        body, default=_json_default, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    ).encode()
+
+
+def _create_completion(client: _EndpointClient, content: bytes):
+    """POST one chat completion through the SDK client's own httpx client (its pool, its
+    address guard, its timeout) and return the parsed JSON body, or the text of a body that
+    is not JSON.
+
+    ``client.openai.post`` did the same for as much CPU again as all the rest of
+    ``llm_chat`` (``bench/llm_call.py``: 1.55 → 0.78 ms a call): it rebuilt the request
+    options, headers and URL on every call, and built pydantic models of the answer that
+    ``_read_completion`` took apart again. Failures become the SDK's own exceptions, as
+    its ``request`` makes them: a timeout ``APITimeoutError``, any other transport error
+    (TLS included, as the SDK counts it) ``APIConnectionError`` with the httpx error as its
+    cause, a non-2xx answer the ``APIStatusError`` subclass the SDK picks for that status
+    (``_make_status_error_from_response``: body, headers, message).
+    ``tests/llm/test_client_http.py`` compares both ways on the loopback server."""
+    http = client.openai._client
+    request = httpx2.Request(
+        "POST",
+        client.url,
+        headers=client.headers,
+        cookies=http.cookies,
+        content=content,
+        extensions=client.extensions,
+    )
+    try:
+        response = http.send(request)
+    except httpx2.TimeoutException as exc:
+        raise openai.APITimeoutError(request=request) from exc
+    except (httpx2.RequestError, ssl.SSLError) as exc:
+        raise openai.APIConnectionError(request=request) from exc
+    if not response.is_success:
+        raise client.openai._make_status_error_from_response(response) from None
+    try:
+        return json.loads(response.content)
+    except (ValueError, RecursionError):  # not JSON (a proxy's HTML page, a cut-off body)
+        return response.text
 
 
 def _classify(exc: openai.OpenAIError, endpoint: ModelEndpoint, timeout: float) -> _Failure:
@@ -588,52 +652,40 @@ def _classify(exc: openai.OpenAIError, endpoint: ModelEndpoint, timeout: float) 
 
 
 def _read_completion(completion, endpoint: ModelEndpoint, latency_ms: int):
-    """(fields, None) for a usable completion, (None, failure) for a malformed one."""
-    if isinstance(completion, str | bytes | dict):
-        # The SDK hands back the raw body when it is not JSON (e.g. a proxy's HTML page).
-        return None, _Failure(
-            "The endpoint answered HTTP 200 with a body that is not a chat completion.",
-            retryable=True,
-            status=200,
-            body=completion,
-        )
-    choices = getattr(completion, "choices", None)
+    """(fields, None) for a usable completion (the parsed JSON body), (None, failure) for
+    anything else: a body that is not JSON or not shaped like a chat completion is the
+    endpoint's fault, retried like a 5xx."""
+    if not isinstance(completion, dict):
+        return None, _not_a_completion(completion)
+    choices = completion.get("choices")
     if not choices:
         return None, _Failure(
             "The endpoint answered without any choices.", retryable=True, status=200
         )
-    choice = choices[0]
-    message = choice.message
-    tool_calls = []
-    for call in message.tool_calls or []:
-        function = getattr(call, "function", None)
-        if function is not None:
-            tool_calls.append(
-                {"id": call.id, "name": function.name, "arguments": function.arguments or ""}
-            )
-        else:  # a custom (non-function) tool call
-            custom = getattr(call, "custom", None)
-            tool_calls.append(
-                {
-                    "id": call.id,
-                    "name": getattr(custom, "name", ""),
-                    "arguments": getattr(custom, "input", ""),
-                }
-            )
-    usage = completion.usage
-    tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
-    tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+    choice = choices[0] if isinstance(choices, list) else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        return None, _not_a_completion(completion)
+    content = message.get("content")
+    tool_calls = _tool_calls(message.get("tool_calls"))
+    if tool_calls is None or not isinstance(content, str | None):
+        return None, _not_a_completion(completion)
+    usage = completion.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
+    tokens_in = _token_count(usage.get("prompt_tokens"))
+    tokens_out = _token_count(usage.get("completion_tokens"))
     # The answer is data from outside: NUL and lone surrogates become U+FFFD here, once, so
     # that the call log, transcripts and drafts can always store it.
     response = storable(
         {
-            "id": completion.id,
-            "model": completion.model,
-            "content": message.content,
+            "id": _text_or_none(completion.get("id")),
+            "model": _text_or_none(completion.get("model")),
+            "content": content,
             "tool_calls": [
                 {**call, "arguments": _storable_arguments(call["arguments"])} for call in tool_calls
             ],
-            "finish_reason": choice.finish_reason,
+            "finish_reason": _text_or_none(choice.get("finish_reason")),
         }
     )
     return {
@@ -642,6 +694,49 @@ def _read_completion(completion, endpoint: ModelEndpoint, latency_ms: int):
         "tokens_out": tokens_out,
         "cost": endpoint.cost_of(tokens_in, tokens_out),
     }, None
+
+
+def _not_a_completion(body) -> _Failure:
+    return _Failure(
+        "The endpoint answered HTTP 200 with a body that is not a chat completion.",
+        retryable=True,
+        status=200,
+        body=body,
+    )
+
+
+def _tool_calls(calls) -> list[dict] | None:
+    """``[{"id", "name", "arguments"}]`` from a message's ``tool_calls``; None when they are
+    not a list of calls with a name. A custom (non-function) tool call gives its input as
+    the arguments."""
+    if not calls:
+        return []
+    if not isinstance(calls, list):
+        return None
+    out = []
+    for call in calls:
+        if not isinstance(call, dict):
+            return None
+        function = call.get("function")
+        if isinstance(function, dict):
+            name, arguments = function.get("name"), function.get("arguments") or ""
+        else:
+            custom = call.get("custom")
+            if not isinstance(custom, dict):
+                return None
+            name, arguments = custom.get("name"), custom.get("input") or ""
+        if not isinstance(name, str):
+            return None
+        out.append({"id": _text_or_none(call.get("id")), "name": name, "arguments": arguments})
+    return out
+
+
+def _token_count(value) -> int:
+    return max(0, int(value)) if isinstance(value, int | float) and value == value else 0
+
+
+def _text_or_none(value) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _storable_arguments(arguments):
@@ -808,9 +903,9 @@ def endpoint_openai_client(endpoint: ModelEndpoint) -> openai.OpenAI:
                 detail=detail,
                 endpoint=endpoint.name,
             )
-    return _openai_client(
+    return _endpoint_client(
         endpoint.base_url, key or "not-needed", endpoint.request_timeout_s, allowed_networks()
-    )
+    ).openai
 
 
 def describe_openai_error(exc: Exception, endpoint: ModelEndpoint) -> tuple[str, bool]:

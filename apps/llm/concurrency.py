@@ -21,6 +21,7 @@ A database or Redis lease expires after the request timeout plus a margin, so a 
 mid-request frees its slot without anyone's help.
 """
 
+import collections
 import contextlib
 import fcntl
 import functools
@@ -176,7 +177,7 @@ def _slot_files(endpoint_id: int):
 
 def _file_try_acquire(endpoint: ModelEndpoint) -> SlotLease | None:
     folder = _slot_files(endpoint.pk)
-    for index in range(endpoint.max_concurrency):
+    for index in _file_candidates(endpoint.pk, endpoint.max_concurrency):
         fd = os.open(folder / f"{index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -186,12 +187,30 @@ def _file_try_acquire(endpoint: ModelEndpoint) -> SlotLease | None:
         holder = uuid.uuid4().hex
         with _FILE_LEASES_LOCK:
             _FILE_LEASES[holder] = fd
+            _FILE_HELD[endpoint.pk].add(index)
+            if index in _FILE_FREED[endpoint.pk]:
+                _FILE_FREED[endpoint.pk].remove(index)
         return SlotLease(endpoint_id=endpoint.pk, index=index, holder=holder, backend="file")
     return None
 
 
-# The locked file of each lease this process holds (file backend), by holder token.
+def _file_candidates(endpoint_id: int, limit: int) -> list[int]:
+    """The slots to try, in order: the ones this process released last first (most likely
+    free), then the others, but none that this process holds. At a busy endpoint nearly every
+    slot is taken, and trying them all from 0 cost an open and a lock a slot (~0.3 ms an
+    acquire at 60 of 64 taken); the lock itself still decides."""
+    with _FILE_LEASES_LOCK:
+        held = set(_FILE_HELD[endpoint_id])
+        freed = [index for index in reversed(_FILE_FREED[endpoint_id]) if index < limit]
+    skip = held.union(freed)
+    return freed + [index for index in range(limit) if index not in skip]
+
+
+# The locked file of each lease this process holds (file backend), by holder token; and per
+# endpoint, the slots this process holds and those it released (the latest last).
 _FILE_LEASES: dict[str, int] = {}
+_FILE_HELD: dict[int, set[int]] = collections.defaultdict(set)
+_FILE_FREED: dict[int, list[int]] = collections.defaultdict(list)
 _FILE_LEASES_LOCK = threading.Lock()
 
 
@@ -214,6 +233,10 @@ def _file_acquire(endpoint: ModelEndpoint, timeout: float) -> SlotLease:
 def _file_release(lease: SlotLease) -> bool:
     with _FILE_LEASES_LOCK:
         fd = _FILE_LEASES.pop(lease.holder, None)
+        if fd is not None:
+            _FILE_HELD[lease.endpoint_id].discard(lease.index)
+            if lease.index not in _FILE_FREED[lease.endpoint_id]:
+                _FILE_FREED[lease.endpoint_id].append(lease.index)
     if fd is None:
         return False  # released already
     with contextlib.suppress(OSError):

@@ -180,6 +180,31 @@ def test_each_backend_hands_out_exactly_the_limit_then_times_out(backend, endpoi
     slot_release(lease=third)
 
 
+@pytest.mark.django_db
+def test_lock_files_try_the_slot_this_process_freed_first(settings, endpoint, monkeypatch):
+    """At a busy endpoint nearly every lock file is taken: an acquire tries the slot this
+    process released last, and never the ones it holds, instead of opening them all."""
+    settings.LLM_SLOT_BACKEND = "file"
+    endpoint = endpoint_update(endpoint=endpoint, max_concurrency=6)
+    leases = [slot_acquire(endpoint=endpoint, timeout=1) for _ in range(6)]
+    assert [lease.index for lease in leases] == [0, 1, 2, 3, 4, 5]
+    slot_release(lease=leases[1])
+    slot_release(lease=leases[4])
+    opened = []
+    real_open = os.open
+
+    def counted_open(path, *args):
+        opened.append(path)
+        return real_open(path, *args)
+
+    monkeypatch.setattr(os, "open", counted_open)
+    again = slot_acquire(endpoint=endpoint, timeout=1)
+    assert again.index == 4
+    assert len(opened) == 1
+    for lease in [*leases[:1], *leases[2:4], leases[5], again]:
+        slot_release(lease=lease)
+
+
 @pytest.mark.django_db(transaction=True)  # the waiting thread has a connection of its own
 def test_a_waiter_is_woken_by_a_release_at_once(backend, endpoint):
     held = [slot_acquire(endpoint=endpoint, timeout=1) for _ in range(2)]
