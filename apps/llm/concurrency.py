@@ -24,6 +24,7 @@ mid-request frees its slot without anyone's help.
 import contextlib
 import fcntl
 import functools
+import itertools
 import os
 import random
 import threading
@@ -168,31 +169,98 @@ def slot_acquire(
     return _database_acquire(endpoint, timeout, lease_s)
 
 
-def _slot_files(endpoint_id: int):
-    folder = settings.VAR_DIR / "llm-slots" / str(endpoint_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+class _SlotFiles:
+    """This process's lock files of one endpoint (file backend), opened once and kept open.
+
+    ``flock`` locks belong to an open file, which every thread of the process shares, so the
+    process keeps its own count of what its threads hold: a thread tries only the files no
+    other thread here holds, those this process freed last first (most likely still free),
+    and never opens, closes or builds a path again for a file it has opened once.
+    """
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.fds: dict[int, int] = {}  # slot index -> open file
+        self.held: set[int] = set()  # indexes a thread of this process holds
+        self.freed: list[int] = []  # indexes this process freed, the latest last
+        self.lock = threading.Lock()
+
+    def try_lock(self, limit: int) -> int | None:
+        with self.lock:
+            for index in itertools.chain(reversed(self.freed), range(limit)):
+                if index in self.held or index >= limit:
+                    continue
+                fd = self.fds.get(index)
+                if fd is None:
+                    fd = os.open(f"{self.folder}/{index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+                    self.fds[index] = fd
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # another process holds it
+                self.held.add(index)
+                if index in self.freed:
+                    self.freed.remove(index)
+                return index
+            return None
+
+    def unlock(self, index: int) -> None:
+        with self.lock:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self.fds[index], fcntl.LOCK_UN)
+            self.held.discard(index)
+            self.freed.append(index)
+
+
+# By (COWORKENV_VAR_DIR, endpoint id); the folder is made on first use, then trusted.
+_SLOT_FILES: dict[tuple[str, int], _SlotFiles] = {}
+_SLOT_FILES_LOCK = threading.Lock()
+
+
+def _slot_files(endpoint_id: int) -> _SlotFiles:
+    key = (os.fspath(settings.VAR_DIR), endpoint_id)
+    files = _SLOT_FILES.get(key)
+    if files is None:
+        with _SLOT_FILES_LOCK:
+            files = _SLOT_FILES.get(key)
+            if files is None:
+                folder = settings.VAR_DIR / "llm-slots" / str(endpoint_id)
+                folder.mkdir(parents=True, exist_ok=True)
+                files = _SLOT_FILES[key] = _SlotFiles(os.fspath(folder))
+    return files
 
 
 def _file_try_acquire(endpoint: ModelEndpoint) -> SlotLease | None:
-    folder = _slot_files(endpoint.pk)
-    for index in range(endpoint.max_concurrency):
-        fd = os.open(folder / f"{index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        holder = uuid.uuid4().hex
-        with _FILE_LEASES_LOCK:
-            _FILE_LEASES[holder] = fd
-        return SlotLease(endpoint_id=endpoint.pk, index=index, holder=holder, backend="file")
-    return None
+    files = _slot_files(endpoint.pk)
+    index = files.try_lock(endpoint.max_concurrency)
+    if index is None:
+        return None
+    holder = uuid.uuid4().hex
+    with _FILE_LEASES_LOCK:
+        _FILE_LEASES[holder] = (files, index)
+    return SlotLease(endpoint_id=endpoint.pk, index=index, holder=holder, backend="file")
 
 
-# The locked file of each lease this process holds (file backend), by holder token.
-_FILE_LEASES: dict[str, int] = {}
+# The slot files and index of each lease this process holds (file backend), by holder token.
+_FILE_LEASES: dict[str, tuple[_SlotFiles, int]] = {}
 _FILE_LEASES_LOCK = threading.Lock()
+
+
+def _forget_slot_files_after_fork() -> None:
+    """A forked child shares its parent's open files, and with them their locks: it opens
+    its own (closing its copies leaves the parent's locks alone)."""
+    global _SLOT_FILES_LOCK, _FILE_LEASES_LOCK
+    for files in _SLOT_FILES.values():
+        for fd in files.fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _SLOT_FILES.clear()
+    _FILE_LEASES.clear()
+    _SLOT_FILES_LOCK = threading.Lock()
+    _FILE_LEASES_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_slot_files_after_fork)
 
 
 def _file_acquire(endpoint: ModelEndpoint, timeout: float) -> SlotLease:
@@ -213,12 +281,11 @@ def _file_acquire(endpoint: ModelEndpoint, timeout: float) -> SlotLease:
 
 def _file_release(lease: SlotLease) -> bool:
     with _FILE_LEASES_LOCK:
-        fd = _FILE_LEASES.pop(lease.holder, None)
-    if fd is None:
+        held = _FILE_LEASES.pop(lease.holder, None)
+    if held is None:
         return False  # released already
-    with contextlib.suppress(OSError):
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    os.close(fd)
+    files, index = held
+    files.unlock(index)
     _local_wake(lease.endpoint_id)
     return True
 

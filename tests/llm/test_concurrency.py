@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from datetime import timedelta
 
 import pytest
@@ -321,3 +322,54 @@ def test_two_processes_share_the_limit(backend, slow_endpoint, llm_server):
     assert len(llm_server.chat_requests()) == 6
     assert llm_server.max_in_flight == 1
     assert LLMCall.objects.filter(purpose="test.p", status=LLMCallStatus.OK).count() == 6
+
+
+@pytest.mark.django_db
+def test_lock_files_follow_a_lowered_limit_and_a_second_release_frees_nothing(settings, endpoint):
+    settings.LLM_SLOT_BACKEND = "file"
+    first = slot_acquire(endpoint=endpoint, timeout=1)
+    second = slot_acquire(endpoint=endpoint, timeout=1)
+    assert {first.index, second.index} == {0, 1}
+    slot_release(lease=first if first.index == 0 else second)
+    held = second if first.index == 0 else first  # slot 1, above the lowered limit
+    endpoint = endpoint_update(endpoint=endpoint, max_concurrency=1)
+    again = slot_acquire(endpoint=endpoint, timeout=1)
+    assert again.index == 0
+    with pytest.raises(SlotTimeout):
+        slot_acquire(endpoint=endpoint, timeout=0.05)
+    slot_release(lease=held)
+    with pytest.raises(SlotTimeout):  # slot 1 is free, but the limit is one now
+        slot_acquire(endpoint=endpoint, timeout=0.05)
+    assert slot_release(lease=again) is True
+    assert slot_release(lease=again) is False
+
+
+@pytest.mark.django_db
+def test_a_forked_child_does_not_share_its_parents_lock_files(settings, endpoint):
+    """A fork inherits the parent's open lock files, and a lock taken through one would be
+    the parent's too: the child opens its own, so the limit holds between them."""
+    settings.LLM_SLOT_BACKEND = "file"
+    slot_release(lease=slot_acquire(endpoint=endpoint, timeout=1))  # files open, none held
+    slot_release(lease=slot_acquire(endpoint=endpoint, timeout=1))
+    to_parent, from_child = os.pipe()
+    to_child, from_parent = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+        pid = os.fork()
+    if pid == 0:
+        try:
+            from apps.llm.concurrency import _file_try_acquire
+
+            held = [_file_try_acquire(endpoint), _file_try_acquire(endpoint)]
+            os.write(from_child, b"held" if all(held) else b"not held")
+            os.read(to_child, 10)  # hold them until the parent has tried
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(to_parent, 100) == b"held"
+        with pytest.raises(SlotTimeout):
+            slot_acquire(endpoint=endpoint, timeout=0.1)
+    finally:
+        os.write(from_parent, b"done")
+        os.waitpid(pid, 0)
+    slot_release(lease=slot_acquire(endpoint=endpoint, timeout=1))  # the child's are freed
