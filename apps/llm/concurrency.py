@@ -24,7 +24,6 @@ mid-request frees its slot without anyone's help.
 import contextlib
 import fcntl
 import functools
-import itertools
 import os
 import random
 import threading
@@ -174,40 +173,50 @@ class _SlotFiles:
 
     ``flock`` locks belong to an open file, which every thread of the process shares, so the
     process keeps its own count of what its threads hold: a thread tries only the files no
-    other thread here holds, those this process freed last first (most likely still free),
-    and never opens, closes or builds a path again for a file it has opened once.
+    other thread here holds — those this process freed last first (most likely still free),
+    then all of them from a place of the process's own (so that processes do not all try the
+    same files first) — and never opens, closes or builds a path again for a file it has
+    opened once. The lock guards the count only, never a system call.
     """
 
     def __init__(self, folder: str):
         self.folder = folder
         self.fds: dict[int, int] = {}  # slot index -> open file
-        self.held: set[int] = set()  # indexes a thread of this process holds
+        self.held: set[int] = set()  # indexes a thread of this process holds or tries
         self.freed: list[int] = []  # indexes this process freed, the latest last
+        self.start = random.randrange(1 << 16)
         self.lock = threading.Lock()
 
     def try_lock(self, limit: int) -> int | None:
         with self.lock:
-            for index in itertools.chain(reversed(self.freed), range(limit)):
+            first = self.start % limit
+            order = [*reversed(self.freed), *range(first, limit), *range(first)]
+        for index in order:
+            with self.lock:
                 if index in self.held or index >= limit:
                     continue
+                self.held.add(index)  # ours to try
                 fd = self.fds.get(index)
-                if fd is None:
-                    fd = os.open(f"{self.folder}/{index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            if fd is None:
+                fd = os.open(f"{self.folder}/{index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+                with self.lock:
                     self.fds[index] = fd
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    continue  # another process holds it
-                self.held.add(index)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # another process holds it
+                with self.lock:
+                    self.held.discard(index)
+                continue
+            with self.lock:
                 if index in self.freed:
                     self.freed.remove(index)
-                return index
-            return None
+            return index
+        return None
 
     def unlock(self, index: int) -> None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(self.fds[index], fcntl.LOCK_UN)
         with self.lock:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self.fds[index], fcntl.LOCK_UN)
             self.held.discard(index)
             self.freed.append(index)
 
