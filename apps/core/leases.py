@@ -1,11 +1,25 @@
 """How long a claim on background work lives, and the thread that keeps it alive.
 
 Every unit of background work (a job, a synthesis slot, a run) is claimed by a worker with a
-conditional UPDATE that writes a fresh token and ``heartbeat_at``. While the worker works, a
-``Heartbeat`` thread renews ``heartbeat_at`` every quarter of ``JOB_STALE_AFTER_S``; a claim
-that has not been renewed for ``JOB_STALE_AFTER_S`` belongs to a dead process and may be
-taken over. The sweeper (``apps.core.services.jobs_sweep`` and one per app) sends such work
-to the workers again.
+conditional UPDATE that writes a fresh token and ``heartbeat_at``. While the worker works, its
+``Heartbeat`` renews ``heartbeat_at`` every quarter of ``JOB_STALE_AFTER_S``; a claim that has
+not been renewed for ``JOB_STALE_AFTER_S`` belongs to a dead process and may be taken over.
+The sweeper (``apps.core.services.jobs_sweep`` and one per app) sends such work to the
+workers again.
+
+One thread per process renews every claim (``_Beater``), each on its own schedule: the first
+renewal ``heartbeat_every()`` after the claim registered, then ``heartbeat_every()`` after
+the previous one (claims due within a tenth of that are renewed in the same wake-up, a
+little early). Renewals are one UPDATE per claim, one after the other on the thread's own
+connection, so a claim's renewal can also wait behind the others due at the same moment
+(milliseconds each; a database that hangs delays them all, as it would the work itself) —
+far under ``JOB_STALE_AFTER_S``, which is four beats. It was one thread per claim, each
+started and joined by the run (Thread.start and join were ~6 % of a threads-pool worker's
+CPU outside waits in issue 15's profile) and each with a connection of its own once it beat
+(64 runs in flight: 64 more connections to PostgreSQL); now it is one thread and one
+connection per process, held only while claims are registered. Batching the renewals of
+many claims into one UPDATE was not done: at the default ``JOB_STALE_AFTER_S`` (45 s) a run
+of the bench lasts ~1.5 s and is never renewed at all, so it would gain nothing measurable.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ Two places can hold the limit, chosen by ``LLM_SLOT_BACKEND``:
   Redis server's, so hosts with skewed clocks agree on expiry.
 - ``file`` (the local mode, SQLite: one host): ``max_concurrency`` lock files per endpoint
   under ``COWORKENV_VAR_DIR/llm-slots/``; a request holds an exclusive ``flock`` on one of
-  them. No database write at all, and the kernel frees the lock of a killed process.
+  them. No database write at all, and the kernel frees the lock of a killed process. A
+  process opens each file once and keeps it open (``_SlotFiles``), so the folder must not be
+  deleted while workers run (they would lock files nobody else can see).
 - ``database`` (PostgreSQL without Redis): ``max_concurrency`` ``EndpointSlot`` rows per endpoint. A
   request leases one slot for its duration: acquiring is a conditional UPDATE of a free (or
   expired) slot in a short transaction of its own, releasing is a conditional UPDATE by the
