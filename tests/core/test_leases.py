@@ -58,9 +58,10 @@ def test_one_thread_renews_every_claim_and_only_the_lost_one_is_lost(fast_beats)
         assert not a.lost
     assert kept.threads == taken_over.threads == {"heartbeat"}
     assert len(taken_over.at) == 2  # not renewed after it was lost
-    # every heartbeat_every(), the first one heartbeat_every() after the start
-    assert kept.at[0] - started == pytest.approx(0.2, abs=0.1)
-    assert kept.at[1] - kept.at[0] == pytest.approx(0.2, abs=0.1)
+    # every heartbeat_every(), the first one heartbeat_every() after the start (the upper
+    # bounds leave room for a loaded machine)
+    assert 0.17 <= kept.at[0] - started < 0.2 + 0.15
+    assert 0.17 <= kept.at[1] - kept.at[0] < 0.2 + 0.15
 
 
 def test_a_database_error_is_retried_at_the_next_beat(fast_beats):
@@ -68,7 +69,7 @@ def test_a_database_error_is_retried_at_the_next_beat(fast_beats):
     with Heartbeat(renew) as beat:
         wait_until(lambda: len(renew.at) >= 4)
     assert not beat.lost
-    assert renew.at[1] - renew.at[0] == pytest.approx(0.2, abs=0.1)
+    assert 0.17 <= renew.at[1] - renew.at[0] < 0.2 + 0.15
 
 
 def test_an_unexpected_error_stops_the_renewals_of_that_claim_only(fast_beats):
@@ -86,7 +87,8 @@ def test_a_claim_registered_late_is_renewed_on_its_own_time(fast_beats):
         started = time.monotonic()
         with Heartbeat(late):
             wait_until(lambda: len(late.at) >= 1)
-    assert late.at[0] - started <= 0.2 + 0.05
+    # on its own schedule, not at the early claim's next beat 0.2 s later
+    assert 0.17 <= late.at[0] - started < 0.2 + 0.15
 
 
 def test_no_renewal_after_the_exit_and_the_exit_waits_for_one_under_way(fast_beats):
