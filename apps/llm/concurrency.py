@@ -10,7 +10,9 @@ Two places can hold the limit, chosen by ``LLM_SLOT_BACKEND``:
   Redis server's, so hosts with skewed clocks agree on expiry.
 - ``file`` (the local mode, SQLite: one host): ``max_concurrency`` lock files per endpoint
   under ``COWORKENV_VAR_DIR/llm-slots/``; a request holds an exclusive ``flock`` on one of
-  them. No database write at all, and the kernel frees the lock of a killed process.
+  them. No database write at all, and the kernel frees the lock of a killed process. A
+  process opens each file once and keeps it open (``_SlotFiles``), so the folder must not be
+  deleted while workers run (they would lock files nobody else can see).
 - ``database`` (PostgreSQL without Redis): ``max_concurrency`` ``EndpointSlot`` rows per endpoint. A
   request leases one slot for its duration: acquiring is a conditional UPDATE of a free (or
   expired) slot in a short transaction of its own, releasing is a conditional UPDATE by the
@@ -21,7 +23,6 @@ A database or Redis lease expires after the request timeout plus a margin, so a 
 mid-request frees its slot without anyone's help.
 """
 
-import collections
 import contextlib
 import fcntl
 import functools
@@ -169,49 +170,108 @@ def slot_acquire(
     return _database_acquire(endpoint, timeout, lease_s)
 
 
-def _slot_files(endpoint_id: int):
-    folder = settings.VAR_DIR / "llm-slots" / str(endpoint_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+class _SlotFiles:
+    """This process's lock files of one endpoint (file backend), opened once and kept open.
+
+    ``flock`` locks belong to an open file, which every thread of the process shares, so the
+    process keeps its own count of what its threads hold: a thread tries only the files no
+    other thread here holds — those this process freed last first (most likely still free),
+    then all of them from a place of the process's own (so that processes do not all try the
+    same files first) — and never opens, closes or builds a path again for a file it has
+    opened once. The lock guards the count only, never a system call.
+    """
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.fds: dict[int, int] = {}  # slot index -> open file
+        self.held: set[int] = set()  # indexes a thread of this process holds or tries
+        self.freed: list[int] = []  # indexes this process freed, the latest last
+        self.start = random.randrange(1 << 16)
+        self.lock = threading.Lock()
+
+    def try_lock(self, limit: int) -> int | None:
+        with self.lock:
+            first = self.start % limit
+            order = [*reversed(self.freed), *range(first, limit), *range(first)]
+        for index in order:
+            with self.lock:
+                if index in self.held or index >= limit:
+                    continue
+                self.held.add(index)  # ours to try
+                fd = self.fds.get(index)
+            if fd is None:
+                fd = os.open(f"{self.folder}/{index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+                with self.lock:
+                    self.fds[index] = fd
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # another process holds it
+                with self.lock:
+                    self.held.discard(index)
+                continue
+            with self.lock:
+                if index in self.freed:
+                    self.freed.remove(index)
+            return index
+        return None
+
+    def unlock(self, index: int) -> None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(self.fds[index], fcntl.LOCK_UN)
+        with self.lock:
+            self.held.discard(index)
+            self.freed.append(index)
+
+
+# By (COWORKENV_VAR_DIR, endpoint id); the folder is made on first use, then trusted.
+_SLOT_FILES: dict[tuple[str, int], _SlotFiles] = {}
+_SLOT_FILES_LOCK = threading.Lock()
+
+
+def _slot_files(endpoint_id: int) -> _SlotFiles:
+    key = (os.fspath(settings.VAR_DIR), endpoint_id)
+    files = _SLOT_FILES.get(key)
+    if files is None:
+        with _SLOT_FILES_LOCK:
+            files = _SLOT_FILES.get(key)
+            if files is None:
+                folder = settings.VAR_DIR / "llm-slots" / str(endpoint_id)
+                folder.mkdir(parents=True, exist_ok=True)
+                files = _SLOT_FILES[key] = _SlotFiles(os.fspath(folder))
+    return files
 
 
 def _file_try_acquire(endpoint: ModelEndpoint) -> SlotLease | None:
-    folder = _slot_files(endpoint.pk)
-    for index in _file_candidates(endpoint.pk, endpoint.max_concurrency):
-        fd = os.open(folder / f"{index}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        holder = uuid.uuid4().hex
-        with _FILE_LEASES_LOCK:
-            _FILE_LEASES[holder] = fd
-            _FILE_HELD[endpoint.pk].add(index)
-            if index in _FILE_FREED[endpoint.pk]:
-                _FILE_FREED[endpoint.pk].remove(index)
-        return SlotLease(endpoint_id=endpoint.pk, index=index, holder=holder, backend="file")
-    return None
-
-
-def _file_candidates(endpoint_id: int, limit: int) -> list[int]:
-    """The slots to try, in order: the ones this process released last first (most likely
-    free), then the others, but none that this process holds. At a busy endpoint nearly every
-    slot is taken, and trying them all from 0 cost an open and a lock a slot (~0.3 ms an
-    acquire at 60 of 64 taken); the lock itself still decides."""
+    files = _slot_files(endpoint.pk)
+    index = files.try_lock(endpoint.max_concurrency)
+    if index is None:
+        return None
+    holder = uuid.uuid4().hex
     with _FILE_LEASES_LOCK:
-        held = set(_FILE_HELD[endpoint_id])
-        freed = [index for index in reversed(_FILE_FREED[endpoint_id]) if index < limit]
-    skip = held.union(freed)
-    return freed + [index for index in range(limit) if index not in skip]
+        _FILE_LEASES[holder] = (files, index)
+    return SlotLease(endpoint_id=endpoint.pk, index=index, holder=holder, backend="file")
 
 
-# The locked file of each lease this process holds (file backend), by holder token; and per
-# endpoint, the slots this process holds and those it released (the latest last).
-_FILE_LEASES: dict[str, int] = {}
-_FILE_HELD: dict[int, set[int]] = collections.defaultdict(set)
-_FILE_FREED: dict[int, list[int]] = collections.defaultdict(list)
+# The slot files and index of each lease this process holds (file backend), by holder token.
+_FILE_LEASES: dict[str, tuple[_SlotFiles, int]] = {}
 _FILE_LEASES_LOCK = threading.Lock()
+
+
+def _forget_slot_files_after_fork() -> None:
+    """A forked child shares its parent's open files, and with them their locks: it opens
+    its own (closing its copies leaves the parent's locks alone)."""
+    global _SLOT_FILES_LOCK, _FILE_LEASES_LOCK
+    for files in _SLOT_FILES.values():
+        for fd in files.fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _SLOT_FILES.clear()
+    _FILE_LEASES.clear()
+    _SLOT_FILES_LOCK = threading.Lock()
+    _FILE_LEASES_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_slot_files_after_fork)
 
 
 def _file_acquire(endpoint: ModelEndpoint, timeout: float) -> SlotLease:
@@ -232,16 +292,11 @@ def _file_acquire(endpoint: ModelEndpoint, timeout: float) -> SlotLease:
 
 def _file_release(lease: SlotLease) -> bool:
     with _FILE_LEASES_LOCK:
-        fd = _FILE_LEASES.pop(lease.holder, None)
-        if fd is not None:
-            _FILE_HELD[lease.endpoint_id].discard(lease.index)
-            if lease.index not in _FILE_FREED[lease.endpoint_id]:
-                _FILE_FREED[lease.endpoint_id].append(lease.index)
-    if fd is None:
+        held = _FILE_LEASES.pop(lease.holder, None)
+    if held is None:
         return False  # released already
-    with contextlib.suppress(OSError):
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    os.close(fd)
+    files, index = held
+    files.unlock(index)
     _local_wake(lease.endpoint_id)
     return True
 

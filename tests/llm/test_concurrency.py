@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from datetime import timedelta
 
 import pytest
@@ -182,12 +183,12 @@ def test_each_backend_hands_out_exactly_the_limit_then_times_out(backend, endpoi
 
 @pytest.mark.django_db
 def test_lock_files_try_the_slot_this_process_freed_first(settings, endpoint, monkeypatch):
-    """At a busy endpoint nearly every lock file is taken: an acquire tries the slot this
-    process released last, and never the ones it holds, instead of opening them all."""
+    """At a busy endpoint nearly every lock file is taken: an acquire tries first the slot
+    this process released last, on the files it keeps open (none is opened again)."""
     settings.LLM_SLOT_BACKEND = "file"
     endpoint = endpoint_update(endpoint=endpoint, max_concurrency=6)
     leases = [slot_acquire(endpoint=endpoint, timeout=1) for _ in range(6)]
-    assert [lease.index for lease in leases] == [0, 1, 2, 3, 4, 5]
+    assert sorted(lease.index for lease in leases) == [0, 1, 2, 3, 4, 5]
     slot_release(lease=leases[1])
     slot_release(lease=leases[4])
     opened = []
@@ -199,8 +200,8 @@ def test_lock_files_try_the_slot_this_process_freed_first(settings, endpoint, mo
 
     monkeypatch.setattr(os, "open", counted_open)
     again = slot_acquire(endpoint=endpoint, timeout=1)
-    assert again.index == 4
-    assert len(opened) == 1
+    assert again.index == leases[4].index
+    assert opened == []
     for lease in [*leases[:1], *leases[2:4], leases[5], again]:
         slot_release(lease=lease)
 
@@ -346,3 +347,54 @@ def test_two_processes_share_the_limit(backend, slow_endpoint, llm_server):
     assert len(llm_server.chat_requests()) == 6
     assert llm_server.max_in_flight == 1
     assert LLMCall.objects.filter(purpose="test.p", status=LLMCallStatus.OK).count() == 6
+
+
+@pytest.mark.django_db
+def test_lock_files_follow_a_lowered_limit_and_a_second_release_frees_nothing(settings, endpoint):
+    settings.LLM_SLOT_BACKEND = "file"
+    first = slot_acquire(endpoint=endpoint, timeout=1)
+    second = slot_acquire(endpoint=endpoint, timeout=1)
+    assert {first.index, second.index} == {0, 1}
+    slot_release(lease=first if first.index == 0 else second)
+    held = second if first.index == 0 else first  # slot 1, above the lowered limit
+    endpoint = endpoint_update(endpoint=endpoint, max_concurrency=1)
+    again = slot_acquire(endpoint=endpoint, timeout=1)
+    assert again.index == 0
+    with pytest.raises(SlotTimeout):
+        slot_acquire(endpoint=endpoint, timeout=0.05)
+    slot_release(lease=held)
+    with pytest.raises(SlotTimeout):  # slot 1 is free, but the limit is one now
+        slot_acquire(endpoint=endpoint, timeout=0.05)
+    assert slot_release(lease=again) is True
+    assert slot_release(lease=again) is False
+
+
+@pytest.mark.django_db
+def test_a_forked_child_does_not_share_its_parents_lock_files(settings, endpoint):
+    """A fork inherits the parent's open lock files, and a lock taken through one would be
+    the parent's too: the child opens its own, so the limit holds between them."""
+    settings.LLM_SLOT_BACKEND = "file"
+    slot_release(lease=slot_acquire(endpoint=endpoint, timeout=1))  # files open, none held
+    slot_release(lease=slot_acquire(endpoint=endpoint, timeout=1))
+    to_parent, from_child = os.pipe()
+    to_child, from_parent = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+        pid = os.fork()
+    if pid == 0:
+        try:
+            from apps.llm.concurrency import _file_try_acquire
+
+            held = [_file_try_acquire(endpoint), _file_try_acquire(endpoint)]
+            os.write(from_child, b"held" if all(held) else b"not held")
+            os.read(to_child, 10)  # hold them until the parent has tried
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(to_parent, 100) == b"held"
+        with pytest.raises(SlotTimeout):
+            slot_acquire(endpoint=endpoint, timeout=0.1)
+    finally:
+        os.write(from_parent, b"done")
+        os.waitpid(pid, 0)
+    slot_release(lease=slot_acquire(endpoint=endpoint, timeout=1))  # the child's are freed
