@@ -488,20 +488,25 @@ def template_docs(n: int) -> list[tuple[str, dict]]:
     return out
 
 
-def script_in_tree(tree: Path, script: str, *args: str, payload) -> dict:
-    """Run ``script`` (``python -c``) in a checkout ``tree`` with ``payload`` as JSON on its
-    stdin; its last line of output is the JSON answer (old and new code in one run)."""
+def answer_in_tree(tree: Path, argv: list[str], payload=None) -> dict:
+    """Run ``argv`` in a checkout ``tree`` (``payload``, if any, as JSON on its stdin); its
+    last line of output is the JSON answer (old and new code in one run)."""
     done = subprocess.run(
-        [sys.executable, "-c", script, str(tree), *args],
-        input=json.dumps(payload),
+        argv,
+        input=None if payload is None else json.dumps(payload),
         capture_output=True,
         text=True,
         cwd=tree,
         check=False,
     )
     if done.returncode != 0:
-        raise SystemExit(f"validation in {tree} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"the benchmark in {tree} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def script_in_tree(tree: Path, script: str, *args: str, payload) -> dict:
+    """Run ``script`` (``python -c``) in a checkout ``tree``: see ``answer_in_tree``."""
+    return answer_in_tree(tree, [sys.executable, "-c", script, str(tree), *args], payload)
 
 
 def validation_in_tree(tree: Path, docs: list[tuple[str, dict]], repeat: int) -> dict:

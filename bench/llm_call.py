@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -178,18 +177,15 @@ def main() -> None:
         runs = [("tree", tree), ("this", ROOT)]
     else:
         runs = [("this", ROOT)]
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench.engine import answer_in_tree
+
     answers = {}
     for label, tree in runs:
-        done = subprocess.run(
-            [sys.executable, SCRIPT, "--inner", str(tree), str(args.calls), str(args.repeat)],
-            capture_output=True,
-            text=True,
-            cwd=tree,
-            check=False,
+        answers[label] = answer_in_tree(
+            tree, [sys.executable, SCRIPT, "--inner", str(tree), str(args.calls), str(args.repeat)]
         )
-        if done.returncode != 0:
-            raise SystemExit(f"the loop in {tree} failed:\n{done.stderr[-3000:]}")
-        answers[label] = json.loads(done.stdout.splitlines()[-1])
         a = answers[label]
         print(
             f"{label:5} {tree!s:40} llm_chat {a['call_us']:7.0f} µs CPU a call "

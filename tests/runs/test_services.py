@@ -182,6 +182,18 @@ def test_celery_executor_enqueues_up_to_the_concurrency(
     assert Run.objects.filter(batch=batch, enqueued_at__isnull=False).count() == 4
 
 
+def _two_trials(project, author, environment) -> tuple[Run, Run]:
+    """An inline batch of two trials of the environment's tasks: its first two runs."""
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        selection=TaskSelection(environments=(environment.pk,)),
+        settings=BatchSettings(trials=2),
+        executor=Executor.INLINE,
+    )
+    return tuple(Run.objects.filter(batch=batch).order_by("id")[:2])
+
+
 def test_a_run_records_the_revision_it_ran_against(
     project, author, sample_environments, claims_age
 ):
@@ -189,14 +201,7 @@ def test_a_run_records_the_revision_it_ran_against(
     from apps.runs.services import claims
 
     env = sample_environments[0]
-    batch = run_batch_create(
-        project=project,
-        user=author,
-        selection=TaskSelection(environments=(env.pk,)),
-        settings=BatchSettings(trials=2),
-        executor=Executor.INLINE,
-    )
-    first, second = Run.objects.filter(batch=batch).order_by("id")[:2]
+    first, second = _two_trials(project, author, env)
     run_execute(run_id=first.pk)
     edited = environment_update(
         environment=env, name=env.name, domain=env.domain, description="Edited mid-batch."
@@ -219,14 +224,7 @@ def test_a_spec_is_built_from_the_environment_as_it_is_when_loaded(
     from apps.runs.services import execution
 
     env = sample_environments[0]
-    batch = run_batch_create(
-        project=project,
-        user=author,
-        selection=TaskSelection(environments=(env.pk,)),
-        settings=BatchSettings(trials=2),
-        executor=Executor.INLINE,
-    )
-    first, second = Run.objects.filter(batch=batch).order_by("id")[:2]
+    first, second = _two_trials(project, author, env)
     run_execute(run_id=first.pk)  # the environment (revision 1) now in the worker's cache
     edited = environment_update(
         environment=env, name=env.name, domain=env.domain, description="Edited mid-batch."
