@@ -415,3 +415,11 @@ def test_two_workers_finishing_the_same_batch_promote_each_run_once(
     assert not errors
     assert sorted(created) == [0, 3]
     assert Demonstration.objects.count() == DemonstrationVersion.objects.count() == 3
+
+
+def test_a_promoted_demonstration_holds_plain_values(project, author, curation_environment):
+    batch = _finished_eval_batch_made_teacher(project, author, curation_environment)
+    demo = demonstration_from_run(run=Run.objects.filter(batch=batch).first())
+    assert demo.current_version.note == "The run's transcript as recorded."
+    demo.current_version.refresh_from_db()
+    assert demo.current_version.note == "The run's transcript as recorded."
