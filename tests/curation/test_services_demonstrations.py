@@ -226,3 +226,200 @@ def test_eval_task_demonstrations_stay_out_of_the_queue_and_cannot_be_approved(
     assert review.decision == "rejected"
     first.refresh_from_db()
     assert first.status == DemonstrationStatus.REJECTED
+
+
+# --------------------------------------------------------------------------- in bulk
+
+
+def _finished_eval_batch_made_teacher(project, author, environment, *, trials=1):
+    """A finished batch whose runs are not promoted yet (made as EVAL, then TEACHER)."""
+    batch = teacher_batch_run(project, author, environment, role=RunRole.EVAL, trials=trials)
+    batch.role = RunRole.TEACHER
+    batch.save(update_fields=["role"])
+    return batch
+
+
+def _queries_of_promotion(batch) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        created = demonstrations_from_batch(batch=batch)
+    assert created == Run.objects.filter(batch=batch).count()
+    return len(queries)
+
+
+def test_a_batch_is_promoted_in_a_number_of_queries_independent_of_its_runs(
+    project, author, curation_environment
+):
+    small = _finished_eval_batch_made_teacher(project, author, curation_environment, trials=1)
+    big = _finished_eval_batch_made_teacher(project, author, curation_environment, trials=4)
+    curation_settings_get(project=project)  # created on first use: not part of the count
+    assert Run.objects.filter(batch=big).count() == 12
+    assert _queries_of_promotion(small) == _queries_of_promotion(big)
+    # Every demonstration is whole: its version 1 and its capability links.
+    for demo in Demonstration.objects.filter(run__batch=big).select_related("run"):
+        assert demo.current_version.number == 1
+        assert demo.current_version.transcript == demo.run.transcript
+        assert sorted(demo.capabilities.values_list("slug", flat=True)) == sorted(
+            set(demo.run.capabilities)
+        )
+    assert DemonstrationVersion.objects.count() == Demonstration.objects.count() == 15
+
+
+def test_a_batch_is_promoted_in_chunks(project, author, curation_environment, monkeypatch):
+    from apps.curation.services import demonstrations as module
+
+    monkeypatch.setattr(module, "PROMOTE_CHUNK", 2)
+    batch = _finished_eval_batch_made_teacher(project, author, curation_environment, trials=3)
+    assert demonstrations_from_batch(batch=batch) == 9
+    assert demonstrations_from_batch(batch=batch) == 0
+    assert sorted(Demonstration.objects.values_list("run_id", flat=True)) == sorted(
+        Run.objects.filter(batch=batch).values_list("pk", flat=True)
+    )
+    assert all(demo.current_version.number == 1 for demo in Demonstration.objects.all())
+
+
+def test_a_run_that_does_not_validate_is_refused_alone(
+    project, author, curation_environment, caplog
+):
+    """A run ``full_clean`` refuses (here a blank task key) is refused by hand as before; a
+    batch leaves it out, with a warning, and promotes the others."""
+    from django.core.exceptions import ValidationError
+
+    batch = _finished_eval_batch_made_teacher(project, author, curation_environment)
+    broken, *others = Run.objects.filter(batch=batch).order_by("id")
+    Run.objects.filter(pk=broken.pk).update(task_key="")
+    broken.refresh_from_db()
+    with pytest.raises(ValidationError) as refused:
+        demonstration_from_run(run=broken)
+    assert "task_key" in refused.value.message_dict
+    with caplog.at_level("WARNING"):
+        assert demonstrations_from_batch(batch=batch) == 2
+    assert f"run {broken.pk} not promoted" in caplog.text
+    assert "task_key" in caplog.text
+    assert set(Demonstration.objects.values_list("run_id", flat=True)) == {r.pk for r in others}
+
+
+def test_settings_out_of_range_are_refused_by_both_paths(
+    project, author, curation_environment, monkeypatch
+):
+    from django.core.exceptions import ValidationError
+
+    from apps.curation.models import CurationSettings
+    from apps.curation.services import demonstrations as module
+
+    batch = _finished_eval_batch_made_teacher(project, author, curation_environment)
+    monkeypatch.setattr(
+        module,
+        "curation_settings_get",
+        lambda project: CurationSettings(project=project, reviews_required=9),
+    )
+    with pytest.raises(ValidationError):
+        demonstration_from_run(run=Run.objects.filter(batch=batch).first())
+    assert demonstrations_from_batch(batch=batch) == 0
+    assert not Demonstration.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"status": "lost"},
+        {"claimed_by_id": 1, "claim_expires_at": None},
+    ],
+)
+def test_the_batch_path_checks_every_constraint(project, broken):
+    """The batch path checks the constraints once per distinct set of the values they read:
+    a row with other values is checked again, and refused as ``full_clean`` would."""
+    from django.core.exceptions import ValidationError
+
+    from apps.curation.services.demonstrations import _constraints_validate
+
+    checked: set = set()
+    fine = Demonstration(project=project, run_ref=1, task_key="t", reviews_required=1)
+    _constraints_validate(fine, checked)
+    assert checked
+    for name, value in broken.items():
+        setattr(fine, name, value)
+    with pytest.raises(ValidationError):
+        _constraints_validate(fine, checked)
+
+
+def test_runs_promoted_meanwhile_are_left_out(project, author, curation_environment, monkeypatch):
+    """Another promotion (by hand here, or a second worker finishing the same batch) takes
+    a run between the batch's read and its insert: the batch inserts the others."""
+    from apps.curation.services import demonstrations as module
+
+    batch = _finished_eval_batch_made_teacher(project, author, curation_environment)
+    first = Run.objects.filter(batch=batch).order_by("id").first()
+    validate, insert = module._row_validated, module.demonstrations_insert
+    inserts = []
+
+    def promoted_by_hand_after_the_read(run, **kw):
+        if run.pk == first.pk:
+            assert demonstration_from_run(run=first).run_id == first.pk
+        return validate(run, **kw)
+
+    def counted(rows):
+        inserts.append(len(rows))
+        return insert(rows)
+
+    monkeypatch.setattr(module, "_row_validated", promoted_by_hand_after_the_read)
+    monkeypatch.setattr(module, "demonstrations_insert", counted)
+    assert demonstrations_from_batch(batch=batch) == 2
+    assert inserts == [1, 3, 2]  # the run by hand, the batch's rows, the batch's rows again
+    assert Demonstration.objects.count() == DemonstrationVersion.objects.count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_finishing_the_same_batch_promote_each_run_once(
+    project, author, curation_environment, monkeypatch
+):
+    """On PostgreSQL, two threads: both read the same runs, then both insert; one waits
+    for the other's commit on the unique run, then leaves those runs out."""
+    import threading
+
+    from django.db import connection
+
+    from apps.curation.services import demonstrations as module
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs a database with concurrent writers (DATABASE_URL=postgres://…)")
+    batch = _finished_eval_batch_made_teacher(project, author, curation_environment)
+    both_read = threading.Barrier(2, timeout=20)
+    insert = module.demonstrations_insert
+    first_call = threading.local()
+
+    def after_both_read(rows):
+        if not getattr(first_call, "done", False):
+            first_call.done = True
+            both_read.wait()
+        return insert(rows)
+
+    monkeypatch.setattr(module, "demonstrations_insert", after_both_read)
+    created, errors = [], []
+
+    def worker():
+        try:
+            created.append(demonstrations_from_batch(batch=batch))
+        except Exception as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors
+    assert sorted(created) == [0, 3]
+    assert Demonstration.objects.count() == DemonstrationVersion.objects.count() == 3
+
+
+def test_a_promoted_demonstration_holds_plain_values(project, author, curation_environment):
+    batch = _finished_eval_batch_made_teacher(project, author, curation_environment)
+    demo = demonstration_from_run(run=Run.objects.filter(batch=batch).first())
+    assert demo.current_version.note == "The run's transcript as recorded."
+    demo.current_version.refresh_from_db()
+    assert demo.current_version.note == "The run's transcript as recorded."
