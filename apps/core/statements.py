@@ -3,12 +3,13 @@ with their SQL written once per process and database, and values adapted by the 
 fields as the ORM adapts them.
 
 Django compiles a query every time it runs: for a statement a worker makes with every run
-(the call log's bulk INSERT, a run's outcome UPDATE, the claim) that compile is most of the
-statement's CPU. ``ModelStatements`` writes the SQL once and adapts each value with the same
-field method the ORM's compilers call (``pre_save`` and ``get_db_prep_save`` for written
-values, ``get_db_prep_value`` for compared ones, the backend's and field's converters for
-read ones), so JSON, datetimes, decimals and UUIDs reach the database exactly as through
-the ORM. Only plain values: an expression (``F()``, ``Value()``) is refused, not compiled.
+(the call log's bulk INSERT, a run's outcome UPDATE, the claim) that compile is a large
+part of the statement's CPU. ``ModelStatements`` writes the SQL once and adapts each value
+with the same field method the ORM's compilers call (``pre_save`` and ``get_db_prep_save``
+for written values, ``get_db_prep_value`` for compared ones, the backend's and field's
+converters for read ones), so JSON, datetimes, decimals and UUIDs reach the database
+exactly as through the ORM. Only plain values: an expression (``F()``, ``Value()``) is
+refused, not compiled, and so is ``None`` in a WHERE (the ORM's ``IS NULL``).
 No signals are sent (``bulk_create`` and ``update`` send none either).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import threading
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import Model
 from django.db.models.sql import Query
 
@@ -82,7 +83,7 @@ class ModelStatements:
                 raise ValueError("insert() writes new rows only (no primary key set).")
             obj._prepare_related_fields_for_save(operation_name="bulk_create")
         size = max(connection.ops.bulk_batch_size(self.insert_fields, objs), 1)
-        with connection.cursor() as cursor:
+        with transaction.mark_for_rollback_on_error(self.alias), connection.cursor() as cursor:
             for start in range(0, len(objs), size):
                 batch = objs[start : start + size]
                 params = []
@@ -123,8 +124,10 @@ class ModelStatements:
         for name, value in where.items():
             field = self._field(name)
             _refuse_expression(value, field)
+            if value is None:  # (the ORM makes that IS NULL)
+                raise ValueError(f"{name}: None is not a value to compare with '='.")
             params.append(field.get_db_prep_value(value, connection, prepared=False))
-        with connection.cursor() as cursor:
+        with transaction.mark_for_rollback_on_error(self.alias), connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.rowcount
 

@@ -155,11 +155,13 @@ def test_update_writes_what_the_orm_update_writes(project, endpoint, frozen):
     assert LLMCall.objects.get(pk=written_row.pk).error == values["error"]
 
 
-def test_update_refuses_expressions(endpoint):
+def test_update_refuses_expressions_and_a_comparison_with_none(endpoint):
     from django.db.models import F
 
     with pytest.raises(TypeError):
         statements_for(LLMCall).update({"pk": 1}, {"tokens_in": F("tokens_in") + 1})
+    with pytest.raises(ValueError):
+        statements_for(LLMCall).update({"pk": 1, "job": None}, {"tokens_in": 1})
 
 
 def test_instance_reads_a_row_as_the_orm_does(endpoint, frozen):
