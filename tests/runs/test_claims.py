@@ -180,3 +180,51 @@ def test_lanes_taking_at_once_never_hold_one_run(batch):
     for thread in threads:
         thread.join()
     assert sorted(taken) == runs  # each unsent run taken once, by one lane
+
+
+def test_the_outcome_writes_what_the_orms_update_wrote(batch, monkeypatch):
+    """``_close``'s UPDATE (written once per process) stores the columns the ORM's
+    ``filter(...).update(...)`` stored, as the database holds them, and sets them on the
+    object; a run no longer held is not written."""
+    from decimal import Decimal
+
+    from apps.runs.services.execution import _close
+
+    now = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    ours, theirs = (run_claim(run_id=pk) for pk in pending(batch)[:2])
+    fields = {
+        "transcript": [{"role": "assistant", "content": "« fini » — 完了 \u2028", "n": 1.5}],
+        "verdicts": [{"ok": True, "detail": None}],
+        "score": 0.75,
+        "passed": True,
+        "cost": Decimal("0.001234"),
+        "tokens_in": 12,
+        "stop_reason": "done",
+    }
+    assert _close(ours, status=RunStatus.SUCCEEDED, **fields)
+    written = {
+        "status": RunStatus.SUCCEEDED,
+        "error": "",
+        "retryable": False,
+        "finished_at": now,
+        "heartbeat_at": now,
+        **fields,
+    }
+    assert Run.objects.filter(
+        pk=theirs.pk, claim_token=theirs.claim_token, status=RunStatus.RUNNING
+    ).update(**written)
+    columns = ", ".join(
+        connection.ops.quote_name(Run._meta.get_field(name).column) for name in written
+    )
+    with connection.cursor() as cursor:
+        rows = []
+        for pk in (ours.pk, theirs.pk):
+            cursor.execute(f"SELECT {columns} FROM {Run._meta.db_table} WHERE id = %s", [pk])
+            rows.append(cursor.fetchone())
+    assert rows[0] == rows[1]
+    assert all(getattr(ours, name) == value for name, value in written.items())
+    assert ours.closed_here
+    theirs.claim_token = "taken-over"
+    assert not _close(theirs, status=RunStatus.ERRORED, error="late")
+    assert Run.objects.get(pk=theirs.pk).status == RunStatus.SUCCEEDED

@@ -27,10 +27,10 @@ import uuid
 from datetime import datetime
 
 from django.db import connections
-from django.db.models.sql import Query
 
 from apps.core.leases import worker_name
 from apps.core.models import Job
+from apps.core.statements import statements_for
 from apps.environments.models import Environment, Task
 from apps.runs.models import Run, RunBatch, RunStatus
 
@@ -38,15 +38,14 @@ MAX_AGE_S = 1.0
 _MAX_ENTRIES = 512
 _clock = time.monotonic  # (tests move it on)
 
-_RUN_FIELDS = Run._meta.concrete_fields
-_RUN_ATTNAMES = [field.attname for field in _RUN_FIELDS]
-
 
 class _Statements:
-    """The claim's SQL and the converters of its returned columns, for one database."""
+    """The claim's SQL, for one database (its returned row read by the run's
+    ``ModelStatements``)."""
 
     def __init__(self, alias: str):
         connection = connections[alias]
+        self.runs = statements_for(Run, alias)
         quote = connection.ops.quote_name
         run, batch, job = Run._meta.db_table, RunBatch._meta.db_table, Job._meta.db_table
         run_q, batch_q, job_q = quote(run), quote(batch), quote(job)
@@ -55,7 +54,7 @@ class _Statements:
             f"FROM {job_q} INNER JOIN {batch_q} ON ({batch_q}.{quote('job_id')} = "
             f"{job_q}.{quote('id')}) WHERE {batch_q}.{quote('id')} = {run_q}.{quote('batch_id')}"
         )
-        returning = ", ".join(f"{run_q}.{quote(field.column)}" for field in _RUN_FIELDS)
+        returning = self.runs.columns()
         returning += (
             f", (SELECT {job_q}.{quote('cancel_requested')} {job_of_run})"
             f", (SELECT {job_q}.{quote('status')} {job_of_run})"
@@ -91,9 +90,6 @@ class _Statements:
             f"WHERE {quote('id')} = ({first_unsent}) AND {quote('status')} = %s AND "
             f"{quote('enqueued_at')} IS NULL RETURNING {returning}"
         )
-        compiler = Query(Run).get_compiler(connection=connection)
-        columns = [field.get_col(run) for field in _RUN_FIELDS]
-        self.converters = list(compiler.get_converters(columns).items())
 
 
 _STATEMENTS: dict[str, _Statements] = {}
@@ -144,21 +140,14 @@ def take_next(batch_id: int, *, now: datetime, using: str = "default"):
 
 
 def _execute(sql: str, params: list, statements: _Statements, using: str) -> Run | None:
-    connection = connections[using]
-    with connection.cursor() as cursor:
+    with connections[using].cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     if not rows:
         return None
     values = list(rows[0])
     cancel_requested, job_status = values[-2:]
-    values = values[: len(_RUN_ATTNAMES)]
-    for position, (functions, expression) in statements.converters:
-        value = values[position]
-        for function in functions:
-            value = function(value, expression, connection)
-        values[position] = value
-    run = Run.from_db(using, _RUN_ATTNAMES, values)
+    run = statements.runs.instance(values[:-2])
     batch = _batch(run.batch_id, using)
     batch.job.cancel_requested = bool(cancel_requested)
     batch.job.status = job_status

@@ -33,6 +33,7 @@ from apps.core.leases import (
 )
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 from apps.core.services import send_task
+from apps.core.statements import statements_for
 from apps.core.text import count_of
 from apps.core.timings import Timings, collecting, timed
 from apps.environments.models import Environment
@@ -493,9 +494,10 @@ def _close(run: Run, *, status: str, error: str = "", retryable: bool = False, *
         **fields,
     }
     with timed("store"):
-        written = Run.objects.filter(
-            pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
-        ).update(**fields)
+        # Run.objects.filter(...).update(**fields), its SQL written once per process
+        written = statements_for(Run).update(
+            {"id": run.pk, "claim_token": run.claim_token, "status": RunStatus.RUNNING}, fields
+        )
     run.closed_here = bool(written)
     if written:
         # the object now says what the row says, without reading it back
