@@ -4,6 +4,7 @@ from the worker's cache — edits seen within ``MAX_AGE_S``, and no model instan
 between two runs."""
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -228,3 +229,52 @@ def test_the_outcome_writes_what_the_orms_update_wrote(batch, monkeypatch):
     theirs.claim_token = "taken-over"
     assert not _close(theirs, status=RunStatus.ERRORED, error="late")
     assert Run.objects.get(pk=theirs.pk).status == RunStatus.SUCCEEDED
+
+
+def test_loaded_specs_drop_the_least_recently_used(sample_environments, monkeypatch):
+    """A batch over more environments than the cache holds: a spec used again stays, the
+    one used longest ago goes (first-in-first-out missed on every run of such a batch)."""
+    from apps.runs.services import execution
+
+    built = []
+    real = execution.environment_spec
+    monkeypatch.setattr(execution, "environment_spec", lambda e: built.append(e.pk) or real(e))
+    specs = execution._LoadedSpecs()
+    monkeypatch.setattr(specs, "SIZE", 2)
+    first, second, third = sample_environments[:3]
+    for environment in (first, second, first, third, first, second):
+        _spec, spec_hash, revision = specs.get(environment)
+        assert (spec_hash, revision) == (environment.spec_hash, environment.revision)
+    # first stays (used again before third came); second was the least recent when third came
+    assert built == [first.pk, second.pk, third.pk, second.pk]
+
+
+def test_threads_wanting_one_missing_spec_build_it_once(sample_environments, monkeypatch):
+    from apps.runs.services import execution
+
+    built = []
+    real = execution.environment_spec
+
+    def slow_build(environment):
+        built.append(environment.pk)
+        time.sleep(0.2)  # the others ask meanwhile
+        return real(environment)
+
+    monkeypatch.setattr(execution, "environment_spec", slow_build)
+    specs = execution._LoadedSpecs()
+    environment = sample_environments[0]
+    got = []
+
+    def get():
+        try:
+            got.append(specs.get(environment))
+        finally:
+            connection.close()  # this thread's own
+
+    threads = [threading.Thread(target=get) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert built == [environment.pk]
+    assert len(got) == 6 and all(spec is got[0] for spec in got)

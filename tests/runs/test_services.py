@@ -229,7 +229,7 @@ def test_a_spec_is_built_from_the_environment_as_it_is_when_loaded(
     edited = environment_update(
         environment=env, name=env.name, domain=env.domain, description="Edited mid-batch."
     )
-    monkeypatch.setattr(execution, "_SPEC_CACHE", {})  # no spec of it loaded here yet
+    monkeypatch.setattr(execution, "_LOADED_SPECS", execution._LoadedSpecs())  # none loaded yet
     run_execute(run_id=second.pk)
     second.refresh_from_db()
     assert (second.environment_revision, second.spec_hash) == (2, edited.spec_hash)

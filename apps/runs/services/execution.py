@@ -16,6 +16,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -126,30 +127,53 @@ class _CancelCheck:
                 raise RunCancelled
 
 
-# Loaded specs by (environment id, revision, spec hash): every edit bumps the revision, so a
-# worker replaying the same environment for many trials builds and checks it once.
-_SPEC_CACHE: dict[tuple, tuple] = {}
-_SPEC_CACHE_SIZE = 64
-_SPEC_CACHE_LOCK = threading.Lock()
+class _LoadedSpecs:
+    """Loaded specs by (environment id, revision, spec hash), so that a worker replaying an
+    environment for many trials builds and checks it once (every edit bumps the revision).
+    The least recently used is dropped past ``SIZE`` (a first-in-first-out cache smaller than
+    a batch's environments missed on every run: its lanes go through them in turn). One
+    thread builds a missing spec while the process's others wanting it wait for it, instead
+    of each building it at a batch's start."""
+
+    SIZE = 256
+
+    def __init__(self):
+        self._entries: OrderedDict[tuple, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+        self._building: dict[int, threading.Lock] = {}
+
+    def get(self, environment) -> tuple[object, str, int]:
+        """The environment's loaded spec, its hash and its revision."""
+        cached = self._cached((environment.pk, environment.revision, environment.spec_hash))
+        if cached is not None:
+            return cached
+        with self._lock:
+            building = self._building.setdefault(environment.pk, threading.Lock())
+        with building:
+            # The spec is built from the environment's rows as they are now, so its revision
+            # and hash are read now too (the instance a run got may be up to a second old).
+            environment = Environment.objects.get(pk=environment.pk)
+            key = (environment.pk, environment.revision, environment.spec_hash)
+            cached = self._cached(key)  # built by the thread this one waited for
+            if cached is None:
+                document = environment_spec(environment)  # canonical (one schema pass)
+                spec_hash = environment.spec_hash or engine_spec.canonical_hash(document)
+                cached = (engine_spec.load_spec(document), spec_hash, environment.revision)
+                with self._lock:
+                    self._entries[key] = cached
+                    while len(self._entries) > self.SIZE:
+                        self._entries.popitem(last=False)
+        return cached
+
+    def _cached(self, key: tuple) -> tuple | None:
+        with self._lock:
+            cached = self._entries.get(key)
+            if cached is not None:
+                self._entries.move_to_end(key)
+            return cached
 
 
-def _load_spec(environment) -> tuple[object, str, int]:
-    """The environment's loaded spec, its hash and its revision."""
-    key = (environment.pk, environment.revision, environment.spec_hash)
-    cached = _SPEC_CACHE.get(key)
-    if cached is None:
-        # The spec is built from the environment's rows as they are now, so its revision
-        # and hash are read now too (the instance a run got may be up to a second old).
-        environment = Environment.objects.get(pk=environment.pk)
-        key = (environment.pk, environment.revision, environment.spec_hash)
-        document = environment_spec(environment)  # canonical (one schema pass)
-        spec_hash = environment.spec_hash or engine_spec.canonical_hash(document)
-        cached = (engine_spec.load_spec(document), spec_hash, environment.revision)
-        with _SPEC_CACHE_LOCK:  # a threads-pool worker plays many runs at once
-            if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
-                _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
-            _SPEC_CACHE[key] = cached
-    return cached
+_LOADED_SPECS = _LoadedSpecs()
 
 
 def run_execute(*, run_id: int, lane: Callable[[], bool] | None = None) -> Run | None:
@@ -396,7 +420,7 @@ def _play(
             "The task was deleted (or replaced by a whole-spec edit) after the batch was made."
         )
     try:
-        spec, spec_hash, revision = _load_spec(task.environment)
+        spec, spec_hash, revision = _LOADED_SPECS.get(task.environment)
     except Environment.DoesNotExist:
         raise RunUnavailable("The task's environment was deleted.") from None
     except SpecError as exc:
