@@ -125,6 +125,8 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
+from bench.machine import cores, machine_busy  # noqa: E402
+
 CALLS_PER_TRIAL = 3
 SEND = {"to": "dana@acme.test", "subject": "Q3 review", "body": "Booked Thursday 16:00."}
 
@@ -440,10 +442,12 @@ def main() -> None:
         pids = [w.pid for w in workers]
         cpu_before = cpu_seconds(pids)
         own_before = sum(os.times()[:2])
+        busy_before = machine_busy()
         started = time.monotonic()
         timed = batch(project, user, endpoint, envs, trials, args.concurrency)
         wait(timed.job_id, 900)
         wall = time.monotonic() - started
+        busy = machine_busy() - busy_before
         worker_cpu = cpu_seconds(pids) - cpu_before
         own_cpu = sum(os.times()[:2]) - own_before
     finally:
@@ -483,10 +487,18 @@ def main() -> None:
     print(f"  ratio               {wall / ideal:8.2f}x")
     # What the CPU allows: all the CPU seconds spent (workers, and this process with the
     # LLM server) over the machine's cores, as if nobody else used them.
-    cores = os.cpu_count() or 1
-    cpu_limit = (worker_cpu + own_cpu) / cores
-    print(f"  CPU limit           {cpu_limit:8.2f} s   ({worker_cpu + own_cpu:.1f} CPU-s / {cores} "
-          f"cores); wall / the larger of the two {wall / max(ideal, cpu_limit):.2f}x")  # fmt: skip
+    n_cores = cores()
+    cpu_limit = (worker_cpu + own_cpu) / n_cores
+    print(f"  CPU limit           {cpu_limit:8.2f} s   ({worker_cpu + own_cpu:.1f} CPU-s / "
+          f"{n_cores} cores); wall / the larger of the two "
+          f"{wall / max(ideal, cpu_limit):.2f}x")  # fmt: skip
+    if busy:
+        # The whole machine over the same time: the database server, the broker and other
+        # sessions' processes take cores too, which the limit above leaves out.
+        rest = max(0.0, busy - worker_cpu - own_cpu)
+        print(f"  machine busy        {busy / wall:8.2f} of {n_cores} cores   (workers "
+              f"{worker_cpu / wall:.2f}, bench + LLM server {own_cpu / wall:.2f}, the rest — "
+              f"database, broker, other sessions — {rest / wall:.2f})")  # fmt: skip
     print(f"  wall per step/lane  {step_wall_ms:8.2f} ms   (L = {args.latency * 1000:.0f} ms)")
     print(f"  worker CPU per step {worker_cpu / steps * 1000:8.2f} ms   "
           f"({worker_cpu:.1f} CPU-s in all; the bench process, LLM server included, "

@@ -63,6 +63,8 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
+from bench.machine import cores, machine_busy  # noqa: E402
+
 CAPABILITIES = ["clarify-before-acting", "resolve-conflicts"]
 
 
@@ -149,25 +151,6 @@ def cpu_seconds(pid: int) -> dict[int, float]:
                 tree.add(child)
                 frontier.append(child)
     return {p: stats[p][1] for p in tree if p in stats}
-
-
-def machine_busy() -> float:
-    """Core-seconds every process on this machine has spent busy since boot (/proc/stat:
-    user, nice, system, irq, softirq, steal); 0.0 where there is no /proc."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    except OSError:
-        return 0.0
-    ticks = [int(f) for f in fields]
-    busy = ticks[0] + ticks[1] + ticks[2] + sum(ticks[5:8])
-    return busy / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def bench_llm(args, tree: Path, label: str, index: int) -> dict:

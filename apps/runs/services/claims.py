@@ -85,6 +85,11 @@ class _Statements:
             f"U0.{quote('enqueued_at')} IS NULL AND U2.{quote('cancel_requested')} = %s "
             f"ORDER BY U0.{quote('id')} ASC LIMIT 1"
         )
+        if connection.features.has_select_for_update_skip_locked:
+            # PostgreSQL: lanes asking at once each get a run of their own, instead of all
+            # picking the same first one, waiting on its row lock and finding it taken (one
+            # wins, the others ask again: at C = 64 most takes were such retries).
+            first_unsent += " FOR UPDATE OF U0 SKIP LOCKED"
         self.take = (
             f"UPDATE {run_q} SET {claim}, {quote('enqueued_at')} = %s "
             f"WHERE {quote('id')} = ({first_unsent}) AND {quote('status')} = %s AND "
