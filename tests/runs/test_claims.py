@@ -237,8 +237,8 @@ def test_loaded_specs_drop_the_least_recently_used(sample_environments, monkeypa
     from apps.runs.services import execution
 
     built = []
-    real = execution.environment_spec
-    monkeypatch.setattr(execution, "environment_spec", lambda e: built.append(e.pk) or real(e))
+    real = execution.environment_document
+    monkeypatch.setattr(execution, "environment_document", lambda e: built.append(e.pk) or real(e))
     specs = execution._LoadedSpecs()
     monkeypatch.setattr(specs, "SIZE", 2)
     first, second, third = sample_environments[:3]
@@ -253,14 +253,14 @@ def test_threads_wanting_one_missing_spec_build_it_once(sample_environments, mon
     from apps.runs.services import execution
 
     built = []
-    real = execution.environment_spec
+    real = execution.environment_document
 
     def slow_build(environment):
         built.append(environment.pk)
         time.sleep(0.2)  # the others ask meanwhile
         return real(environment)
 
-    monkeypatch.setattr(execution, "environment_spec", slow_build)
+    monkeypatch.setattr(execution, "environment_document", slow_build)
     specs = execution._LoadedSpecs()
     environment = sample_environments[0]
     got = []

@@ -38,7 +38,7 @@ from apps.core.statements import statements_for
 from apps.core.text import count_of
 from apps.core.timings import Timings, collecting, timed
 from apps.environments.models import Environment
-from apps.environments.specs import environment_spec
+from apps.environments.specs import environment_document
 from apps.llm.client import CallLogBuffer
 from apps.llm.exceptions import LLMError
 from apps.llm.judge import LLMJudge
@@ -156,9 +156,9 @@ class _LoadedSpecs:
             key = (environment.pk, environment.revision, environment.spec_hash)
             cached = self._cached(key)  # built by the thread this one waited for
             if cached is None:
-                document = environment_spec(environment)  # canonical (one schema pass)
+                document, spec = engine_spec.load_canonical(environment_document(environment))
                 spec_hash = environment.spec_hash or engine_spec.canonical_hash(document)
-                cached = (engine_spec.load_spec(document), spec_hash, environment.revision)
+                cached = (spec, spec_hash, environment.revision)
                 with self._lock:
                     self._entries[key] = cached
                     while len(self._entries) > self.SIZE:
