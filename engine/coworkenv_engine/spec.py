@@ -235,11 +235,21 @@ def load_spec(doc: Any) -> EnvironmentSpec:
     return spec
 
 
-def load_canonical(doc: Any) -> tuple[dict[str, Any], EnvironmentSpec]:
+def load_canonical(
+    doc: Any, *, certified_hash: str | None = None
+) -> tuple[dict[str, Any], EnvironmentSpec]:
     """``(canonical_dump(doc), load_spec(canonical_dump(doc)))`` with one schema pass
     instead of two: the canonical dump of a schema-valid document is schema-valid (it only
     makes defaults explicit), so the spec is built from it without validating it again. The
-    static checks run on the canonical document, as ``load_spec`` would run them."""
+    static checks run on the canonical document, as ``load_spec`` would run them.
+
+    ``certified_hash``: the canonical hash of a document a whole validation accepted (which
+    ran the schema pass and the static checks on it). A document whose canonical form has
+    that hash is that document, and is built without them; any other goes the whole way."""
+    if certified_hash:
+        certified = _certified(doc, certified_hash)
+        if certified is not None:
+            return certified
     canonical = _normalize_numbers(_dump_env(parse_spec(doc)))
     spec = _build(canonical)
     from .validation.static import static_problems  # the validator imports this module
@@ -248,6 +258,16 @@ def load_canonical(doc: Any) -> tuple[dict[str, Any], EnvironmentSpec]:
     if errors:
         raise SpecError(errors)
     return canonical, spec
+
+
+def _certified(doc: Any, certified_hash: str) -> tuple[dict[str, Any], EnvironmentSpec] | None:
+    try:
+        canonical = _normalize_numbers(_dump_env(_build(doc)))
+    except Exception:  # not even buildable unchecked: the whole way says why
+        return None
+    if canonical_hash(canonical) != certified_hash:
+        return None
+    return canonical, _build(canonical)
 
 
 def _copy(value: Any) -> Any:

@@ -214,3 +214,37 @@ def test_load_canonical_equals_two_passes_on_generated_environments(seed, capabi
     one_pass, two_passes = _both_ways(document)
     assert one_pass == two_passes
     assert isinstance(one_pass, tuple)
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_a_certified_document_loads_as_the_whole_way_without_the_checks(path, monkeypatch):
+    document = load_json(path)
+    canonical, spec = S.load_canonical(document)
+    certified = S.canonical_hash(canonical)
+
+    def no_pass(doc):
+        raise AssertionError("the schema pass ran for a certified document")
+
+    monkeypatch.setattr(S, "parse_spec", no_pass)
+    assert S.load_canonical(document, certified_hash=certified) == (canonical, spec)
+
+
+@pytest.mark.parametrize("path", BROKEN, ids=lambda p: p.stem)
+def test_a_document_other_than_the_certified_one_goes_the_whole_way(path, doc):
+    """A broken spec offered with a valid document's hash (rows changed since that
+    validation) is refused exactly as without the hash."""
+    case = load_json(path)
+    broken = case.get("spec")
+    if broken is None:
+        pytest.skip("an unparsable text case")
+    certified = S.canonical_hash(S.canonical_dump(doc))
+    outcome = []
+    for kwargs in ({}, {"certified_hash": certified}):
+        try:
+            S.load_canonical(broken, **kwargs)
+            outcome.append("loaded")
+        except SpecError as exc:
+            outcome.append([(p.code, p.pointer) for p in exc.problems])
+        except RecursionError:
+            outcome.append("recursion")
+    assert outcome[0] == outcome[1]

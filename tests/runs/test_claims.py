@@ -278,3 +278,35 @@ def test_threads_wanting_one_missing_spec_build_it_once(sample_environments, mon
         thread.join()
     assert built == [environment.pk]
     assert len(got) == 6 and all(spec is got[0] for spec in got)
+
+
+def test_a_validated_environment_is_loaded_without_checking_it_again(
+    sample_environments, monkeypatch
+):
+    """Its last validation accepted exactly these rows (same canonical hash): no schema pass
+    when a worker loads it; once edited, the whole way again."""
+    from apps.environments.services import environment_update, environment_validation_record
+    from apps.environments.specs import environment_spec
+    from apps.runs.services import execution
+    from coworkenv_engine import spec as engine_spec
+    from coworkenv_engine.validation import validate_spec
+
+    environment = sample_environments[0]
+    report = environment_validation_record(
+        environment=environment, result=validate_spec(environment_spec(environment)).to_dict()
+    )
+    assert report.valid
+    passes = []
+    real = engine_spec.parse_spec
+    monkeypatch.setattr(engine_spec, "parse_spec", lambda doc: passes.append(1) or real(doc))
+    _spec, spec_hash, _revision = execution._LoadedSpecs().get(environment)
+    assert (passes, spec_hash) == ([], report.spec_hash)
+    edited = environment_update(
+        environment=environment,
+        name=environment.name,
+        domain=environment.domain,
+        description="Edited after its validation.",
+    )
+    passes.clear()
+    _spec, spec_hash, _revision = execution._LoadedSpecs().get(edited)
+    assert passes == [1] and spec_hash == edited.spec_hash != report.spec_hash

@@ -152,11 +152,19 @@ class _LoadedSpecs:
         with building:
             # The spec is built from the environment's rows as they are now, so its revision
             # and hash are read now too (the instance a run got may be up to a second old).
-            environment = Environment.objects.get(pk=environment.pk)
+            environment = Environment.objects.select_related("latest_validation").get(
+                pk=environment.pk
+            )
             key = (environment.pk, environment.revision, environment.spec_hash)
             cached = self._cached(key)  # built by the thread this one waited for
             if cached is None:
-                document, spec = engine_spec.load_canonical(environment_document(environment))
+                # A document its last validation accepted as it is (same canonical hash) is
+                # built without checking it again.
+                report = environment.latest_validation
+                certified = report.spec_hash if report is not None and report.valid else None
+                document, spec = engine_spec.load_canonical(
+                    environment_document(environment), certified_hash=certified
+                )
                 spec_hash = environment.spec_hash or engine_spec.canonical_hash(document)
                 cached = (spec, spec_hash, environment.revision)
                 with self._lock:
