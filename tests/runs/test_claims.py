@@ -55,6 +55,22 @@ def pending(batch) -> list[int]:
     )
 
 
+def in_threads(work, arguments) -> None:
+    """``work(argument)`` in a thread each, all at once, each closing its own connection."""
+
+    def run(argument):
+        try:
+            work(argument)
+        finally:
+            connection.close()  # this thread's own
+
+    threads = [threading.Thread(target=run, args=(argument,)) for argument in arguments]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def test_a_claimed_run_is_loaded_as_its_row_says(batch):
     run_id = pending(batch)[0]
     Run.objects.filter(pk=run_id).update(
@@ -91,20 +107,9 @@ def test_two_runs_of_one_batch_share_no_model_instance(batch):
 
 
 def test_runs_claimed_by_threads_at_once_share_no_model_instance(batch):
-    claimed = []
-
-    def claim(run_id):
-        try:
-            claimed.append(run_claim(run_id=run_id))
-        finally:
-            connection.close()  # this thread's own
-
-    threads = [threading.Thread(target=claim, args=(pk,)) for pk in pending(batch)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(claimed) == len(threads) >= 4
+    claimed, runs = [], pending(batch)
+    in_threads(lambda run_id: claimed.append(run_claim(run_id=run_id)), runs)
+    assert len(claimed) == len(runs) >= 4
     for attribute in (
         lambda run: run.batch,
         lambda run: run.batch.job,
@@ -167,19 +172,12 @@ def test_a_lane_takes_the_first_unsent_run_and_none_once_cancelled(batch):
 def test_lanes_taking_at_once_never_hold_one_run(batch):
     runs, taken, lock = unsent(batch), [], threading.Lock()
 
-    def lane():
-        try:
-            while (run := _take_next(batch)) is not None:
-                with lock:
-                    taken.append(run.pk)
-        finally:
-            connection.close()  # this thread's own
+    def lane(_):
+        while (run := _take_next(batch)) is not None:
+            with lock:
+                taken.append(run.pk)
 
-    threads = [threading.Thread(target=lane) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(lane, range(4))
     assert sorted(taken) == runs  # each unsent run taken once, by one lane
 
 
@@ -264,18 +262,7 @@ def test_threads_wanting_one_missing_spec_build_it_once(sample_environments, mon
     specs = execution._LoadedSpecs()
     environment = sample_environments[0]
     got = []
-
-    def get():
-        try:
-            got.append(specs.get(environment))
-        finally:
-            connection.close()  # this thread's own
-
-    threads = [threading.Thread(target=get) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(lambda _: got.append(specs.get(environment)), range(6))
     assert built == [environment.pk]
     assert len(got) == 6 and all(spec is got[0] for spec in got)
 
