@@ -229,14 +229,13 @@ def test_a_certified_document_loads_as_the_whole_way_without_the_checks(path, mo
     assert S.load_canonical(document, certified_hash=certified) == (canonical, spec)
 
 
-@pytest.mark.parametrize("path", BROKEN, ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", [p for p in BROKEN if "spec" in load_json(p)], ids=lambda p: p.stem
+)
 def test_a_document_other_than_the_certified_one_goes_the_whole_way(path, doc):
     """A broken spec offered with a valid document's hash (rows changed since that
     validation) is refused exactly as without the hash."""
-    case = load_json(path)
-    broken = case.get("spec")
-    if broken is None:
-        pytest.skip("an unparsable text case")
+    broken = load_json(path)["spec"]  # (the cases of unparsable text have no document)
     certified = S.canonical_hash(S.canonical_dump(doc))
     outcome = []
     for kwargs in ({}, {"certified_hash": certified}):
