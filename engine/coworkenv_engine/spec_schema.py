@@ -38,7 +38,7 @@ def schema_problems(doc: Any) -> list[Problem]:
             error(
                 "not_an_object",
                 "",
-                f"The document is a JSON {_json_type(doc)}, not an object.",
+                f"The document is a JSON {json_type(doc)}, not an object.",
                 'Send one JSON object with "schema": "coworkenv.environment/v1".',
             )
         ]
@@ -151,7 +151,8 @@ def _hint(err: Any) -> str:
     return ""
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type a value has (a Python value outside JSON: its class's name)."""
     if value is None:
         return "null"
     if isinstance(value, bool):

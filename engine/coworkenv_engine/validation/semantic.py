@@ -28,6 +28,7 @@ from ..bounded_query import search as bounded_search
 from ..checks import MAX_DEPTH
 from ..problems import Problem, error, pointer
 from ..spec_model import EnvironmentSpec, TaskSpec
+from ..spec_schema import json_type
 from .flow import clarification_problems, information_flow_problems
 from .hygiene import identifier_problems, instruction_problems, required_problems
 from .integrity import attempt_counting_problems, binding_problems, update_problems
@@ -50,18 +51,6 @@ def _properties(tool: Any) -> dict[str, Any]:
     """A tool's declared parameters, {} when its schema is malformed (reported elsewhere)."""
     props = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
     return props if isinstance(props, dict) else {}
-
-
-def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 class _Types:
