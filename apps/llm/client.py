@@ -19,6 +19,7 @@ import os
 import random
 import re
 import ssl
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -549,15 +550,25 @@ class _EndpointClient:
     extensions: dict  # the timeout
 
 
-@functools.lru_cache(maxsize=32)
+_ENDPOINT_CLIENTS_LOCK = threading.Lock()
+
+
 def _endpoint_client(base_url: str, api_key: str, timeout: float, networks: tuple):
     """One client per endpoint configuration and process, reused across calls.
 
-    Building a client loads the CA bundle and opens a new connection pool (tens of
-    milliseconds); the client is thread-safe, and its pool keeps connections alive. Every
-    connection goes through the address guard of ``apps.llm.network``. No retries inside
-    the client: ``llm_chat`` retries (and logs each attempt) itself.
+    The client is thread-safe, and its pool keeps connections alive. Built by one thread
+    while the process's others wanting it wait: a threads worker's lanes all make their
+    first call at a batch's start, and each built a client (and a pool whose connections
+    were dropped with it) where one was kept. Every connection goes through the address
+    guard of ``apps.llm.network``. No retries inside the client: ``llm_chat`` retries (and
+    logs each attempt) itself.
     """
+    with _ENDPOINT_CLIENTS_LOCK:
+        return _built_endpoint_client(base_url, api_key, timeout, networks)
+
+
+@functools.lru_cache(maxsize=32)
+def _built_endpoint_client(base_url: str, api_key: str, timeout: float, networks: tuple):
     client = openai.OpenAI(
         base_url=base_url,
         api_key=api_key,

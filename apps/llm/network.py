@@ -20,6 +20,8 @@ It is checked twice:
 
 import ipaddress
 import socket
+import ssl
+import threading
 from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import urlsplit
@@ -199,17 +201,35 @@ class GuardedTransport(httpx2.HTTPTransport):
     def __init__(self, **kwargs) -> None:
         kwargs["trust_env"] = False
         kwargs.pop("proxy", None)
+        kwargs.setdefault("verify", verified_ssl_context())
         super().__init__(**kwargs)
         limits = kwargs.get("limits", httpx2.Limits())
         # httpx builds its connection pool without a way to pass a network backend; this is
         # that same pool with the guarded backend (``_pool`` is what handle_request uses).
         self._pool = httpcore2.ConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),
+            ssl_context=kwargs["verify"],
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=GuardedNetworkBackend(),
         )
+
+
+_SSL_CONTEXT: ssl.SSLContext | None = None
+_SSL_CONTEXT_LOCK = threading.Lock()
+
+
+def verified_ssl_context() -> ssl.SSLContext:
+    """The process's one TLS context for model endpoints: certificates verified against
+    httpx's CA bundle, as ``httpx.create_ssl_context()`` makes it. Loading the bundle costs
+    ~18 ms of CPU; a transport built two of them, so the first calls of a threads worker's
+    32 lanes spent a second of CPU under one GIL building contexts that are all the same
+    (an ``SSLContext`` is safe to share between connections and threads)."""
+    global _SSL_CONTEXT
+    with _SSL_CONTEXT_LOCK:
+        if _SSL_CONTEXT is None:
+            _SSL_CONTEXT = httpx2.create_ssl_context()
+        return _SSL_CONTEXT
 
 
 # A threads-pool worker has as many requests in flight as it has threads: httpx's default of

@@ -5,6 +5,7 @@ host), unless ``LLM_ALLOWED_NETWORKS`` allows the range. The test settings allow
 127.0.0.1/32, where the loopback LLM server listens.
 """
 
+import ipaddress
 import socket
 
 import pytest
@@ -13,7 +14,7 @@ from django.urls import reverse
 
 from apps.core.exceptions import ApplicationError
 from apps.llm.client import llm_chat
-from apps.llm.exceptions import LLMConfigurationError, LLMRequestError
+from apps.llm.exceptions import LLMConfigurationError, LLMRequestError, LLMUnavailable
 from apps.llm.models import LLMCall, LLMCallStatus, ModelEndpoint
 from apps.llm.redaction import ERROR_BODY_LIMIT, TRUNCATION_MARK, body_excerpt
 from apps.llm.services import endpoint_create
@@ -297,3 +298,121 @@ def test_allowed_networks_setting_is_parsed_strictly():
     assert _allowed_networks("none") == []
     with pytest.raises(ImproperlyConfigured, match="not 'lab-vllm'"):
         _allowed_networks("10.0.0.0/8,lab-vllm")
+
+
+# --- one TLS context and one client per process, certificates still verified ------------
+
+
+def _self_signed_tls_server(tmp_path):
+    """A TLS listener on 127.0.0.1 with a self-signed certificate no CA vouches for."""
+    import datetime
+    import ssl
+    import threading
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    (tmp_path / "cert.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    listener = socket.create_server(("127.0.0.1", 0))
+    handshakes = []
+
+    def serve():
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                with context.wrap_socket(connection, server_side=True):
+                    handshakes.append("completed")
+            except (ssl.SSLError, OSError) as exc:
+                handshakes.append(type(exc).__name__)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, handshakes
+
+
+def test_a_certificate_no_ca_vouches_for_is_refused(project, settings, tmp_path):
+    """The process's shared TLS context verifies certificates: a self-signed endpoint is a
+    connection error (retried, then logged), never a conversation."""
+    settings.LLM_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    listener, handshakes = _self_signed_tls_server(tmp_path)
+    try:
+        endpoint = _save(
+            project,
+            f"https://127.0.0.1:{listener.getsockname()[1]}/v1",
+            request_timeout_s=5,
+        )
+        with pytest.raises(LLMUnavailable) as error:
+            chat(endpoint)
+    finally:
+        listener.close()
+    assert "CERTIFICATE_VERIFY_FAILED" in error.value.message
+    assert "completed" not in handshakes
+    assert LLMCall.objects.filter(endpoint=endpoint, status=LLMCallStatus.ERROR).exists()
+
+
+def test_a_process_builds_one_client_per_endpoint_and_one_tls_context(monkeypatch):
+    """Lanes starting together wait for the one client being built instead of each building
+    one (and a pool that was dropped); every client shares one verifying TLS context."""
+    import ssl
+    import threading
+
+    from apps.llm import client as llm_client
+    from apps.llm.network import GuardedTransport, verified_ssl_context
+
+    llm_client._built_endpoint_client.cache_clear()
+    builds = []
+    build = llm_client.openai.OpenAI
+
+    def counted(*args, **kwargs):
+        builds.append(1)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(llm_client.openai, "OpenAI", counted)
+    start = threading.Barrier(16)
+    clients = []
+
+    def lane():
+        start.wait()
+        clients.append(llm_client._endpoint_client("http://127.0.0.1:9/v1", "k", 5.0, ()))
+
+    threads = [threading.Thread(target=lane) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    llm_client._built_endpoint_client.cache_clear()
+    assert len(builds) == 1
+    assert len({id(client) for client in clients}) == 1
+    context = verified_ssl_context()
+    assert GuardedTransport()._pool._ssl_context is context
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
