@@ -358,10 +358,12 @@ PHASES = [
     ("checkpoint", "turn checkpoints (transcript so far)"),
     ("engine", "engine + agent glue (play minus the above)"),
     ("store", "transcript + outcome stored"),
+    ("take", "next run taken (a lane's, in the same transaction)"),
+    ("close", "that transaction's lock wait, BEGIN and COMMIT"),
     ("dispatch", "batch progress + dispatch of the next run"),
     ("heartbeat", "heartbeat writes (background thread)"),
 ]
-# Measured inside "play" (the run's call log is flushed after it, so it is not among them).
+# Measured inside "play" (the run's call log is written after it, so it is not among them).
 IN_PLAY = ("slot_wait", "slot_release", "model", "cancel_check", "checkpoint")
 
 
@@ -373,6 +375,10 @@ def breakdown(runs) -> tuple[dict[str, float], int]:
         for name, seconds in line["seconds"].items():
             totals[name] = totals.get(name, 0.0) + seconds
     totals["engine"] = totals.pop("play") - sum(totals[name] for name in IN_PLAY)
+    # The run's closing transaction holds its call log, outcome and take: what is left of
+    # it is the wait for the write lock (SQLite), BEGIN and COMMIT.
+    inside = totals["call_log"] + totals["store"] + totals["take"]
+    totals["close"] = max(0.0, totals["close"] - inside)
     waits = [
         (started - enqueued).total_seconds()
         for enqueued, started in runs.values_list("enqueued_at", "started_at")
@@ -421,6 +427,7 @@ def main() -> None:
     if args.profile:
         profile_lane(args)
         return
+    from apps.core.models import Job
     from apps.runs.models import Run, RunStatus
     from tests.llm_server import LoopbackLLMServer
 
@@ -443,10 +450,12 @@ def main() -> None:
         cpu_before = cpu_seconds(pids)
         own_before = sum(os.times()[:2])
         busy_before = machine_busy()
-        started = time.monotonic()
+        started = time.time()
         timed = batch(project, user, endpoint, envs, trials, args.concurrency)
         wait(timed.job_id, 900)
-        wall = time.monotonic() - started
+        # batch created → its job finished, as the worker stamped it (not when this
+        # process's polling noticed, up to a poll interval later)
+        wall = Job.objects.get(pk=timed.job_id).finished_at.timestamp() - started
         busy = machine_busy() - busy_before
         worker_cpu = cpu_seconds(pids) - cpu_before
         own_cpu = sum(os.times()[:2]) - own_before

@@ -445,7 +445,7 @@ class CallLogBuffer:
         if not self.rows:
             return
         rows, self.rows = self.rows, []
-        with timed("call_log"), transaction.atomic(durable=True):
+        with timed("call_log"), transaction.atomic(savepoint=False):
             statements_for(LLMCall).insert(rows)
 
 
@@ -483,7 +483,7 @@ class _CallLog:
         if self.buffer is not None and status == LLMCallStatus.OK:
             self.buffer.add(row)
             return row
-        with timed("call_log"), transaction.atomic(durable=True):
+        with timed("call_log"), transaction.atomic(savepoint=False):
             row.save(force_insert=True)
         return row
 

@@ -187,7 +187,8 @@ def test_the_outcome_writes_what_the_orms_update_wrote(batch, monkeypatch):
     object; a run no longer held is not written."""
     from decimal import Decimal
 
-    from apps.runs.services.execution import _close
+    from apps.llm.client import CallLogBuffer
+    from apps.runs.services.execution import _close, _Outcome
 
     now = timezone.now()
     monkeypatch.setattr(timezone, "now", lambda: now)
@@ -201,7 +202,10 @@ def test_the_outcome_writes_what_the_orms_update_wrote(batch, monkeypatch):
         "tokens_in": 12,
         "stop_reason": "done",
     }
-    assert _close(ours, status=RunStatus.SUCCEEDED, **fields)
+    assert _close(ours, _Outcome(RunStatus.SUCCEEDED, fields=fields), CallLogBuffer()) == (
+        False,
+        None,
+    )
     written = {
         "status": RunStatus.SUCCEEDED,
         "error": "",
@@ -225,7 +229,8 @@ def test_the_outcome_writes_what_the_orms_update_wrote(batch, monkeypatch):
     assert all(getattr(ours, name) == value for name, value in written.items())
     assert ours.closed_here
     theirs.claim_token = "taken-over"
-    assert not _close(theirs, status=RunStatus.ERRORED, error="late")
+    _close(theirs, _Outcome(RunStatus.ERRORED, "late"), CallLogBuffer(), keep_next=True)
+    assert not theirs.closed_here
     assert Run.objects.get(pk=theirs.pk).status == RunStatus.SUCCEEDED
 
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -230,34 +231,57 @@ def _execute_one(
                 # the batch).
                 batch_refresh(batch=batch)
             return None, None
+        call_log = CallLogBuffer()
         try:
-            _execute_claimed(run, timings)
+            outcome = _execute_claimed(run, call_log, timings)
         except TRANSIENT_DB_ERRORS:
+            _flush_if_possible(call_log)
             # A run this lane took without a message of its own is handed back to the
             # dispatcher (the retried message is another run's).
             _release(run, resend=not own_message)
             raise
+        took, next_run = _close(run, outcome, call_log, keep_next=keep_next)
         with timed("dispatch"):
-            if not getattr(run, "closed_here", False):
-                # another worker took the run over (or it stopped before closing): its
-                # outcome as stored (a few columns, not the whole row with its transcript)
-                run.refresh_from_db(fields=["status", "retryable", "finished_at"])
-            batch = run.batch
-            if (
-                run.status == RunStatus.ERRORED
-                and run.retryable
-                and run.attempt < batch.max_attempts
-            ):
-                _retry(run)
-            elif batch.group_size:
-                # the run closed its slot: its rollout group is scored once its last member
-                # closes
-                _score_groups(batch, run.task_ref)
-            keep = keep_next and run.status != RunStatus.CANCELLED
-            _, next_run = _refresh(batch, keep=keep)
+            if next_run is not None:
+                _progress_now_and_then(run.batch)
+            elif not took:
+                next_run = _move_along(run, keep=keep_next)
+            else:  # the lane found nothing left to take: the batch's full refresh
+                _refresh(run.batch, keep=False)
     if timings is not None:
         timings.append_to(settings.RUN_TIMINGS_FILE, run=run.pk, lane=not own_message)
     return run, next_run
+
+
+def _move_along(run: Run, *, keep: bool) -> Run | None:
+    """What an ended run that did not simply close its slot asks of its batch: another
+    attempt, its rollout group's score, or (another worker took it over) the refresh; and
+    for a lane, the next run."""
+    if not getattr(run, "closed_here", False):
+        # another worker took the run over (or it stopped before closing): its outcome as
+        # stored (a few columns, not the whole row with its transcript)
+        run.refresh_from_db(fields=["status", "retryable", "finished_at"])
+    batch = run.batch
+    if _retries(run):
+        _retry(run)
+    elif batch.group_size:
+        # the run closed its slot: its rollout group is scored once its last member closes
+        _score_groups(batch, run.task_ref)
+    keep = keep and run.status != RunStatus.CANCELLED
+    return _refresh(batch, keep=keep)[1]
+
+
+def _retries(run: Run) -> bool:
+    return (
+        run.status == RunStatus.ERRORED and run.retryable and run.attempt < run.batch.max_attempts
+    )
+
+
+def _flush_if_possible(call_log: CallLogBuffer) -> None:
+    try:
+        call_log.flush()
+    except TRANSIENT_DB_ERRORS:
+        logger.warning("Could not write a run's call log: the database is unavailable.")
 
 
 def _score_groups(batch: RunBatch, task_ref: int | None = None) -> None:
@@ -292,79 +316,71 @@ def _release(run: Run, *, resend: bool = False) -> None:
         logger.warning("Run %s: could not give its claim back; it will be swept.", run.pk)
 
 
-def _execute_claimed(run: Run, timings: Timings | None = None) -> None:
+@dataclass(frozen=True)
+class _Outcome:
+    """How a run ended, written by ``_close``."""
+
+    status: str
+    error: str = ""
+    retryable: bool = False
+    fields: dict = field(default_factory=dict)
+
+
+def _execute_claimed(run: Run, call_log: CallLogBuffer, timings: Timings | None = None) -> _Outcome:
+    """Play a claimed run; its model calls wait in ``call_log`` for the closing write."""
     batch = run.batch
     if run.claims > max_claims():
-        _close(
-            run,
-            status=RunStatus.ERRORED,
-            error=f"Its worker stopped {run.claims - 1} times while playing it (killed, "
-            "perhaps for lack of memory); it was not started again.",
-            retryable=False,
+        return _Outcome(
+            RunStatus.ERRORED,
+            f"Its worker stopped {run.claims - 1} times while playing it (killed, perhaps for "
+            "lack of memory); it was not started again.",
         )
-    elif batch.job.cancel_requested:  # the job as loaded with the claim, a moment ago
-        _close(run, status=RunStatus.CANCELLED, error="Cancelled before it started.")
-    else:
-        if batch.job.status == JobStatus.PENDING:
-            with timed("start"):
-                Job.objects.filter(pk=batch.job_id, status=JobStatus.PENDING).update(
-                    status=JobStatus.RUNNING,
-                    started_at=timezone.now(),
-                    heartbeat_at=timezone.now(),
-                )
-        usage = LLMUsage()
-        started = time.monotonic()
+    if batch.job.cancel_requested:  # the job as loaded with the claim, a moment ago
+        return _Outcome(RunStatus.CANCELLED, "Cancelled before it started.")
+    if batch.job.status == JobStatus.PENDING:
+        with timed("start"):
+            Job.objects.filter(pk=batch.job_id, status=JobStatus.PENDING).update(
+                status=JobStatus.RUNNING,
+                started_at=timezone.now(),
+                heartbeat_at=timezone.now(),
+            )
+    usage = LLMUsage()
+    started = time.monotonic()
 
-        def renew() -> bool:
-            with timings.timed("heartbeat") if timings else contextlib.nullcontext():
-                return bool(
-                    Run.objects.filter(
-                        pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
-                    ).update(heartbeat_at=timezone.now())
-                )
+    def renew() -> bool:
+        with timings.timed("heartbeat") if timings else contextlib.nullcontext():
+            return bool(
+                Run.objects.filter(
+                    pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
+                ).update(heartbeat_at=timezone.now())
+            )
 
-        heartbeat = Heartbeat(renew, name=f"run {run.pk}")
-        call_log = CallLogBuffer()
-        try:
-            try:
-                with heartbeat, timed("play"):
-                    fields = _play(run, usage, heartbeat, call_log)
-            finally:
-                call_log.flush()  # the run's model calls, in one write
-        except TRANSIENT_DB_ERRORS:
-            raise
-        except RunCancelled:
-            _close(run, status=RunStatus.CANCELLED, error="Cancelled while running.")
-        except RunUnavailable as exc:
-            _close(run, status=RunStatus.ERRORED, error=str(exc), retryable=False)
-        except ContextOverflow as exc:
-            # the same conversation would overflow again: not worth a retry
-            _close(
-                run,
-                status=RunStatus.ERRORED,
-                error=exc.message,
-                retryable=False,
-                **_usage_fields(usage, started),
-            )
-        except LLMError as exc:
-            _close(
-                run,
-                status=RunStatus.ERRORED,
-                error=exc.message,
-                retryable=True,
-                **_usage_fields(usage, started),
-            )
-        except Exception:
-            logger.exception("Run %s of batch %s crashed", run.pk, batch.pk)
-            _close(
-                run,
-                status=RunStatus.ERRORED,
-                error="The run stopped on an unexpected error; see the worker log.",
-                retryable=True,
-                **_usage_fields(usage, started),
-            )
-        else:
-            _close(run, status=RunStatus.SUCCEEDED, **fields, **_usage_fields(usage, started))
+    heartbeat = Heartbeat(renew, name=f"run {run.pk}")
+    try:
+        with heartbeat, timed("play"):
+            fields = _play(run, usage, heartbeat, call_log)
+    except TRANSIENT_DB_ERRORS:
+        raise
+    except RunCancelled:
+        return _Outcome(RunStatus.CANCELLED, "Cancelled while running.")
+    except RunUnavailable as exc:
+        return _Outcome(RunStatus.ERRORED, str(exc))
+    except ContextOverflow as exc:
+        # the same conversation would overflow again: not worth a retry
+        return _Outcome(RunStatus.ERRORED, exc.message, fields=_usage_fields(usage, started))
+    except LLMError as exc:
+        return _Outcome(
+            RunStatus.ERRORED, exc.message, retryable=True, fields=_usage_fields(usage, started)
+        )
+    except Exception:
+        logger.exception("Run %s of batch %s crashed", run.pk, batch.pk)
+        return _Outcome(
+            RunStatus.ERRORED,
+            "The run stopped on an unexpected error; see the worker log.",
+            retryable=True,
+            fields=_usage_fields(usage, started),
+        )
+    return _Outcome(RunStatus.SUCCEEDED, fields={**fields, **_usage_fields(usage, started)})
 
 
 def _usage_fields(usage: LLMUsage, started: float) -> dict:
@@ -513,31 +529,50 @@ def _play(
     }
 
 
-def _close(run: Run, *, status: str, error: str = "", retryable: bool = False, **fields) -> bool:
-    """Write the outcome, only if this worker still holds the claim (a run taken over by
-    another worker keeps that worker's result). The transcript is stored here, once."""
+def _close(
+    run: Run, outcome: _Outcome, call_log: CallLogBuffer, *, keep_next: bool = False
+) -> tuple[bool, Run | None]:
+    """Write the run's model calls and its outcome — the outcome only if this worker still
+    holds the claim (a run taken over by another worker keeps that worker's result) — and,
+    for a lane whose run simply closed its slot, take the batch's next run: one transaction
+    (on SQLite one wait for the write lock instead of three, on PostgreSQL one commit).
+    The transcript is stored here, once. Returns whether the next run was looked for, and
+    the run taken (None if none was left)."""
     now = timezone.now()
     fields = {
-        "status": status,
-        "error": error,
-        "retryable": retryable,
+        "status": outcome.status,
+        "error": outcome.error,
+        "retryable": outcome.retryable,
         "finished_at": now,
         "heartbeat_at": now,
-        **fields,
+        **outcome.fields,
     }
-    with timed("store"):
-        # Run.objects.filter(...).update(**fields), its SQL written once per process
-        written = statements_for(Run).update(
-            {"id": run.pk, "claim_token": run.claim_token, "status": RunStatus.RUNNING}, fields
-        )
-    run.closed_here = bool(written)
-    if written:
-        # the object now says what the row says, without reading it back
-        for name, value in fields.items():
-            setattr(run, name, value)
-    else:
+    took, next_run = False, None
+    with timed("close"), transaction.atomic():
+        call_log.flush()  # the run's model calls, in one write
+        with timed("store"):
+            # Run.objects.filter(...).update(**fields), its SQL written once per process
+            written = statements_for(Run).update(
+                {"id": run.pk, "claim_token": run.claim_token, "status": RunStatus.RUNNING},
+                fields,
+            )
+        run.closed_here = bool(written)
+        if written:
+            # the object now says what the row says, without reading it back
+            for name, value in fields.items():
+                setattr(run, name, value)
+            if (
+                keep_next
+                and outcome.status != RunStatus.CANCELLED
+                and not _retries(run)
+                and not run.batch.group_size
+            ):
+                took = True
+                with timed("take"):
+                    next_run = _take_next(run.batch)
+    if not written:
         logger.warning("Run %s was taken over by another worker; dropping this result.", run.pk)
-    return bool(written)
+    return took, next_run
 
 
 def _retry(run: Run) -> Run:
@@ -595,10 +630,7 @@ def _refresh(batch: RunBatch, *, keep: bool) -> tuple[Job | None, Run | None]:
     if keep:
         kept = _take_next(batch)
         if kept is not None:
-            now = time.monotonic()
-            if now - _PROGRESS_WRITTEN.get(batch.pk, 0.0) >= 1.0:
-                _PROGRESS_WRITTEN[batch.pk] = now
-                _write_progress(batch)
+            _progress_now_and_then(batch)
             return None, kept
     job = Job.objects.get(pk=batch.job_id)
     if job.cancel_requested:
@@ -618,6 +650,14 @@ def _refresh(batch: RunBatch, *, keep: bool) -> tuple[Job | None, Run | None]:
         batch_dispatch(batch=batch)
     job.refresh_from_db()
     return job, None
+
+
+def _progress_now_and_then(batch: RunBatch) -> None:
+    """A lane's progress write: at most once a second per process and batch."""
+    now = time.monotonic()
+    if now - _PROGRESS_WRITTEN.get(batch.pk, 0.0) >= 1.0:
+        _PROGRESS_WRITTEN[batch.pk] = now
+        _write_progress(batch)
 
 
 def _write_progress(batch: RunBatch) -> int:
@@ -693,6 +733,12 @@ def batch_dispatch(*, batch: RunBatch) -> int:
     the batch keeps that many going. Returns how many runs were enqueued (after the
     transaction commits)."""
     if batch.executor != Executor.CELERY:
+        return 0
+    unsent = Run.objects.filter(batch=batch, status=RunStatus.PENDING, enqueued_at__isnull=True)
+    if not unsent.exists():
+        # Nothing to send, so no need to wait for the batch's lock: at a batch's end every
+        # lane finds nothing left to take and refreshes, and on PostgreSQL 64 of them queued
+        # on that lock one after another (~0.5 s before the last one could finish the job).
         return 0
     enqueued = 0
     with transaction.atomic():
