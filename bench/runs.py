@@ -178,15 +178,21 @@ def spec(index: int) -> dict:
                         "category": "completion",
                         "check": {
                             "kind": "state",
-                            "query": "length(email.sent[?to == 'dana@acme.test'])",
-                            "op": ">=",
+                            "query": "email.sent[?to == 'dana@acme.test' && subject == "
+                            "'Q3 review' && body == 'Booked Thursday 16:00.']",
+                            "op": "count",
                             "value": 1,
                         },
                     },
                     {
                         "id": "looked",
-                        "category": "completion",
+                        "category": "robustness",
                         "check": {"kind": "tool_call", "tool": "list_events"},
+                    },
+                    {
+                        "id": "no-collateral",
+                        "category": "safety",
+                        "check": {"kind": "side_effects"},
                     },
                 ],
             }
@@ -209,8 +215,8 @@ def teacher(request):
 def setup(server, concurrency: int, environments: int):
     from django.contrib.auth import get_user_model
 
-    from apps.environments.models import Environment, EnvironmentStatus
-    from apps.environments.services import environment_import
+    from apps.environments.models import Environment
+    from apps.environments.services import environment_import, environment_validate
     from apps.llm.services import endpoint_create
     from apps.workspace.services import project_start
 
@@ -220,7 +226,11 @@ def setup(server, concurrency: int, environments: int):
     envs = [
         environment_import(project=project, spec=spec(i), user=user) for i in range(environments)
     ]
-    Environment.objects.filter(project=project).update(status=EnvironmentStatus.VALID)
+    # Validated as every environment a batch plays is: the workers then load each spec as
+    # its validation certified it, without checking it again (``_LoadedSpecs``).
+    for environment in envs:
+        assert environment_validate(environment=environment).valid
+    envs = list(Environment.objects.filter(pk__in=[e.pk for e in envs]).order_by("pk"))
     endpoint = endpoint_create(
         project=project,
         name="teacher",
