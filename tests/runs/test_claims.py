@@ -181,6 +181,62 @@ def test_lanes_taking_at_once_never_hold_one_run(batch):
     assert sorted(taken) == runs  # each unsent run taken once, by one lane
 
 
+def test_a_lane_closes_its_run_and_takes_the_next_in_one_transaction(batch, monkeypatch):
+    """The run's call log, outcome and the lane's next run are written together: a take that
+    fails leaves neither the outcome nor the call log (the run is still held, to be swept and
+    played again, never half-closed), and one that succeeds commits all three."""
+    from django.db import OperationalError
+
+    from apps.llm.client import CallLogBuffer
+    from apps.llm.models import LLMCall
+    from apps.runs.services import execution
+    from apps.runs.services.execution import _close, _Outcome
+
+    def call_log(run):
+        buffer = CallLogBuffer()
+        buffer.add(
+            LLMCall(
+                project_id=run.project_id,
+                endpoint=run.batch.endpoint,
+                job_id=run.batch.job_id,
+                purpose="run.agent",
+                status="ok",
+            )
+        )
+        return buffer
+
+    ours = run_claim(run_id=pending(batch)[0])
+    calls_before = LLMCall.objects.count()
+
+    def broken_take(batch):
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr(execution, "_take_next", broken_take)
+    with pytest.raises(OperationalError):
+        _close(ours, _Outcome(RunStatus.SUCCEEDED), call_log(ours), keep_next=True)
+    assert Run.objects.get(pk=ours.pk).status == RunStatus.RUNNING
+    assert LLMCall.objects.count() == calls_before
+
+    monkeypatch.undo()
+    first_unsent = unsent(batch)[0]
+    took, next_run = _close(ours, _Outcome(RunStatus.SUCCEEDED), call_log(ours), keep_next=True)
+    assert took and next_run.pk == first_unsent
+    assert Run.objects.get(pk=ours.pk).status == RunStatus.SUCCEEDED
+    assert Run.objects.get(pk=next_run.pk).status == RunStatus.RUNNING
+    assert LLMCall.objects.count() == calls_before + 1
+
+
+def test_dispatch_with_nothing_unsent_takes_no_lock(batch, django_assert_num_queries):
+    """A batch's ending lanes each refresh it: with nothing left to send, none of them waits
+    for the batch's row lock (on PostgreSQL they queued on it one after another)."""
+    from apps.runs.services.execution import batch_dispatch
+
+    while _take_next(batch) is not None:
+        pass
+    with django_assert_num_queries(1):  # the look for an unsent run, no SELECT … FOR UPDATE
+        assert batch_dispatch(batch=batch) == 0
+
+
 def test_the_outcome_writes_what_the_orms_update_wrote(batch, monkeypatch):
     """``_close``'s UPDATE (written once per process) stores the columns the ORM's
     ``filter(...).update(...)`` stored, as the database holds them, and sets them on the
