@@ -16,7 +16,6 @@ from apps.core.exceptions import ApplicationError
 from apps.core.leases import stale_after
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
 from apps.core.services import job_cancel, job_create
-from apps.core.statements import statements_for
 from apps.core.text import count_of
 from apps.environments.models import EnvironmentStatus, Split, Task
 from apps.llm.judge import project_judge_endpoint
@@ -255,9 +254,7 @@ def run_batch_create(
             "The batch settings are not valid.", {"fields": exc.message_dict}
         ) from None
     batch.save()
-    # Run.objects.bulk_create(rows), without Django compiling the INSERT for every batch of
-    # rows SQLite takes (most of a 640-run batch's creation, before its first run is sent)
-    statements_for(Run).insert(
+    Run.objects.bulk_create(
         [
             Run(
                 batch=batch,
