@@ -21,14 +21,45 @@ from coworkenv_engine import spec as engine_spec
 
 def environment_document(environment: Environment) -> dict:
     """The document as stored, before canonicalisation (tasks, tools and records in order)."""
-    tasks = list(
-        environment.tasks.order_by("position", "id").prefetch_related(
-            "graders", "capability_links__capability"
-        )
-    )
-    tools = list(environment.tools.order_by("position", "id"))
-    records = list(environment.records.order_by("position", "id"))
+    return environment_documents([environment])[environment.pk]
 
+
+def environment_documents(environments: list[Environment]) -> dict[int, dict]:
+    """``environment_document`` of each environment, by id, with the same seven queries
+    for all of them (a worker starting a batch over 32 environments made 224 of them,
+    one environment after another, while its lanes waited)."""
+    ids = [environment.pk for environment in environments]
+    tasks: dict[int, list[Task]] = defaultdict(list)
+    for task in (
+        Task.objects.filter(environment_id__in=ids)
+        .order_by("environment_id", "position", "id")
+        .prefetch_related("graders", "capability_links__capability")
+    ):
+        tasks[task.environment_id].append(task)
+    tools: dict[int, list[ToolSchema]] = defaultdict(list)
+    for tool in ToolSchema.objects.filter(environment_id__in=ids).order_by(
+        "environment_id", "position", "id"
+    ):
+        tools[tool.environment_id].append(tool)
+    records: dict[int, list[ServiceRecord]] = defaultdict(list)
+    for record in ServiceRecord.objects.filter(environment_id__in=ids).order_by(
+        "environment_id", "position", "id"
+    ):
+        records[record.environment_id].append(record)
+    return {
+        environment.pk: _document(
+            environment, tasks[environment.pk], tools[environment.pk], records[environment.pk]
+        )
+        for environment in environments
+    }
+
+
+def _document(
+    environment: Environment,
+    tasks: list[Task],
+    tools: list[ToolSchema],
+    records: list[ServiceRecord],
+) -> dict:
     services: dict[str, dict[str, list]] = {
         service: {collection: [] for collection in collections}
         for service, collections in environment.collections.items()

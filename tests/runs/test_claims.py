@@ -328,6 +328,50 @@ def test_threads_wanting_one_missing_spec_build_it_once(sample_environments, mon
     assert len(got) == 6 and all(spec is got[0] for spec in got)
 
 
+def test_a_batchs_first_miss_loads_all_its_environments_with_fixed_queries(
+    project, author, sample_environments, monkeypatch, django_assert_max_num_queries
+):
+    """A process's first lane to miss a spec of a batch loads every environment of that
+    batch it lacks, their rows read together: the same queries for three environments as
+    for one; the batch's other lanes (threads) wait for it and then find theirs loaded,
+    each the spec its rows build, as ``environment_document`` builds it one at a time."""
+    from apps.environments.specs import environment_document
+    from apps.runs.services import execution
+    from coworkenv_engine import spec as engine_spec
+
+    environments = sample_environments[:3]
+    endpoint = endpoint_create(
+        project=project,
+        created_by=author,
+        name="preload",
+        base_url="http://127.0.0.1:9/v1",
+        model="m",
+    )
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        policy_kind=PolicyKind.ENDPOINT,
+        endpoint=endpoint,
+        selection=TaskSelection(environments=tuple(e.pk for e in environments)),
+        settings=BatchSettings(trials=2, concurrency=1),
+        executor=Executor.CELERY,
+    )
+    single = []
+    monkeypatch.setattr(
+        execution, "environment_document", lambda e: single.append(e.pk) or environment_document(e)
+    )
+    specs = execution._LoadedSpecs()
+    with django_assert_max_num_queries(10):  # run ids, environments, 7 of rows: 9
+        specs.get(environments[0], batch.pk)
+    got = []
+    in_threads(lambda environment: got.append(specs.get(environment, batch.pk)), environments)
+    assert single == []  # nothing built alone
+    by_hash = {spec_hash: spec for spec, spec_hash, _ in got}
+    for environment in environments:
+        _document, expected = engine_spec.load_canonical(environment_document(environment))
+        assert by_hash[environment.spec_hash] == expected
+
+
 def test_a_validated_environment_is_loaded_without_checking_it_again(
     sample_environments, monkeypatch
 ):

@@ -162,27 +162,40 @@ def _execute(sql: str, params: list, statements: _Statements, using: str) -> Run
 
 
 class _Cache:
-    """Instances by id, each read again once older than ``MAX_AGE_S``."""
+    """Instances by id, each read again once older than ``MAX_AGE_S``, by one thread while
+    the process's others wanting it wait for that read: a threads worker's lanes all claim
+    at a batch's start (and all see its entry expire together), and each read the batch
+    with its job and endpoints where one read was kept."""
 
     def __init__(self, load):
         self.load = load
         self.entries: dict[int, tuple[float, object]] = {}
+        self.loading: dict[int, threading.Lock] = {}
         self.lock = threading.Lock()
 
     def get(self, pk: int, using: str):
-        now = _clock()
         entry = self.entries.get(pk)
-        if entry is not None and now - entry[0] < MAX_AGE_S:
+        if entry is not None and _clock() - entry[0] < MAX_AGE_S:
             return entry[1]
-        instance = self.load(pk, using)
-        with self.lock:  # a threads-pool worker claims many runs at once
-            if len(self.entries) >= _MAX_ENTRIES:
-                self.entries = {
-                    key: kept for key, kept in self.entries.items() if now - kept[0] < MAX_AGE_S
-                }
+        with self.lock:
+            loading = self.loading.setdefault(pk, threading.Lock())
+        with loading:
+            entry = self.entries.get(pk)
+            if entry is not None and _clock() - entry[0] < MAX_AGE_S:
+                return entry[1]  # read by the thread this one waited for
+            now = _clock()
+            instance = self.load(pk, using)
+            with self.lock:  # a threads-pool worker claims many runs at once
                 if len(self.entries) >= _MAX_ENTRIES:
-                    self.entries.clear()
-            self.entries[pk] = (now, instance)
+                    self.entries = {
+                        key: kept for key, kept in self.entries.items() if now - kept[0] < MAX_AGE_S
+                    }
+                    if len(self.entries) >= _MAX_ENTRIES:
+                        self.entries.clear()
+                    self.loading = {
+                        key: self.loading[key] for key in self.entries if key in self.loading
+                    }
+                self.entries[pk] = (now, instance)
         return instance
 
     def clear(self) -> None:
