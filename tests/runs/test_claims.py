@@ -119,6 +119,25 @@ def test_runs_claimed_by_threads_at_once_share_no_model_instance(batch):
         assert len({id(attribute(run)) for run in claimed}) == len(claimed)
 
 
+def test_threads_claiming_at_once_read_the_batch_once(batch, monkeypatch):
+    """Lanes starting together wait for the one read of their batch (with its job and
+    endpoints) instead of each reading it; each still gets its own copy."""
+    claims.clear()
+    reads = []
+    load = claims._BATCHES.load
+
+    def slow_load(pk, using):
+        reads.append(pk)
+        time.sleep(0.1)  # the other lanes ask meanwhile
+        return load(pk, using)
+
+    monkeypatch.setattr(claims._BATCHES, "load", slow_load)
+    claimed = []
+    in_threads(lambda run_id: claimed.append(run_claim(run_id=run_id)), pending(batch))
+    assert reads == [batch.pk]
+    assert len({id(run.batch) for run in claimed}) == len(claimed) >= 4
+
+
 def test_an_endpoint_edit_is_seen_within_max_age(batch, claims_age):
     first, second, third = pending(batch)[:3]
     assert run_claim(run_id=first).batch.endpoint.model == "before"
