@@ -124,17 +124,17 @@ def test_threads_claiming_at_once_read_the_batch_once(batch, monkeypatch):
     endpoints) instead of each reading it; each still gets its own copy."""
     claims.clear()
     reads = []
-    load = claims._BATCHES.load
+    load = claims._BATCHES.load_many
 
-    def slow_load(pk, using):
-        reads.append(pk)
+    def slow_load(pks, using):
+        reads.append(sorted(pks))
         time.sleep(0.1)  # the other lanes ask meanwhile
-        return load(pk, using)
+        return load(pks, using)
 
-    monkeypatch.setattr(claims._BATCHES, "load", slow_load)
+    monkeypatch.setattr(claims._BATCHES, "load_many", slow_load)
     claimed = []
     in_threads(lambda run_id: claimed.append(run_claim(run_id=run_id)), pending(batch))
-    assert reads == [batch.pk]
+    assert reads == [[batch.pk]]
     assert len({id(run.batch) for run in claimed}) == len(claimed) >= 4
 
 
@@ -147,6 +147,36 @@ def test_an_endpoint_edit_is_seen_within_max_age(batch, claims_age):
     claims_age(claims.MAX_AGE_S)
     assert run_claim(run_id=third).batch.endpoint.model == "after"
     assert claims.MAX_AGE_S <= 1.0
+
+
+def test_stale_entries_in_use_are_read_again_together_and_unused_ones_dropped(
+    sample_environments, claims_age, monkeypatch
+):
+    """Once ``MAX_AGE_S`` old, the entries asked for since their read are read again with
+    the one asked for, in one query; an entry nobody asked for goes (a finished batch's
+    tasks are not read again every second forever)."""
+    from apps.environments.models import Task
+
+    claims.clear()
+    hot, cold, asked = (
+        Task.objects.filter(environment=environment).first()
+        for environment in sample_environments[:3]
+    )
+    reads = []
+    load = claims._TASKS.load_many
+    monkeypatch.setattr(
+        claims._TASKS, "load_many", lambda pks, using: reads.append(sorted(pks)) or load(pks, using)
+    )
+    for task in (hot, cold):
+        claims._TASKS.get(task.pk, "default")
+    claims._TASKS.get(hot.pk, "default")  # in use since its read
+    Task.objects.filter(pk=hot.pk).update(title="edited")
+    claims_age(claims.MAX_AGE_S)
+    claims._TASKS.get(asked.pk, "default")
+    assert reads[-1] == sorted([hot.pk, asked.pk])
+    assert cold.pk not in claims._TASKS.entries
+    assert claims._TASKS.get(hot.pk, "default").title == "edited"
+    assert len(reads) == 3  # hot, cold, then hot and asked together (hot fresh since)
 
 
 def test_the_job_is_the_claims_own_not_the_caches(batch):

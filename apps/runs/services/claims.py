@@ -162,58 +162,69 @@ def _execute(sql: str, params: list, statements: _Statements, using: str) -> Run
 
 
 class _Cache:
-    """Instances by id, each read again once older than ``MAX_AGE_S``, by one thread while
-    the process's others wanting it wait for that read: a threads worker's lanes all claim
-    at a batch's start (and all see its entry expire together), and each read the batch
-    with its job and endpoints where one read was kept."""
+    """Instances by id, each read again once older than ``MAX_AGE_S``.
 
-    def __init__(self, load):
-        self.load = load
+    A read is made by one thread while the process's others wait for it (a threads worker's
+    lanes all claim at a batch's start, and each read the batch where one read was kept),
+    and it reads every entry that has gone stale with the one asked for, in one query: a
+    batch's lanes go through its tasks and environments in turn, and reading each of them
+    again on its own once a second was a fifth of a PostgreSQL worker's queries."""
+
+    def __init__(self, load_many):
+        self.load_many = load_many  # (ids, database alias) -> {id: instance}
         self.entries: dict[int, tuple[float, object]] = {}
-        self.loading: dict[int, threading.Lock] = {}
+        self.used: set[int] = set()  # entries asked for since they were read
         self.lock = threading.Lock()
+        self.reading = threading.Lock()
 
     def get(self, pk: int, using: str):
         entry = self.entries.get(pk)
         if entry is not None and _clock() - entry[0] < MAX_AGE_S:
+            self.used.add(pk)
             return entry[1]
-        with self.lock:
-            loading = self.loading.setdefault(pk, threading.Lock())
-        with loading:
-            entry = self.entries.get(pk)
-            if entry is not None and _clock() - entry[0] < MAX_AGE_S:
-                return entry[1]  # read by the thread this one waited for
+        with self.reading:
             now = _clock()
-            instance = self.load(pk, using)
+            entry = self.entries.get(pk)
+            if entry is not None and now - entry[0] < MAX_AGE_S:
+                self.used.add(pk)
+                return entry[1]  # read by the thread this one waited for
+            with self.lock:
+                # stale entries still in use are read again with this one; the others go
+                stale = [key for key, kept in self.entries.items() if now - kept[0] >= MAX_AGE_S]
+                for key in stale:
+                    if key not in self.used:
+                        del self.entries[key]
+                again = [key for key in stale if key in self.used][:_MAX_ENTRIES]
+                self.used.difference_update(again)
+                self.used.discard(pk)
+            wanted = {pk, *again}
+            loaded = self.load_many(wanted, using)
             with self.lock:  # a threads-pool worker claims many runs at once
-                if len(self.entries) >= _MAX_ENTRIES:
-                    self.entries = {
-                        key: kept for key, kept in self.entries.items() if now - kept[0] < MAX_AGE_S
-                    }
-                    if len(self.entries) >= _MAX_ENTRIES:
-                        self.entries.clear()
-                    self.loading = {
-                        key: self.loading[key] for key in self.entries if key in self.loading
-                    }
-                self.entries[pk] = (now, instance)
-        return instance
+                for key in wanted:
+                    if key in loaded:
+                        self.entries[key] = (now, loaded[key])
+                    else:  # deleted
+                        self.entries.pop(key, None)
+                if len(self.entries) > _MAX_ENTRIES:
+                    self.entries = dict(list(self.entries.items())[-_MAX_ENTRIES:])
+        return loaded.get(pk)
 
     def clear(self) -> None:
         with self.lock:
             self.entries.clear()
+            self.used.clear()
 
 
-def _load_batch(pk: int, using: str) -> RunBatch:
-    return (
-        RunBatch.objects.using(using)
-        .select_related("job", "endpoint", "simulator_endpoint", "judge_endpoint")
-        .get(pk=pk)
+def _load_batches(pks, using: str) -> dict[int, RunBatch]:
+    batches = RunBatch.objects.using(using).select_related(
+        "job", "endpoint", "simulator_endpoint", "judge_endpoint"
     )
+    return {batch.pk: batch for batch in batches.filter(pk__in=pks)}
 
 
-_BATCHES = _Cache(_load_batch)
-_TASKS = _Cache(lambda pk, using: Task.objects.using(using).filter(pk=pk).first())
-_ENVIRONMENTS = _Cache(lambda pk, using: Environment.objects.using(using).filter(pk=pk).first())
+_BATCHES = _Cache(_load_batches)
+_TASKS = _Cache(lambda pks, using: Task.objects.using(using).in_bulk(pks))
+_ENVIRONMENTS = _Cache(lambda pks, using: Environment.objects.using(using).in_bulk(pks))
 
 
 def clear() -> None:
@@ -234,7 +245,10 @@ def _own(instance, *relations: str):
 
 
 def _batch(pk: int, using: str) -> RunBatch:
-    return _own(_BATCHES.get(pk, using), "job", "endpoint", "simulator_endpoint", "judge_endpoint")
+    batch = _BATCHES.get(pk, using)
+    if batch is None:
+        raise RunBatch.DoesNotExist(f"Run batch {pk} does not exist.")
+    return _own(batch, "job", "endpoint", "simulator_endpoint", "judge_endpoint")
 
 
 def _task(pk: int | None, using: str) -> Task | None:
