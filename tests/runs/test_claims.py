@@ -27,8 +27,7 @@ from apps.runs.services.execution import _take_next
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def batch(project, author, sample_environments):
+def celery_batch(project, author, environments, *, trials: int, concurrency: int):
     endpoint = endpoint_create(
         project=project,
         created_by=author,
@@ -41,10 +40,15 @@ def batch(project, author, sample_environments):
         user=author,
         policy_kind=PolicyKind.ENDPOINT,
         endpoint=endpoint,
-        selection=TaskSelection(environments=(sample_environments[0].pk,)),
-        settings=BatchSettings(trials=4, concurrency=2),
+        selection=TaskSelection(environments=tuple(e.pk for e in environments)),
+        settings=BatchSettings(trials=trials, concurrency=concurrency),
         executor=Executor.CELERY,
     )
+
+
+@pytest.fixture
+def batch(project, author, sample_environments):
+    return celery_batch(project, author, sample_environments[:1], trials=4, concurrency=2)
 
 
 def pending(batch) -> list[int]:
@@ -389,22 +393,7 @@ def test_a_batchs_first_miss_loads_all_its_environments_with_fixed_queries(
     from coworkenv_engine import spec as engine_spec
 
     environments = sample_environments[:3]
-    endpoint = endpoint_create(
-        project=project,
-        created_by=author,
-        name="preload",
-        base_url="http://127.0.0.1:9/v1",
-        model="m",
-    )
-    batch = run_batch_create(
-        project=project,
-        user=author,
-        policy_kind=PolicyKind.ENDPOINT,
-        endpoint=endpoint,
-        selection=TaskSelection(environments=tuple(e.pk for e in environments)),
-        settings=BatchSettings(trials=2, concurrency=1),
-        executor=Executor.CELERY,
-    )
+    batch = celery_batch(project, author, environments, trials=2, concurrency=1)
     single = []
     monkeypatch.setattr(
         execution, "environment_document", lambda e: single.append(e.pk) or environment_document(e)
