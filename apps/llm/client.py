@@ -438,6 +438,14 @@ class CallLogBuffer:
         if time.monotonic() - self._first_at >= self.flush_every_s:
             self.flush()
 
+    def unwritten(self, rows: list[LLMCall]) -> None:
+        """``rows``, which a flush wrote in a transaction that was then rolled back, wait
+        again (as new rows) to be written."""
+        for row in rows:
+            row.pk = None
+            row._state.adding = True
+        self.rows = rows + [row for row in self.rows if all(row is not old for old in rows)]
+
     def flush(self) -> None:
         """Write the rows waiting: ``LLMCall.objects.bulk_create(rows)``, the same rows,
         with an INSERT written once per process (Django compiled it on every flush: most of

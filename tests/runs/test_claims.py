@@ -265,10 +265,16 @@ def test_a_lane_closes_its_run_and_takes_the_next_in_one_transaction(batch, monk
         raise OperationalError("the database went away")
 
     monkeypatch.setattr(execution, "_take_next", broken_take)
+    unwritten = call_log(ours)
     with pytest.raises(OperationalError):
-        _close(ours, _Outcome(RunStatus.SUCCEEDED), call_log(ours), keep_next=True)
+        _close(ours, _Outcome(RunStatus.SUCCEEDED), unwritten, keep_next=True)
     assert Run.objects.get(pk=ours.pk).status == RunStatus.RUNNING
     assert LLMCall.objects.count() == calls_before
+    # the calls wait again, to be logged on their own (they were made, and paid for)
+    assert len(unwritten.rows) == 1 and unwritten.rows[0].pk is None
+    unwritten.flush()
+    assert LLMCall.objects.count() == calls_before + 1
+    calls_before += 1
 
     monkeypatch.undo()
     first_unsent = unsent(batch)[0]
@@ -277,6 +283,45 @@ def test_a_lane_closes_its_run_and_takes_the_next_in_one_transaction(batch, monk
     assert Run.objects.get(pk=ours.pk).status == RunStatus.SUCCEEDED
     assert Run.objects.get(pk=next_run.pk).status == RunStatus.RUNNING
     assert LLMCall.objects.count() == calls_before + 1
+
+
+def test_a_database_error_while_closing_gives_the_run_back(
+    project, author, sample_environments, monkeypatch
+):
+    """The outcome cannot be written (the database went away mid-close): the run is given
+    back, pending, to be played again at once by its retried message, and the error is
+    raised for the task to retry."""
+    from django.db import OperationalError
+
+    from apps.runs.services import execution
+
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        policy_kind=PolicyKind.ORACLE,
+        selection=TaskSelection(environments=(sample_environments[0].pk,)),
+        settings=BatchSettings(trials=2, concurrency=1),
+        executor=Executor.CELERY,
+    )
+    first = pending(batch)[0]
+    statements_for = execution.statements_for
+
+    class Unreachable:
+        def update(self, where, values):
+            raise OperationalError("the database went away")
+
+    monkeypatch.setattr(
+        execution,
+        "statements_for",
+        lambda model: Unreachable() if model is Run else statements_for(model),
+    )
+    with pytest.raises(OperationalError):
+        run_execute(run_id=first, lane=lambda: True)
+    run = Run.objects.get(pk=first)
+    assert (run.status, run.claim_token, run.heartbeat_at) == (RunStatus.PENDING, "", None)
+    assert run.enqueued_at is not None  # its own message is retried, not sent again
+    monkeypatch.undo()
+    assert run_execute(run_id=first).status == RunStatus.SUCCEEDED
 
 
 def test_dispatch_with_nothing_unsent_takes_no_lock(batch, django_assert_num_queries):

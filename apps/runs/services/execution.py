@@ -289,13 +289,15 @@ def _execute_one(
         call_log = CallLogBuffer()
         try:
             outcome = _execute_claimed(run, call_log, timings)
+            took, next_run = _close(run, outcome, call_log, keep_next=keep_next)
         except TRANSIENT_DB_ERRORS:
+            # The model calls made are logged if the database takes them (they were paid
+            # for), and the run, not closed, is given back to be played again; one this
+            # lane took without a message of its own is handed back to the dispatcher (the
+            # retried message is another run's).
             _flush_if_possible(call_log)
-            # A run this lane took without a message of its own is handed back to the
-            # dispatcher (the retried message is another run's).
             _release(run, resend=not own_message)
             raise
-        took, next_run = _close(run, outcome, call_log, keep_next=keep_next)
         with timed("dispatch"):
             if next_run is not None:
                 _progress_now_and_then(run.batch)
@@ -603,28 +605,34 @@ def _close(
         **outcome.fields,
     }
     took, next_run = False, None
-    with timed("close"), transaction.atomic():
-        call_log.flush()  # the run's model calls, in one write
-        with timed("store"):
-            # Run.objects.filter(...).update(**fields), its SQL written once per process
-            written = statements_for(Run).update(
-                {"id": run.pk, "claim_token": run.claim_token, "status": RunStatus.RUNNING},
-                fields,
-            )
-        run.closed_here = bool(written)
-        if written:
-            # the object now says what the row says, without reading it back
-            for name, value in fields.items():
-                setattr(run, name, value)
-            if (
-                keep_next
-                and outcome.status != RunStatus.CANCELLED
-                and not _retries(run)
-                and not run.batch.group_size
-            ):
-                took = True
-                with timed("take"):
-                    next_run = _take_next(run.batch)
+    calls = list(call_log.rows)
+    try:
+        with timed("close"), transaction.atomic():
+            call_log.flush()  # the run's model calls, in one write
+            with timed("store"):
+                # Run.objects.filter(...).update(**fields), its SQL written once per process
+                written = statements_for(Run).update(
+                    {"id": run.pk, "claim_token": run.claim_token, "status": RunStatus.RUNNING},
+                    fields,
+                )
+            run.closed_here = bool(written)
+            if written:
+                # the object now says what the row says, without reading it back
+                for name, value in fields.items():
+                    setattr(run, name, value)
+                if (
+                    keep_next
+                    and outcome.status != RunStatus.CANCELLED
+                    and not _retries(run)
+                    and not run.batch.group_size
+                ):
+                    took = True
+                    with timed("take"):
+                        next_run = _take_next(run.batch)
+    except BaseException:
+        call_log.unwritten(calls)  # rolled back with the rest: the caller may log them alone
+        run.closed_here = False
+        raise
     if not written:
         logger.warning("Run %s was taken over by another worker; dropping this result.", run.pk)
     return took, next_run
