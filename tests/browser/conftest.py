@@ -47,3 +47,14 @@ def login(page, live_server):
         return page
 
     return log_in
+
+
+def htmx_settled(page) -> None:
+    """Wait until what htmx loads after a page (``hx-trigger=load``) has arrived and been
+    processed: content htmx has just swapped in is visible before its own ``hx-*``
+    attributes are bound, and a ``change`` made in that moment is lost."""
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function(
+        "!document.querySelector('[hx-trigger=load], .htmx-request, .htmx-swapping,"
+        " .htmx-settling')"
+    )

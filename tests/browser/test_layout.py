@@ -13,6 +13,7 @@ from apps.curation.models import Demonstration
 from apps.environments.models import Environment, Grader, ToolSchema
 from apps.runs.models import Run, RunBatch
 from apps.synthesis.models import SynthesisJob, SynthesisSlot
+from tests.browser.conftest import htmx_settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -89,8 +90,7 @@ def test_no_page_of_the_main_flow_scrolls_sideways(page, live_server, login):
             response = page.goto(f"{live_server.url}{path}")
             assert response.status == 200, path
             # Parts loaded by htmx after the page (the environment's Runs tab) count too.
-            page.wait_for_load_state("networkidle")
-            page.wait_for_function("!document.querySelector('[hx-trigger=load]')")
+            htmx_settled(page)
             scroll_width = page.evaluate("document.documentElement.scrollWidth")
             inner_width = page.evaluate("innerWidth")
             if scroll_width > inner_width:

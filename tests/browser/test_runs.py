@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from apps.runs.models import Run, RunBatch
+from tests.browser.conftest import htmx_settled
 from tests.runs.conftest import SAMPLES, import_valid
 from tests.workers import WorkerProcess, purge_queues
 
@@ -137,6 +138,7 @@ def test_environment_runs_tab_loads_filters_and_starts_a_batch(login, live_serve
     runs = Run.objects.filter(batch=batch).count()
     page.goto(f"{live_server.url}/environments/{environment.pk}/runs/")
     expect(page.get_by_test_id("environment-run-row")).to_have_count(runs)
+    htmx_settled(page)
     page.get_by_label("Status").select_option("errored")
     expect(page).to_have_url(re.compile(r"/runs/\?(.*&)?status=errored"))
     expect(page.get_by_test_id("environment-runs-empty")).to_contain_text("No runs match.")
