@@ -25,33 +25,31 @@ def environment_document(environment: Environment) -> dict:
 
 
 def environment_documents(environments: list[Environment]) -> dict[int, dict]:
-    """``environment_document`` of each environment, by id, with the same seven queries
-    for all of them (a worker starting a batch over 32 environments made 224 of them,
-    one environment after another, while its lanes waited)."""
+    """``environment_document`` of each environment, by id, with the same six queries for
+    all of them (a worker starting a batch over 32 environments read each one's rows on its
+    own, 224 queries one after another, while its lanes waited)."""
     ids = [environment.pk for environment in environments]
-    tasks: dict[int, list[Task]] = defaultdict(list)
-    for task in (
-        Task.objects.filter(environment_id__in=ids)
-        .order_by("environment_id", "position", "id")
-        .prefetch_related("graders", "capability_links__capability")
-    ):
-        tasks[task.environment_id].append(task)
-    tools: dict[int, list[ToolSchema]] = defaultdict(list)
-    for tool in ToolSchema.objects.filter(environment_id__in=ids).order_by(
-        "environment_id", "position", "id"
-    ):
-        tools[tool.environment_id].append(tool)
-    records: dict[int, list[ServiceRecord]] = defaultdict(list)
-    for record in ServiceRecord.objects.filter(environment_id__in=ids).order_by(
-        "environment_id", "position", "id"
-    ):
-        records[record.environment_id].append(record)
+    tasks = _by_environment(
+        Task.objects.filter(environment_id__in=ids).prefetch_related(
+            "graders", "capability_links__capability"
+        )
+    )
+    tools = _by_environment(ToolSchema.objects.filter(environment_id__in=ids))
+    records = _by_environment(ServiceRecord.objects.filter(environment_id__in=ids))
     return {
         environment.pk: _document(
             environment, tasks[environment.pk], tools[environment.pk], records[environment.pk]
         )
         for environment in environments
     }
+
+
+def _by_environment(rows) -> dict[int, list]:
+    """Rows of several environments, each environment's in its own order."""
+    grouped: dict[int, list] = defaultdict(list)
+    for row in rows.order_by("environment_id", "position", "id"):
+        grouped[row.environment_id].append(row)
+    return grouped
 
 
 def _document(

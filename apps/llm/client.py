@@ -453,6 +453,7 @@ class CallLogBuffer:
         if not self.rows:
             return
         rows, self.rows = self.rows, []
+        # (within the caller's transaction if it has one: a run's closing write)
         with timed("call_log"), transaction.atomic(savepoint=False):
             statements_for(LLMCall).insert(rows)
 
@@ -491,7 +492,7 @@ class _CallLog:
         if self.buffer is not None and status == LLMCallStatus.OK:
             self.buffer.add(row)
             return row
-        with timed("call_log"), transaction.atomic(savepoint=False):
+        with timed("call_log"), transaction.atomic(durable=True):
             row.save(force_insert=True)
         return row
 

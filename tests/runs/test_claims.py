@@ -427,7 +427,7 @@ def test_threads_wanting_one_missing_spec_build_it_once(sample_environments, mon
 
 
 def test_a_batchs_first_miss_loads_all_its_environments_with_fixed_queries(
-    project, author, sample_environments, monkeypatch, django_assert_max_num_queries
+    project, author, sample_environments, monkeypatch, django_assert_num_queries
 ):
     """A process's first lane to miss a spec of a batch loads every environment of that
     batch it lacks, their rows read together: the same queries for three environments as
@@ -444,7 +444,7 @@ def test_a_batchs_first_miss_loads_all_its_environments_with_fixed_queries(
         execution, "environment_document", lambda e: single.append(e.pk) or environment_document(e)
     )
     specs = execution._LoadedSpecs()
-    with django_assert_max_num_queries(10):  # run ids, environments, 7 of rows: 9
+    with django_assert_num_queries(8):  # its environments' ids, their rows, 6 of their parts
         specs.get(environments[0], batch.pk)
     got = []
     in_threads(lambda environment: got.append(specs.get(environment, batch.pk)), environments)

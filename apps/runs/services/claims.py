@@ -207,6 +207,7 @@ class _Cache:
                         self.entries.pop(key, None)
                 if len(self.entries) > _MAX_ENTRIES:
                     self.entries = dict(list(self.entries.items())[-_MAX_ENTRIES:])
+                    self.used &= self.entries.keys()
         return loaded.get(pk)
 
     def clear(self) -> None:
