@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-EXTRAS ?= test
+# `make run` installs the train extra (training and serving on the CPU); `make test` both.
+EXTRAS ?= test,train
 
 .PHONY: run test install lint format migrate seed bench clean
 
@@ -20,6 +21,7 @@ migrate: install
 seed: migrate
 	$(BIN)/python manage.py seed_demo --url http://$${HOST:-127.0.0.1}:$${PORT:-8000}/
 
+run: EXTRAS = train
 run: migrate
 	$(BIN)/python scripts/run_local.py --seed
 
