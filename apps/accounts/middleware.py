@@ -1,5 +1,7 @@
 """Remember the project a person last opened, for pages outside any project."""
 
+from django.conf import settings
+
 from apps.accounts.context_processors import LAST_PROJECT_COOKIE
 
 
@@ -24,6 +26,11 @@ class LastProjectMiddleware:
             and request.COOKIES.get(LAST_PROJECT_COOKIE) != slug
         ):
             response.set_cookie(
-                LAST_PROJECT_COOKIE, slug, max_age=60 * 60 * 24 * 365, samesite="Lax", httponly=True
+                LAST_PROJECT_COOKIE,
+                slug,
+                max_age=60 * 60 * 24 * 365,
+                samesite="Lax",
+                httponly=True,
+                secure=settings.SESSION_COOKIE_SECURE,
             )
         return response
