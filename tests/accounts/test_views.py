@@ -55,6 +55,20 @@ def test_home_remembers_last_project(client_for, admin, project, other_project):
     assert client.get(reverse("accounts:home"))["Location"].endswith(f"/p/{other_project.slug}/")
 
 
+@pytest.mark.parametrize("secure", [True, False])
+def test_last_project_cookie_follows_the_session_cookie(
+    client_for, admin, project, settings, secure
+):
+    """With DEBUG=false the session cookie is Secure, and so is the last-project cookie."""
+    settings.SESSION_COOKIE_SECURE = secure
+    response = client_for(admin).get(reverse("workspace:dashboard", args=[project.slug]))
+    cookie = response.cookies["cw_last_project"]
+    assert cookie.value == project.slug
+    assert bool(cookie["secure"]) is secure
+    assert cookie["httponly"] is True
+    assert cookie["samesite"] == "Lax"
+
+
 # --- dashboard --------------------------------------------------------------------------------
 
 
