@@ -23,11 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 GROUND_FLOOR = {"core", "accounts"}
 ENGINE = "coworkenv_engine"
 # Lowest first; an app may import its own layer and those below it. The engine is a library
-# below everything (it imports nothing of the project).
+# below everything (it imports nothing of the project). Capabilities stand below
+# environments: an environment's tasks are tagged with them (an import creates missing
+# ones), while the catalogue needs no environment; the capability pages, which count and
+# chart tasks, are environment reads.
 LAYERS = (
     ("engine",),
     ("core", "accounts"),
-    ("capabilities", "environments", "llm"),
+    ("capabilities", "llm"),
+    ("environments",),
     ("synthesis", "runs"),
     ("curation",),
     ("datasets",),
@@ -36,10 +40,9 @@ LAYERS = (
 )
 # Two-way ties still to undo, each named (a new one fails, and so does one that is gone
 # but still listed): core's job pages check project roles in accounts, whose views use
-# core's HTTP helpers; the capability pages count and chart environment tasks.
+# core's HTTP helpers.
 KNOWN_TIES = {
     frozenset({"core", "accounts"}): "core.access/apis/views read accounts",
-    frozenset({"capabilities", "environments"}): "capabilities.selectors reads tasks",
 }
 
 
