@@ -29,7 +29,8 @@ ENGINE = "coworkenv_engine"
 # chart tasks, are environment reads.
 LAYERS = (
     ("engine",),
-    ("core", "accounts"),
+    ("core",),  # the foundations: errors, HTTP and API helpers, the job model
+    ("accounts",),  # users, projects, roles, and the job pages that check them
     ("capabilities", "llm"),
     ("environments",),
     ("synthesis", "runs"),
@@ -38,12 +39,6 @@ LAYERS = (
     ("training",),
     ("workspace",),
 )
-# Two-way ties still to undo, each named (a new one fails, and so does one that is gone
-# but still listed): core's job pages check project roles in accounts, whose views use
-# core's HTTP helpers.
-KNOWN_TIES = {
-    frozenset({"core", "accounts"}): "core.access/apis/views read accounts",
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -237,9 +232,7 @@ def test_no_app_imports_a_higher_layer():
 
 
 def test_no_two_apps_import_each_other():
-    ties = two_way_ties(project_edges())
-    assert {pair: ties[pair] for pair in ties if pair not in KNOWN_TIES} == {}
-    assert set(KNOWN_TIES) <= set(ties)  # an undone tie leaves the list
+    assert two_way_ties(project_edges()) == {}
 
 
 def test_follow_ups_are_started_by_the_workspace():
