@@ -390,6 +390,15 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# Follow-up work across apps, started by the composing app (workspace): a lower app that
+# reaches one of these points calls the named service inside its own transaction, so the
+# follow-up commits with the fact that asked for it (or neither does, and the sweeper or a
+# redelivered message gets there again). Lower apps know the point, never the app above.
+FOLLOW_UPS = {
+    "runs.teacher_batch_finished": "apps.workspace.services.teacher_batch_finished",
+    "environments.validated": "apps.workspace.services.environment_validated",
+}
+
 # LLM client: retries of transient failures (connection, timeout, 429, 5xx) per request.
 LLM_MAX_ATTEMPTS = env_int("LLM_MAX_ATTEMPTS", 4)
 LLM_MAX_TOTAL_WAIT_S = env_int("LLM_MAX_TOTAL_WAIT_S", 180)  # sleeping between attempts

@@ -6,8 +6,8 @@ from apps.core.api import ApiDocsPermission, api_docs_view
 
 api_v1 = [
     path("", include("apps.accounts.apis")),
-    path("", include("apps.core.apis")),
-    path("", include("apps.capabilities.apis")),
+    path("", include("apps.accounts.job_apis")),
+    path("", include("apps.environments.apis.capabilities")),
     path("", include("apps.environments.apis")),
     path("", include("apps.llm.apis")),
     path("", include("apps.synthesis.apis")),
@@ -35,8 +35,8 @@ api_v1 = [
 
 urlpatterns = [
     path("", include("apps.accounts.urls")),
-    path("", include("apps.core.urls")),
-    path("", include("apps.capabilities.urls")),
+    path("", include("apps.accounts.job_urls")),
+    path("", include("apps.environments.capability_urls")),
     path("", include("apps.environments.urls")),
     path("", include("apps.llm.urls")),
     path("", include("apps.synthesis.urls")),

@@ -1,8 +1,11 @@
 """The house's layering, read from the source (every import statement, function-level ones
 included, parsed with ``ast``; nothing is imported):
 
+- the apps stand in ordered layers (``LAYERS``): no module imports one of a higher layer;
+- no two apps import each other (an app-level cycle), whatever their layers;
 - ``apps.core`` and ``apps.accounts`` (the ground floor) import no domain app;
-- ``apps.workspace`` composes the others, and no app imports it;
+- ``apps.workspace`` composes the others, and no app imports it; the follow-up work one
+  app's outcome asks of another (``settings.FOLLOW_UPS``) is the workspace's to start;
 - no import circle between modules crosses apps;
 - the engine is a library: no circle among its modules, nothing from Django, DRF, Celery or
   another part of the project.
@@ -14,9 +17,28 @@ import ast
 from functools import cache
 from pathlib import Path
 
+from django.conf import settings
+
 ROOT = Path(__file__).resolve().parents[1]
 GROUND_FLOOR = {"core", "accounts"}
 ENGINE = "coworkenv_engine"
+# Lowest first; an app may import its own layer and those below it. The engine is a library
+# below everything (it imports nothing of the project). Capabilities stand below
+# environments: an environment's tasks are tagged with them (an import creates missing
+# ones), while the catalogue needs no environment; the capability pages, which count and
+# chart tasks, are environment reads.
+LAYERS = (
+    ("engine",),
+    ("core",),  # the foundations: errors, HTTP and API helpers, the job model
+    ("accounts",),  # users, projects, roles, and the job pages that check them
+    ("capabilities", "llm"),
+    ("environments",),
+    ("synthesis", "runs"),
+    ("curation",),
+    ("datasets",),
+    ("training",),
+    ("workspace",),
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -139,7 +161,88 @@ def test_the_checker_finds_a_circle_and_its_modules():
     assert f"{ENGINE}.validation.static" in imports_of(f"{ENGINE}.spec")
 
 
+def test_the_checker_finds_upward_imports_and_two_way_ties():
+    layers = (("core",), ("low", "side"), ("high",))
+    app = "apps.{}.m".format
+    edges = {
+        app("low"): {app("core"), app("side")},  # down, and across one layer: allowed
+        app("side"): {app("low"), app("high")},  # a tie with low, and one import upward
+        app("high"): {app("low")},
+        app("core"): set(),
+    }
+    assert upward_imports(edges, layers) == ["apps.side.m imports apps.high.m"]
+    # low and side import each other; high imports low and side imports high: no tie
+    assert two_way_ties(edges) == {
+        frozenset({"low", "side"}): ["apps.low.m -> apps.side.m", "apps.side.m -> apps.low.m"]
+    }
+    edges[app("high")].add(app("side"))
+    assert frozenset({"high", "side"}) in two_way_ties(edges)
+
+
+def layer_of(app: str, layers=LAYERS) -> int:
+    return next(i for i, members in enumerate(layers) if app in members)
+
+
+def app_edges(edges: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """App -> app it imports -> the module edges that make the tie (``a -> b``)."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for module, targets in edges.items():
+        for target in targets:
+            source, imported = app_of(module), app_of(target)
+            if source != imported:
+                found.setdefault(source, {}).setdefault(imported, []).append(
+                    f"{module} -> {target}"
+                )
+    return found
+
+
+def upward_imports(edges: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every module edge from a lower layer into a higher one."""
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in edges.items()
+        for target in targets
+        if layer_of(app_of(target), layers) > layer_of(app_of(module), layers)
+    )
+
+
+def two_way_ties(edges: dict[str, set[str]]) -> dict[frozenset, list[str]]:
+    """Pairs of apps that import each other, with the module edges both ways."""
+    apps = app_edges(edges)
+    return {
+        frozenset({a, b}): sorted(apps[a][b] + apps[b][a])
+        for a in apps
+        for b in apps[a]
+        if a < b and a in apps.get(b, {})
+    }
+
+
 # ----------------------------------------------------------------------------- the rules
+
+
+def test_every_app_has_a_layer():
+    apps = {app_of(module) for module in MODULES}
+    placed = [app for members in LAYERS for app in members]
+    assert sorted(placed) == sorted(set(placed))  # each app in one layer only
+    assert apps == set(placed)
+
+
+def test_no_app_imports_a_higher_layer():
+    assert upward_imports(project_edges()) == []
+
+
+def test_no_two_apps_import_each_other():
+    assert two_way_ties(project_edges()) == {}
+
+
+def test_follow_ups_are_started_by_the_workspace():
+    """Each follow-up a lower app asks for by name is a workspace service that exists."""
+    from django.utils.module_loading import import_string
+
+    assert settings.FOLLOW_UPS
+    for point, name in settings.FOLLOW_UPS.items():
+        assert name.startswith("apps.workspace."), point
+        assert callable(import_string(name))
 
 
 def test_the_ground_floor_imports_no_domain_app():

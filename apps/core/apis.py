@@ -1,13 +1,8 @@
-from django.urls import path
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
-from rest_framework.response import Response
-from rest_framework.views import APIView
+"""What every app's API answers about a job (its pages and actions: apps.accounts.job_apis)."""
 
-from apps.accounts.models import Role
-from apps.core.access import job_get_for_user
+from rest_framework import serializers
+
 from apps.core.models import JobStatus
-from apps.core.services import job_cancel
 
 
 class JobOutput(serializers.Serializer):
@@ -28,22 +23,3 @@ class JobOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
-
-
-class JobDetailApi(APIView):
-    @extend_schema(responses=JobOutput)
-    def get(self, request, pk):
-        return Response(JobOutput(job_get_for_user(request.user, pk)).data)
-
-
-class JobCancelApi(APIView):
-    @extend_schema(request=None, responses=JobOutput)
-    def post(self, request, pk):
-        job = job_cancel(job=job_get_for_user(request.user, pk, min_role=Role.AUTHOR))
-        return Response(JobOutput(job).data)
-
-
-urlpatterns = [
-    path("jobs/<int:pk>/", JobDetailApi.as_view(), name="job_detail"),
-    path("jobs/<int:pk>/cancel/", JobCancelApi.as_view(), name="job_cancel"),
-]

@@ -1,7 +1,7 @@
 """A task's horizon from its spec: how many turns, reference calls and calendar days.
 
 Plain functions over the spec's JSON (no database), shared by the evaluation by horizon
-(apps.runs.evaluation) and the coverage page (apps.capabilities.selectors).
+(apps.runs.evaluation) and the coverage page (apps.environments.capability_selectors).
 """
 
 from __future__ import annotations

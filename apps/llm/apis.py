@@ -5,8 +5,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.accounts.access import check_project_role, project_get_for_user_by_pk
+from apps.accounts.job_access import job_get_for_user
 from apps.accounts.models import Role
-from apps.core.access import job_get_for_user
 from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError

@@ -4,8 +4,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts.access import check_project_role, project_get_for_user
+from apps.accounts.job_access import job_get_for_user
 from apps.accounts.models import Role
-from apps.core.access import job_get_for_user
 from apps.core.exceptions import ApplicationError
 from apps.core.http import (
     form_add_service_error,

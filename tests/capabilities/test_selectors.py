@@ -1,13 +1,13 @@
 import pytest
 
 from apps.capabilities.models import Capability
-from apps.capabilities.selectors import (
+from apps.capabilities.services import capability_archive
+from apps.environments.capability_selectors import (
     capability_coverage,
     capability_groups,
     capability_list,
     capability_tasks,
 )
-from apps.capabilities.services import capability_archive
 from apps.environments.models import Environment, Task, TaskCapability
 from apps.environments.services import environment_import
 from tests.capabilities.conftest import set_validation

@@ -118,7 +118,7 @@ def regrade_job_start(*, project, environment=None, user=None, only_stale: bool 
 
 
 def regrade_start_if_stale(*, environment) -> Job | None:
-    """Called by the environments services after a new revision was validated: start a
+    """After a new revision was validated (the workspace calls it then): start a
     re-grade job if any demonstration was graded on an older revision."""
     if not stale_demonstrations(environment=environment).exists():
         return None

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job
@@ -152,11 +153,10 @@ def environment_validate(*, environment: Environment, job: Job | None = None) ->
         Environment.objects.filter(pk=environment.pk, revision=revision).update(
             latest_validation=report
         )
-    current = Environment.objects.filter(pk=environment.pk, revision=revision).first()
-    if result.valid and current is not None:
-        # A valid new revision: demonstrations graded on an older one are re-graded in a job
-        # (flips go back to the review queue).
-        from apps.curation.services import regrade_start_if_stale
-
-        regrade_start_if_stale(environment=current)
+        current = Environment.objects.filter(pk=environment.pk, revision=revision).first()
+        if result.valid and current is not None:
+            # What a valid revision asks of the apps above (re-grading, in the workspace's
+            # composition), committed with the report: a redelivered job skips reported
+            # environments, so the follow-up must not be left behind by a crash.
+            import_string(settings.FOLLOW_UPS["environments.validated"])(environment=current)
     return report

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from apps.core.leases import (
     TRANSIENT_DB_ERRORS,
@@ -773,21 +774,17 @@ def _finish_job(batch: RunBatch) -> None:
         parts.append(f"{counts[RunStatus.CANCELLED]} cancelled")
     message = "; ".join(parts) + "."
     cancelled = Job.objects.filter(pk=batch.job_id, cancel_requested=True).exists()
-    finished = Job.objects.filter(pk=batch.job_id, status__in=ACTIVE_JOB_STATUSES).update(
-        status=JobStatus.CANCELLED if cancelled else JobStatus.SUCCEEDED,
-        message=message,
-        finished_at=timezone.now(),
-    )
-    if finished and batch.role == RunRole.TEACHER:
-        # The caller that finished the job offers the batch's passing runs for review
-        # (idempotent, so a redelivered message changes nothing).
-        from apps.curation.services import demonstrations_from_batch
-
-        try:
-            demonstrations_from_batch(batch=batch)
-        except Exception:
-            # The batch's outcome stands; its runs can still be promoted one by one.
-            logger.exception("Batch %s: offering its passing runs for review failed", batch.pk)
+    with transaction.atomic():
+        finished = Job.objects.filter(pk=batch.job_id, status__in=ACTIVE_JOB_STATUSES).update(
+            status=JobStatus.CANCELLED if cancelled else JobStatus.SUCCEEDED,
+            message=message,
+            finished_at=timezone.now(),
+        )
+        if finished and batch.role == RunRole.TEACHER:
+            # The app above offers the passing runs for review, in this transaction: if it
+            # fails, the job is not finished either and the next refresh (the sweeper's at
+            # the latest) finishes it and offers them again (idempotent).
+            import_string(settings.FOLLOW_UPS["runs.teacher_batch_finished"])(batch=batch)
 
 
 def batch_dispatch(*, batch: RunBatch) -> int:

@@ -1,11 +1,13 @@
+"""The job pages (a project's jobs, one job, its status and cancel), under ``core:``."""
+
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.access import check_project_role, project_get_for_user
+from apps.accounts.job_access import job_get_for_user
 from apps.accounts.models import Role
-from apps.core.access import job_get_for_user
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
 from apps.core.models import JobStatus

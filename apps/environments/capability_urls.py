@@ -1,6 +1,8 @@
+"""The capability pages, under the ``capabilities`` namespace (served by environments)."""
+
 from django.urls import path
 
-from apps.capabilities import views
+from apps.environments.views import capabilities as views
 
 app_name = "capabilities"
 

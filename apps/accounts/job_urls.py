@@ -1,6 +1,8 @@
+"""The job pages keep the ``core`` namespace (their templates and links name it)."""
+
 from django.urls import path
 
-from apps.core import views
+from apps.accounts import job_views as views
 
 app_name = "core"
 

@@ -1,3 +1,5 @@
+"""The capability pages (catalogue, detail, coverage): environment reads over the catalogue."""
+
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.urls import reverse
@@ -7,13 +9,6 @@ from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.capabilities.access import capability_get_for_user
 from apps.capabilities.forms import CapabilityForm
-from apps.capabilities.selectors import (
-    capability_coverage,
-    capability_exists,
-    capability_groups,
-    capability_list,
-    capability_tasks,
-)
 from apps.capabilities.services import (
     capability_archive,
     capability_catalogue,
@@ -26,6 +21,13 @@ from apps.core import charts
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
 from apps.core.text import count_of
+from apps.environments.capability_selectors import (
+    capability_coverage,
+    capability_exists,
+    capability_groups,
+    capability_list,
+    capability_tasks,
+)
 
 LIST_PAGE_SIZE = 100
 TASK_PAGE_SIZE = 50

@@ -1,3 +1,5 @@
+"""Reading a job as a member of its project (404 for anyone else)."""
+
 from django.http import Http404
 
 from apps.accounts.access import check_project_role

@@ -1,3 +1,5 @@
+"""The capabilities REST API (the catalogue with its task counts), mounted under /api/v1/."""
+
 from django.db import transaction
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
@@ -15,7 +17,6 @@ from apps.capabilities.models import (
     EXAMPLES_MAX,
     GUIDANCE_MAX_LENGTH,
 )
-from apps.capabilities.selectors import capability_get_with_counts, capability_list
 from apps.capabilities.services import (
     capability_archive,
     capability_create,
@@ -25,6 +26,7 @@ from apps.capabilities.services import (
 )
 from apps.core.api import StandardPagination, paginated_response
 from apps.core.safeinput import ID_MAX
+from apps.environments.capability_selectors import capability_get_with_counts, capability_list
 
 
 class CapabilityOutput(serializers.Serializer):
