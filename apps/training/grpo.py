@@ -198,14 +198,17 @@ def remote_environment_class(spec, *, url: str, token: str | None = None, faults
             obs["done"], obs["reward"] = wire["done"], wire["reward"]
             return obs
 
-        def reset(self, task_key: str | None = None, seed: int | None = 0, **row: Any) -> str:
-            """Start an episode of ``task_key`` on the server; returns the prompt text."""
+        def reset(
+            self, task_key: str | None = None, seed: int | None = 0, prompt: Any = None, **row: Any
+        ) -> str | None:
+            """Start an episode of ``task_key`` on the server; returns what the in-process
+            class returns (None when the row's ``prompt`` already holds the task's)."""
             key = task_key or self.spec.tasks[0].key
             data = {"environment": self.spec.name, "task_key": key, "seed": int(seed or 0)}
             obs = self._send({"type": "reset", "data": {**data, "faults": self.faults}})
             self.grading, self.turn_rewards = None, []
             self._done, self._score = False, None
-            return f"{obs['system_prompt']}\n\n{obs['user_message']}"
+            return self._prompt_text(obs, prompt)
 
         def _step(self, reply: str | None, calls) -> dict[str, Any]:
             action = {

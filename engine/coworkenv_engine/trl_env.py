@@ -125,7 +125,12 @@ class _CoworkEnvBase:
         key = task_key or self.spec.tasks[0].key
         self._session = EpisodeSession(self.spec, key, int(seed or 0), faults=self.faults)
         self.grading, self.turn_rewards = None, []
-        obs = self._session.start()
+        return self._prompt_text(self._session.start(), prompt)
+
+    @staticmethod
+    def _prompt_text(obs: dict[str, Any], prompt: Any) -> str | None:
+        """What ``reset`` gives TRL to append to the row's last message: nothing when the
+        row's ``prompt`` already ends with the first user message, else the prompt text."""
         if _holds_prompt(prompt, obs["user_message"]):
             return None
         return f"{obs['system_prompt']}\n\n{obs['user_message']}"
