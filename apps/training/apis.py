@@ -1,5 +1,6 @@
-"""REST API of training: create, list, retrieve (with metrics), cancel, artifacts; and the
-callback endpoints a ``command``-backend script uses with its per-job secret (post events,
+"""REST API of training: create, list, retrieve (with down-sampled metrics), its metrics page
+by page, cancel, artifacts, the operator's command templates (read only); and the callback
+endpoints a ``command``-backend script uses with its per-job secret (post events,
 fetch its config and data files — that job's only)."""
 
 from pathlib import Path
@@ -20,10 +21,17 @@ from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX, INT32_MAX, is_id
 from apps.datasets.models import DatasetVersion
-from apps.training.access import training_job_get_for_user
+from apps.training.access import can_read_log, training_job_get_for_user
+from apps.training.command_templates import TemplateFileError, command_templates
 from apps.training.hyperparameters import DEFAULTS, GRPO_DEFAULTS, PRESETS
 from apps.training.models import Backend, TrainingJob, TrainingMethod
-from apps.training.selectors import project_environments, training_job_list, training_metrics
+from apps.training.redaction import scrub, scrub_json
+from apps.training.selectors import (
+    project_environments,
+    training_job_list,
+    training_metrics,
+    training_metrics_sampled,
+)
 from apps.training.services import (
     CallbackGone,
     callback_secret_matches,
@@ -83,7 +91,8 @@ class TrainingJobOutput(serializers.Serializer):
     preset = serializers.CharField()
     hyperparameters = serializers.JSONField()
     endpoint = serializers.IntegerField(source="endpoint_id", allow_null=True)
-    command_template = serializers.IntegerField(source="command_template_id", allow_null=True)
+    command_template = serializers.CharField()
+    command_parameters = serializers.JSONField()
     external_id = serializers.CharField()
     current_step = serializers.IntegerField()
     total_steps = serializers.IntegerField()
@@ -99,8 +108,17 @@ class TrainingJobOutput(serializers.Serializer):
 
 
 class TrainingJobDetailOutput(TrainingJobOutput):
-    metrics = MetricOutput(many=True)
-    log_tail = serializers.CharField()
+    metrics = MetricOutput(
+        many=True,
+        help_text="At most 500 steps spread over the run (the first and last included); "
+        "every row: the metrics endpoint, page by page.",
+    )
+    metrics_count = serializers.IntegerField()
+    log_tail = serializers.CharField(
+        allow_null=True,
+        help_text="Redacted; null for a command job when the caller's role is below the "
+        "operator's TRAINING_COMMAND_LOG_ROLE.",
+    )
     trained_model = TrainedModelOutput(allow_null=True)
 
 
@@ -146,16 +164,26 @@ class TrainingJobInput(serializers.Serializer):
     endpoint = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=1, max_value=ID_MAX
     )
-    command_template = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=1, max_value=ID_MAX
+    command_template = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=64,
+        help_text="command backend: the name of one of the operator's templates.",
+    )
+    command_parameters = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text="command backend: values of the template's declared parameters.",
     )
 
 
-def _detail(training_job: TrainingJob) -> dict:
-    training_job.metrics_list = list(training_metrics(training_job=training_job))
+def _detail(training_job: TrainingJob, user) -> dict:
     data = TrainingJobOutput(training_job).data
-    data["metrics"] = MetricOutput(training_job.metrics_list, many=True).data
-    data["log_tail"] = training_job.log_tail
+    sampled = training_metrics_sampled(training_job=training_job)
+    data["metrics"] = MetricOutput(sampled, many=True).data
+    data["metrics_count"] = training_metrics(training_job=training_job).count()
+    data["log_tail"] = scrub(training_job.log_tail) if can_read_log(user, training_job) else None
     model = getattr(training_job, "trained_model", None)
     data["trained_model"] = TrainedModelOutput(model).data if model else None
     return data
@@ -178,8 +206,9 @@ class TrainingJobListApi(APIView):
         description="Launch fine-tuning on a ready dataset version (`method` sft, with `dataset` "
         "and `version`) or GRPO on environment tasks (`method` grpo, with `environments` and "
         "`task_split`; local backend). `local`: TRL on a gpu-queue worker; `openai`: an "
-        "OpenAI-compatible fine-tuning API (`endpoint`); `command`: the project's cluster "
-        "command template (`command_template`).",
+        "OpenAI-compatible fine-tuning API (`endpoint`); `command`: one of the operator's "
+        "command templates (`command_template`, its name; `command_parameters`, its declared "
+        "parameters).",
     )
     def post(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk, min_role=Role.AUTHOR)
@@ -216,11 +245,8 @@ class TrainingJobListApi(APIView):
             endpoint=project.model_endpoints.filter(pk=v["endpoint"]).first()
             if v["endpoint"]
             else None,
-            command_template=project.training_command_templates.filter(
-                pk=v["command_template"]
-            ).first()
-            if v["command_template"]
-            else None,
+            command_template=v["command_template"],
+            command_parameters=v["command_parameters"],
         )
         return Response(TrainingJobOutput(training_job).data, status=status.HTTP_201_CREATED)
 
@@ -229,7 +255,57 @@ class TrainingJobDetailApi(APIView):
     @extend_schema(responses=TrainingJobDetailOutput, operation_id="training_jobs_retrieve")
     def get(self, request, pk):
         training_job = training_job_get_for_user(request.user, pk)
-        return Response(_detail(training_job))
+        return Response(_detail(training_job, request.user))
+
+
+class TrainingJobMetricsApi(APIView):
+    pagination_class = StandardPagination
+
+    @extend_schema(responses=MetricOutput(many=True), operation_id="training_jobs_metrics")
+    def get(self, request, pk):
+        training_job = training_job_get_for_user(request.user, pk)
+        return paginated_response(
+            request, self, training_metrics(training_job=training_job), MetricOutput
+        )
+
+
+class CommandTemplateOutput(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    description = serializers.CharField()
+    parameters = serializers.SerializerMethodField()
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_parameters(self, template) -> dict:
+        return {
+            p.name: {
+                "type": p.type,
+                "label": p.label,
+                "help": p.help,
+                "required": p.required,
+                "default": p.default,
+                "choices": list(p.choices),
+                "pattern": p.pattern if p.type == "string" else None,
+                "min": p.min,
+                "max": p.max,
+            }
+            for p in template.parameters.values()
+        }
+
+
+class CommandTemplateListApi(APIView):
+    @extend_schema(
+        responses=CommandTemplateOutput(many=True),
+        operation_id="training_command_templates_list",
+        description="The command templates the operator offers (read only; their command "
+        "lines and environments are the operator's and are not shown).",
+    )
+    def get(self, request):
+        try:
+            templates = command_templates().values()
+        except TemplateFileError as exc:
+            raise ApplicationError(exc.message) from None
+        return Response(CommandTemplateOutput(templates, many=True).data)
 
 
 class TrainingJobCancelApi(APIView):
@@ -255,9 +331,9 @@ class TrainingJobArtifactsApi(APIView):
         return Response(
             {
                 "output_dir": training_job.output_dir,
-                "command": training_job.command,
-                "external_id": training_job.external_id,
-                "artifacts": training_job.artifacts,
+                "command": scrub(training_job.command),
+                "external_id": scrub(training_job.external_id),
+                "artifacts": scrub_json(training_job.artifacts),
                 "trained_model": TrainedModelOutput(model).data if model else None,
             }
         )
@@ -429,6 +505,16 @@ class CallbackEvalBundleApi(CallbackBundleApi):
 urlpatterns = [
     path("projects/<int:pk>/training-jobs/", TrainingJobListApi.as_view(), name="training-list"),
     path("training-jobs/<int:pk>/", TrainingJobDetailApi.as_view(), name="training-detail"),
+    path(
+        "training-jobs/<int:pk>/metrics/",
+        TrainingJobMetricsApi.as_view(),
+        name="training-metrics",
+    ),
+    path(
+        "training-command-templates/",
+        CommandTemplateListApi.as_view(),
+        name="training-command-templates",
+    ),
     path("training-jobs/<int:pk>/cancel/", TrainingJobCancelApi.as_view(), name="training-cancel"),
     path(
         "training-jobs/<int:pk>/artifacts/",
