@@ -59,6 +59,17 @@ PARAMETER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
 DEFAULT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:/@+=,-]{0,199}"
 VALUE_MAX_CHARS = 500
+# What the server sets in every job's environment (apps.training.services.command).
+SERVER_SET = (
+    "PATH",
+    "LANG",
+    "COWORKENV_CALLBACK_URL",
+    "COWORKENV_CALLBACK_SECRET",
+    "COWORKENV_CONFIG",
+    "COWORKENV_CONFIG_URL",
+    "COWORKENV_TRAIN_BUNDLE_URL",
+    "COWORKENV_EVAL_BUNDLE_URL",
+)
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -239,7 +250,7 @@ def _environment(name: str, spec: dict) -> tuple[dict[str, str], tuple[str, ...]
     for var in [*env, *passed]:
         if not ENV_NAME.match(str(var)):
             raise _bad(where, f"{var!r} is not a variable name (A-Z, 0-9, _)")
-        if var.startswith("COWORKENV_") or var == "PATH":
+        if var in SERVER_SET:
             raise _bad(where, f"{var} is set by the server")
     for var in passed:
         if var in SERVER_SECRET_NAMES or SECRET_NAME.search(var):

@@ -256,6 +256,8 @@ def test_a_template_the_operator_withdrew_does_not_run(
         ({"argv": ["sbatch"], "pass_env": ["DATABASE_URL"]}, "may not hand the server's secret"),
         ({"argv": ["sbatch"], "pass_env": ["OPENAI_API_KEY"]}, "may not hand the server's secret"),
         ({"argv": ["sbatch"], "env": {"X": "{callback_secret}"}}, "only job placeholders"),
+        ({"argv": ["sbatch"], "env": {"COWORKENV_CALLBACK_URL": "x"}}, "is set by the server"),
+        ({"argv": ["sbatch"], "pass_env": ["PATH"]}, "is set by the server"),
         ({"argv": ["sbatch"], "shell": True}, "unknown keys shell"),
         ({"argv": ["sbatch"], "parameters": {"x": {"type": "shell"}}}, "type is one of"),
     ],
