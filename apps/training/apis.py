@@ -294,6 +294,8 @@ class CommandTemplateOutput(serializers.Serializer):
 
 
 class CommandTemplateListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(
         responses=CommandTemplateOutput(many=True),
         operation_id="training_command_templates_list",
@@ -305,7 +307,7 @@ class CommandTemplateListApi(APIView):
             templates = command_templates().values()
         except TemplateFileError as exc:
             raise ApplicationError(exc.message) from None
-        return Response(CommandTemplateOutput(templates, many=True).data)
+        return paginated_response(request, self, list(templates), CommandTemplateOutput)
 
 
 class TrainingJobCancelApi(APIView):

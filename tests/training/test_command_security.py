@@ -295,7 +295,7 @@ def test_the_templates_page_is_read_only(
 
 
 def test_the_templates_api_lists_names_and_parameters_only(api_client_for, viewer, cluster):
-    listed = api_client_for(viewer).get("/api/v1/training-command-templates/").json()
+    listed = api_client_for(viewer).get("/api/v1/training-command-templates/").json()["results"]
     assert [t["name"] for t in listed] == ["cluster"]
     assert set(listed[0]["parameters"]) == {"account", "script", "gpus"}
     assert "argv" not in listed[0] and "env" not in listed[0]
