@@ -33,6 +33,17 @@ def _spread(steps: list[int], limit: int) -> list[int]:
     return sorted({steps[round(i * last / (limit - 1))] for i in range(limit)})
 
 
+def chart_sample(rows: list, sparse=None, limit: int = CHART_POINTS) -> list:
+    """At most ``limit`` of ``rows`` (in step order) evenly spread, plus up to ``limit`` of
+    those where ``sparse(row)`` is set (eval points), for a chart."""
+    if len(rows) <= limit:
+        return rows
+    keep = set(_spread(list(range(len(rows))), limit))
+    if sparse is not None:
+        keep |= set(_spread([i for i, row in enumerate(rows) if sparse(row) is not None], limit))
+    return [rows[i] for i in sorted(keep)]
+
+
 def training_metrics_sampled(
     *, training_job: TrainingJob, limit: int = CHART_POINTS
 ) -> list[TrainingMetric]:
@@ -67,7 +78,7 @@ def loss_series(
     )
     for job_id, step, loss, eval_loss in rows:
         series[job_id].append((step, loss, eval_loss))
-    return series
+    return {job_id: chart_sample(points, lambda p: p[2]) for job_id, points in series.items()}
 
 
 def trained_model_list(*, project) -> QuerySet[TrainedModel]:

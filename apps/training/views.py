@@ -36,6 +36,7 @@ from apps.training.hyperparameters import (
 from apps.training.models import TrainedModel, TrainingJob, TrainingMethod
 from apps.training.redaction import scrub, scrub_json
 from apps.training.selectors import (
+    chart_sample,
     loss_series,
     rl_job_list,
     rl_series,
@@ -259,6 +260,7 @@ def job_compare_rl_view(request, slug):
     ids = ids[:MAX_COMPARED]
     jobs = list(rl_job_list(project=project).filter(pk__in=ids).order_by("pk"))
     series = rl_series(training_jobs=jobs)
+    sampled = {job_id: chart_sample(points) for job_id, points in series.items()}
     rows = [
         {
             "job": job,
@@ -274,8 +276,8 @@ def job_compare_rl_view(request, slug):
         "project": project,
         "membership": check_project_role(request.user, project),
         "rows": rows,
-        "reward_chart": rl_compare_chart(jobs, series, "reward"),
-        "pass_chart": rl_compare_chart(jobs, series, "pass_rate"),
+        "reward_chart": rl_compare_chart(jobs, sampled, "reward"),
+        "pass_chart": rl_compare_chart(jobs, sampled, "pass_rate"),
         "choices": rl_job_list(project=project)[:50],
         "selected": {job.pk for job in jobs},
         "max_compared": MAX_COMPARED,

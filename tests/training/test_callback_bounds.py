@@ -156,3 +156,22 @@ def test_a_bad_batch_saves_nothing(project, author, training_version, operator_t
         )
     job.refresh_from_db()
     assert job.artifacts == {}
+
+
+def test_the_comparison_charts_draw_a_sample_and_the_summary_counts_every_row(
+    project, author, training_version, operator_templates, client_for
+):
+    from apps.training.selectors import chart_sample, loss_series, rl_series, rl_summary
+
+    operator_templates({"cluster": {"argv": ["sbatch"]}})
+    job = _launch(project, author, training_version)
+    TrainingMetric.objects.bulk_create(
+        TrainingMetric(training_job=job, step=s, loss=1.0, reward=s / 2000, pass_rate=0.5)
+        for s in range(1, 1201)
+    )
+    assert len(loss_series(training_jobs=[job])[job.pk]) == 500
+    points = rl_series(training_jobs=[job])[job.pk]
+    assert rl_summary(points)["steps"] == 1200 and len(chart_sample(points)) == 500
+    page = client_for(author).get(f"/p/acme/training/compare/?jobs={job.pk}").content.decode()
+    drawn = re.search(r'data-testid="loss-chart" data-points="(\d+)"', page)
+    assert drawn and int(drawn.group(1)) == 500

@@ -203,10 +203,11 @@ def _count(value) -> int | None:
 
 
 def _digests(value) -> dict[str, str]:
-    """A ``{split: sha256}`` object as reported, bounded (a few short entries)."""
+    """A ``{split or environment name: sha256}`` object as reported, bounded (a GRPO job
+    rolls out at most 100 environments)."""
     if not isinstance(value, dict):
         return {}
-    return {str(k)[:20]: str(v)[:128] for k, v in list(value.items())[:4]}
+    return {str(k)[:200]: str(v)[:128] for k, v in list(value.items())[:100]}
 
 
 def _apply_started(training_job: TrainingJob, artifacts: dict, event: dict[str, Any]) -> str:
