@@ -573,3 +573,17 @@ if ENVSERVER_REFRESH_S < 0:
 TRAINING_POLL_S = float(env_str("TRAINING_POLL_S", "15"))
 # The address cluster jobs (command backend) call back to; it must reach this server.
 TRAINING_CALLBACK_BASE_URL = env_str("TRAINING_CALLBACK_BASE_URL", "http://127.0.0.1:8000")
+# Command backend (docs/commands.md): the operator's templates (a JSON or YAML file; none:
+# no command job can be launched), the PATH their commands get (nothing else of the
+# worker's environment is passed on), the lowest project role that reads a command job's
+# log, and how long a submitted job may go without a report before the sweep fails it.
+TRAINING_COMMAND_TEMPLATES_FILE = env_str("TRAINING_COMMAND_TEMPLATES_FILE", "")
+TRAINING_COMMAND_PATH = env_str("TRAINING_COMMAND_PATH", "/usr/local/bin:/usr/bin:/bin")
+TRAINING_COMMAND_LOG_ROLE = env_str("TRAINING_COMMAND_LOG_ROLE", "reviewer")
+if TRAINING_COMMAND_LOG_ROLE not in ("viewer", "author", "reviewer", "admin"):
+    raise ImproperlyConfigured("TRAINING_COMMAND_LOG_ROLE is viewer, author, reviewer or admin.")
+TRAINING_COMMAND_SILENT_S = env_int("TRAINING_COMMAND_SILENT_S", 3600)
+# What one job may report (apps.training.services.reports): metric steps when the job has
+# no step count of its own, and metric rows.
+TRAINING_MAX_STEPS = env_int("TRAINING_MAX_STEPS", 1_000_000)
+TRAINING_MAX_METRIC_ROWS = env_int("TRAINING_MAX_METRIC_ROWS", 100_000)

@@ -1,12 +1,13 @@
-"""One access helper per entity: other projects' training jobs, models and command templates
-are 404, too-low roles 403."""
+"""One access helper per entity: other projects' training jobs and models are 404, too-low
+roles 403; who reads a command job's log is the operator's TRAINING_COMMAND_LOG_ROLE."""
 
+from django.conf import settings
 from django.http import Http404
 
-from apps.accounts.access import check_project_role
+from apps.accounts.access import check_project_role, membership_for
 from apps.accounts.models import Role
 from apps.core.safeinput import is_id
-from apps.training.models import CommandTemplate, TrainedModel, TrainingJob
+from apps.training.models import Backend, TrainedModel, TrainingJob
 
 
 def _get_for_user(queryset, user, pk, min_role: str, what: str):
@@ -26,7 +27,6 @@ def training_job_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Training
         "job",
         "dataset_version__dataset",
         "endpoint",
-        "command_template",
         "created_by",
     )
     return _get_for_user(queryset, user, pk, min_role, "training job")
@@ -45,6 +45,10 @@ def trained_model_get_for_user(user, pk, min_role: str = Role.VIEWER) -> Trained
     return _get_for_user(queryset, user, pk, min_role, "trained model")
 
 
-def command_template_get_for_user(user, pk, min_role: str = Role.VIEWER) -> CommandTemplate:
-    queryset = CommandTemplate.objects.select_related("project")
-    return _get_for_user(queryset, user, pk, min_role, "command template")
+def can_read_log(user, training_job: TrainingJob) -> bool:
+    """A command job's log (what an operator's scheduler and the job's script printed) is
+    read from TRAINING_COMMAND_LOG_ROLE up; other backends' logs by every member."""
+    if training_job.backend != Backend.COMMAND:
+        return True
+    membership = membership_for(user, training_job.project)
+    return membership is not None and membership.has_role(settings.TRAINING_COMMAND_LOG_ROLE)

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from apps.training.models import CommandTemplate, TrainedModel, TrainingJob
+from apps.training.models import TrainedModel, TrainingJob
 
 
 @admin.register(TrainingJob)
@@ -8,7 +8,7 @@ class TrainingJobAdmin(admin.ModelAdmin):
     list_display = ("id", "name", "project", "backend", "base_model", "current_step", "created_at")
     list_filter = ("backend", "method")
     search_fields = ("name", "base_model", "external_id")
-    raw_id_fields = ("project", "job", "dataset_version", "endpoint", "command_template")
+    raw_id_fields = ("project", "job", "dataset_version", "endpoint")
 
 
 @admin.register(TrainedModel)
@@ -16,8 +16,3 @@ class TrainedModelAdmin(admin.ModelAdmin):
     list_display = ("id", "name", "project", "kind", "path", "remote_model", "created_at")
     raw_id_fields = ("project", "training_job", "endpoint", "base_endpoint")
     raw_id_fields += ("eval_batch", "base_batch")
-
-
-@admin.register(CommandTemplate)
-class CommandTemplateAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "project", "kind")

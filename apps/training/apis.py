@@ -1,15 +1,11 @@
-"""REST API of training: create, list, retrieve (with metrics), cancel, artifacts; and the
-callback endpoints a ``command``-backend script uses with its per-job secret (post events,
-fetch its config and data files — that job's only)."""
+"""REST API of training: create, list, retrieve (with down-sampled metrics), its metrics page
+by page, cancel, artifacts, the operator's command templates (read only); the callback
+endpoints of a ``command`` job's script are in ``apps.training.callback_apis``."""
 
-from pathlib import Path
-
-from django.http import FileResponse
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -18,20 +14,21 @@ from apps.accounts.models import Role
 from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
-from apps.core.safeinput import ID_MAX, INT32_MAX, is_id
+from apps.core.safeinput import ID_MAX, INT32_MAX
 from apps.datasets.models import DatasetVersion
-from apps.training.access import training_job_get_for_user
+from apps.training.access import can_read_log, training_job_get_for_user
+from apps.training.callback_apis import urlpatterns as callback_urlpatterns
+from apps.training.command_templates import TemplateFileError, command_templates
 from apps.training.hyperparameters import DEFAULTS, GRPO_DEFAULTS, PRESETS
 from apps.training.models import Backend, TrainingJob, TrainingMethod
-from apps.training.selectors import project_environments, training_job_list, training_metrics
-from apps.training.services import (
-    CallbackGone,
-    callback_secret_matches,
-    training_callback_receive,
-    training_job_cancel,
-    training_job_create,
+from apps.training.redaction import scrub, scrub_json
+from apps.training.selectors import (
+    project_environments,
+    training_job_list,
+    training_metrics,
+    training_metrics_sampled,
 )
-from apps.training.services.command import bundle_path, remote_config
+from apps.training.services import training_job_cancel, training_job_create
 
 
 class MetricOutput(serializers.Serializer):
@@ -83,7 +80,8 @@ class TrainingJobOutput(serializers.Serializer):
     preset = serializers.CharField()
     hyperparameters = serializers.JSONField()
     endpoint = serializers.IntegerField(source="endpoint_id", allow_null=True)
-    command_template = serializers.IntegerField(source="command_template_id", allow_null=True)
+    command_template = serializers.CharField()
+    command_parameters = serializers.JSONField()
     external_id = serializers.CharField()
     current_step = serializers.IntegerField()
     total_steps = serializers.IntegerField()
@@ -99,8 +97,17 @@ class TrainingJobOutput(serializers.Serializer):
 
 
 class TrainingJobDetailOutput(TrainingJobOutput):
-    metrics = MetricOutput(many=True)
-    log_tail = serializers.CharField()
+    metrics = MetricOutput(
+        many=True,
+        help_text="At most 500 steps spread over the run (the first and last included); "
+        "every row: the metrics endpoint, page by page.",
+    )
+    metrics_count = serializers.IntegerField()
+    log_tail = serializers.CharField(
+        allow_null=True,
+        help_text="Redacted; null for a command job when the caller's role is below the "
+        "operator's TRAINING_COMMAND_LOG_ROLE.",
+    )
     trained_model = TrainedModelOutput(allow_null=True)
 
 
@@ -146,16 +153,26 @@ class TrainingJobInput(serializers.Serializer):
     endpoint = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=1, max_value=ID_MAX
     )
-    command_template = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=1, max_value=ID_MAX
+    command_template = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=64,
+        help_text="command backend: the name of one of the operator's templates.",
+    )
+    command_parameters = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text="command backend: values of the template's declared parameters.",
     )
 
 
-def _detail(training_job: TrainingJob) -> dict:
-    training_job.metrics_list = list(training_metrics(training_job=training_job))
+def _detail(training_job: TrainingJob, user) -> dict:
     data = TrainingJobOutput(training_job).data
-    data["metrics"] = MetricOutput(training_job.metrics_list, many=True).data
-    data["log_tail"] = training_job.log_tail
+    sampled = training_metrics_sampled(training_job=training_job)
+    data["metrics"] = MetricOutput(sampled, many=True).data
+    data["metrics_count"] = training_metrics(training_job=training_job).count()
+    data["log_tail"] = scrub(training_job.log_tail) if can_read_log(user, training_job) else None
     model = getattr(training_job, "trained_model", None)
     data["trained_model"] = TrainedModelOutput(model).data if model else None
     return data
@@ -178,8 +195,9 @@ class TrainingJobListApi(APIView):
         description="Launch fine-tuning on a ready dataset version (`method` sft, with `dataset` "
         "and `version`) or GRPO on environment tasks (`method` grpo, with `environments` and "
         "`task_split`; local backend). `local`: TRL on a gpu-queue worker; `openai`: an "
-        "OpenAI-compatible fine-tuning API (`endpoint`); `command`: the project's cluster "
-        "command template (`command_template`).",
+        "OpenAI-compatible fine-tuning API (`endpoint`); `command`: one of the operator's "
+        "command templates (`command_template`, its name; `command_parameters`, its declared "
+        "parameters).",
     )
     def post(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk, min_role=Role.AUTHOR)
@@ -216,11 +234,8 @@ class TrainingJobListApi(APIView):
             endpoint=project.model_endpoints.filter(pk=v["endpoint"]).first()
             if v["endpoint"]
             else None,
-            command_template=project.training_command_templates.filter(
-                pk=v["command_template"]
-            ).first()
-            if v["command_template"]
-            else None,
+            command_template=v["command_template"],
+            command_parameters=v["command_parameters"],
         )
         return Response(TrainingJobOutput(training_job).data, status=status.HTTP_201_CREATED)
 
@@ -229,7 +244,59 @@ class TrainingJobDetailApi(APIView):
     @extend_schema(responses=TrainingJobDetailOutput, operation_id="training_jobs_retrieve")
     def get(self, request, pk):
         training_job = training_job_get_for_user(request.user, pk)
-        return Response(_detail(training_job))
+        return Response(_detail(training_job, request.user))
+
+
+class TrainingJobMetricsApi(APIView):
+    pagination_class = StandardPagination
+
+    @extend_schema(responses=MetricOutput(many=True), operation_id="training_jobs_metrics")
+    def get(self, request, pk):
+        training_job = training_job_get_for_user(request.user, pk)
+        return paginated_response(
+            request, self, training_metrics(training_job=training_job), MetricOutput
+        )
+
+
+class CommandTemplateOutput(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    description = serializers.CharField()
+    parameters = serializers.SerializerMethodField()
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_parameters(self, template) -> dict:
+        return {
+            p.name: {
+                "type": p.type,
+                "label": p.label,
+                "help": p.help,
+                "required": p.required,
+                "default": p.default,
+                "choices": list(p.choices),
+                "pattern": p.pattern if p.type == "string" else None,
+                "min": p.min,
+                "max": p.max,
+            }
+            for p in template.parameters.values()
+        }
+
+
+class CommandTemplateListApi(APIView):
+    pagination_class = StandardPagination
+
+    @extend_schema(
+        responses=CommandTemplateOutput(many=True),
+        operation_id="training_command_templates_list",
+        description="The command templates the operator offers (read only; their command "
+        "lines and environments are the operator's and are not shown).",
+    )
+    def get(self, request):
+        try:
+            templates = command_templates().values()
+        except TemplateFileError as exc:
+            raise ApplicationError(exc.message) from None
+        return paginated_response(request, self, list(templates), CommandTemplateOutput)
 
 
 class TrainingJobCancelApi(APIView):
@@ -255,210 +322,32 @@ class TrainingJobArtifactsApi(APIView):
         return Response(
             {
                 "output_dir": training_job.output_dir,
-                "command": training_job.command,
-                "external_id": training_job.external_id,
-                "artifacts": training_job.artifacts,
+                "command": scrub(training_job.command),
+                "external_id": scrub(training_job.external_id),
+                "artifacts": scrub_json(training_job.artifacts),
                 "trained_model": TrainedModelOutput(model).data if model else None,
             }
         )
 
 
-# --- the command backend's callback (per-job secret, no user) --------------------------------
-
-
-def _secret(request) -> str:
-    header = request.headers.get("Authorization", "")
-    return header[7:].strip() if header.startswith("Bearer ") else ""
-
-
-def _job_for_secret(request, pk) -> TrainingJob | None:
-    training_job = (
-        TrainingJob.objects.select_related("dataset_version__dataset", "job")
-        .filter(pk=pk, backend=Backend.COMMAND)
-        .first()
-        if is_id(pk)
-        else None
-    )
-    if training_job is None or not callback_secret_matches(training_job, _secret(request)):
-        return None
-    return training_job
-
-
-# A wrong or missing secret reads exactly like a job that does not exist: the callback tells
-# nobody which ids are real.
-REFUSED = Response(
-    {"message": "No such training job.", "details": {}}, status=status.HTTP_404_NOT_FOUND
-)
-
-
-class _SecretOnly:
-    """The callback endpoints: no user, the job's own secret; no per-address throttle (a
-    cluster behind one NAT address reports every step of every job; the 256-bit secret is
-    not guessable)."""
-
-    authentication_classes = []
-    permission_classes = [AllowAny]
-    throttle_classes = []
-
-
-class CallbackInput(serializers.Serializer):
-    events = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=500)
-
-
-class CallbackApi(_SecretOnly, APIView):
-    @extend_schema(
-        request=CallbackInput,
-        responses={
-            200: OpenApiResponse(description='{"cancel": bool}'),
-            404: OpenApiResponse(description="Missing or wrong secret (or no such job)."),
-            410: OpenApiResponse(description='The job has ended: {"cancel": true}.'),
-        },
-        operation_id="training_callback",
-        description="For the script a `command` job launched: `Authorization: Bearer <the "
-        "job's secret>`; events as `apps.training.reporting` describes (started, metrics, "
-        "checkpoint, log, finished). Only that job's metrics and status change.",
-    )
-    def post(self, request, pk):
-        training_job = _job_for_secret(request, pk)
-        if training_job is None:
-            return Response(REFUSED.data, status=REFUSED.status_code)
-        data = CallbackInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        try:
-            answer = training_callback_receive(
-                training_job=training_job, events=data.validated_data["events"]
-            )
-        except CallbackGone as exc:
-            return Response(
-                {"message": exc.message, "details": {}, "cancel": True}, status=status.HTTP_410_GONE
-            )
-        return Response(answer)
-
-
-class CallbackConfigApi(_SecretOnly, APIView):
-    @extend_schema(
-        responses=OpenApiTypes.OBJECT,
-        operation_id="training_callback_config",
-        description="The job.json a cluster node runs `python -m apps.training.sft --config` "
-        "with: data as this API's URLs, the secret as their header.",
-    )
-    def get(self, request, pk):
-        training_job = _job_for_secret(request, pk)
-        if training_job is None:
-            return Response(REFUSED.data, status=REFUSED.status_code)
-        return Response(remote_config(training_job, _secret(request)))
-
-
-class _CallbackFileApi(_SecretOnly, APIView):
-    """A file the job launched with, served to its secret's holder (404 when it is missing)."""
-
-    split = "train"
-    content_type = "application/jsonl"
-    missing = "No such file for this job."
-
-    def file_path(self, training_job) -> Path:
-        raise NotImplementedError
-
-    def serve(self, request, pk):
-        training_job = _job_for_secret(request, pk)
-        if training_job is None:
-            return Response(REFUSED.data, status=REFUSED.status_code)
-        file_path = self.file_path(training_job)
-        if not file_path.exists():
-            return Response(
-                {"message": self.missing, "details": {}}, status=status.HTTP_404_NOT_FOUND
-            )
-        return FileResponse(open(file_path, "rb"), content_type=self.content_type)
-
-
-class CallbackDataApi(_CallbackFileApi):
-    def file_path(self, training_job) -> Path:
-        return Path(training_job.output_dir) / "data" / f"{self.split}.jsonl"
-
-    @extend_schema(
-        responses={(200, "application/jsonl"): OpenApiTypes.BINARY},
-        operation_id="training_callback_data_train",
-        description="The job's train file (TRL rows), as written when it launched.",
-    )
-    def get(self, request, pk):
-        return self.serve(request, pk)
-
-
-class CallbackEvalDataApi(CallbackDataApi):
-    split = "eval"
-
-    @extend_schema(
-        responses={(200, "application/jsonl"): OpenApiTypes.BINARY},
-        operation_id="training_callback_data_eval",
-        description="The job's eval file (TRL rows), as written when it launched.",
-    )
-    def get(self, request, pk):
-        return self.serve(request, pk)
-
-
-class CallbackBundleApi(_CallbackFileApi):
-    content_type = "application/zip"
-    missing = "This job's split has no image bundle."
-
-    def file_path(self, training_job) -> Path:
-        return bundle_path(training_job, self.split)
-
-    @extend_schema(
-        responses={(200, "application/zip"): OpenApiTypes.BINARY},
-        operation_id="training_callback_bundle_train",
-        description="The job's train split as a TRL imagefolder bundle (`metadata.jsonl` with "
-        "a `file_names` column, and `images/`), written when it launched; 404 when the split "
-        "shows no image (its rows are the whole data).",
-    )
-    def get(self, request, pk):
-        return self.serve(request, pk)
-
-
-class CallbackEvalBundleApi(CallbackBundleApi):
-    split = "eval"
-
-    @extend_schema(
-        responses={(200, "application/zip"): OpenApiTypes.BINARY},
-        operation_id="training_callback_bundle_eval",
-        description="The job's eval split as a TRL imagefolder bundle (as for train).",
-    )
-    def get(self, request, pk):
-        return self.serve(request, pk)
-
-
 urlpatterns = [
     path("projects/<int:pk>/training-jobs/", TrainingJobListApi.as_view(), name="training-list"),
     path("training-jobs/<int:pk>/", TrainingJobDetailApi.as_view(), name="training-detail"),
+    path(
+        "training-jobs/<int:pk>/metrics/",
+        TrainingJobMetricsApi.as_view(),
+        name="training-metrics",
+    ),
+    path(
+        "training-command-templates/",
+        CommandTemplateListApi.as_view(),
+        name="training-command-templates",
+    ),
     path("training-jobs/<int:pk>/cancel/", TrainingJobCancelApi.as_view(), name="training-cancel"),
     path(
         "training-jobs/<int:pk>/artifacts/",
         TrainingJobArtifactsApi.as_view(),
         name="training-artifacts",
     ),
-    path("training-jobs/<int:pk>/callback/", CallbackApi.as_view(), name="training-callback"),
-    path(
-        "training-jobs/<int:pk>/callback/config/",
-        CallbackConfigApi.as_view(),
-        name="training-config",
-    ),
-    path(
-        "training-jobs/<int:pk>/callback/data/train/",
-        CallbackDataApi.as_view(),
-        name="training-data-train",
-    ),
-    path(
-        "training-jobs/<int:pk>/callback/data/eval/",
-        CallbackEvalDataApi.as_view(),
-        name="training-data-eval",
-    ),
-    path(
-        "training-jobs/<int:pk>/callback/data/train/bundle/",
-        CallbackBundleApi.as_view(),
-        name="training-bundle-train",
-    ),
-    path(
-        "training-jobs/<int:pk>/callback/data/eval/bundle/",
-        CallbackEvalBundleApi.as_view(),
-        name="training-bundle-eval",
-    ),
 ]
+urlpatterns += callback_urlpatterns

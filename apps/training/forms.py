@@ -13,7 +13,7 @@ from apps.training.hyperparameters import (
     grpo_integer_bounds,
     integer_bounds,
 )
-from apps.training.models import Backend, TemplateKind, TrainingMethod
+from apps.training.models import Backend, TrainingMethod
 
 PRESET_CHOICES = [("", "None (set everything below)")] + [
     (key, preset["label"]) for key, preset in PRESETS.items()
@@ -115,7 +115,9 @@ class LaunchForm(forms.Form):
         required=False, initial=True, label="Evaluate on the validation split"
     )
     endpoint = forms.ChoiceField(required=False, label="Fine-tuning API (openai backend)")
-    command_template = forms.ChoiceField(required=False, label="Command template (command backend)")
+    command_template = forms.ChoiceField(
+        required=False, label="Command template (command backend, the operator's)"
+    )
     # Advanced (folded): blank means the preset's value.
     epochs = forms.FloatField(required=False)
     max_steps = forms.IntegerField(
@@ -194,8 +196,29 @@ class LaunchForm(forms.Form):
         ]
         self.fields["endpoint"].choices = [("", "—")] + [(str(e.pk), e.name) for e in endpoints]
         self.fields["command_template"].choices = [("", "—")] + [
-            (str(t.pk), t.name) for t in templates
+            (t.name, t.name) for t in templates
         ]
+        for template in templates:  # one field per declared parameter, shared by name
+            for parameter in template.parameters.values():
+                field = self.fields.setdefault(
+                    f"param_{parameter.name}",
+                    forms.CharField(required=False, max_length=500, label=parameter.label),
+                )
+                field.help_text = " · ".join(
+                    filter(None, [field.help_text, f"{template.name}: {_describe(parameter)}"])
+                )
+
+    def parameter_fields(self) -> list:
+        return [self[name] for name in self.fields if name.startswith("param_")]
+
+    def command_parameters(self) -> dict:
+        """The filled-in parameter fields, by parameter name (the service checks them
+        against the chosen template)."""
+        return {
+            name.removeprefix("param_"): value
+            for name, value in self.cleaned_data.items()
+            if name.startswith("param_") and value not in (None, "")
+        }
 
     def clean_method(self) -> str:
         return self.cleaned_data.get("method") or TrainingMethod.SFT
@@ -221,10 +244,21 @@ class LaunchForm(forms.Form):
         return out
 
 
-class CommandTemplateForm(forms.Form):
-    name = forms.CharField(max_length=80)
-    kind = forms.ChoiceField(choices=TemplateKind.choices)
-    template = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
+def _describe(parameter) -> str:
+    """A parameter's type and bounds in a few words, for its field's help."""
+    if parameter.type == "choice":
+        text = " | ".join(parameter.choices)
+    elif parameter.type in ("integer", "number"):
+        bounds = [f">= {parameter.min:g}" if parameter.min is not None else ""]
+        bounds.append(f"<= {parameter.max:g}" if parameter.max is not None else "")
+        text = " ".join([parameter.type, *filter(None, bounds)])
+    else:
+        text = "text"
+    if parameter.required:
+        text += ", required"
+    if parameter.default is not None:
+        text += f", default {parameter.default}"
+    return f"{text}{'. ' + parameter.help if parameter.help else ''}"
 
 
 class EvaluateForm(forms.Form):

@@ -1,5 +1,5 @@
-"""Training jobs on dataset versions, their metrics, the models they produce, and the
-project's cluster command templates.
+"""Training jobs on dataset versions, their metrics and the models they produce (a
+``command`` job names one of the operator's templates, ``apps.training.command_templates``).
 
 A ``TrainingJob`` is one fine-tuning run of a base model on a ``DatasetVersion`` (lineage:
 the version is PROTECTed while a job refers to it). Its status, progress (optimizer steps)
@@ -26,44 +26,6 @@ class Backend(models.TextChoices):
     LOCAL = "local", "Local GPU worker (TRL, accelerate launch)"
     OPENAI = "openai", "OpenAI-compatible fine-tuning API"
     COMMAND = "command", "Cluster command (Slurm, SkyPilot, Kubernetes)"
-
-
-class TemplateKind(models.TextChoices):
-    SLURM = "slurm", "Slurm (sbatch)"
-    SKYPILOT = "skypilot", "SkyPilot (sky jobs launch)"
-    KUBERNETES = "kubernetes", "Kubernetes (kubectl)"
-    OTHER = "other", "Other"
-
-
-class CommandTemplate(models.Model):
-    """A project's way to hand a training job to its scheduler: one command line whose
-    ``{placeholders}`` are filled per job (see ``apps.training.services.command``)."""
-
-    project = models.ForeignKey(
-        "accounts.Project", on_delete=models.CASCADE, related_name="training_command_templates"
-    )
-    name = models.CharField(max_length=80)
-    kind = models.CharField(max_length=16, choices=TemplateKind.choices, default=TemplateKind.SLURM)
-    template = models.TextField(
-        help_text="One command line, split like a shell would (no shell runs it), e.g. "
-        "sbatch --job-name=cw-{job_id} --export=ALL,COWORKENV_CONFIG={config_path} "
-        "deploy/slurm/train.sbatch"
-    )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "name"], name="training_command_template_unique_name"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class TrainingJob(models.Model):
@@ -109,12 +71,14 @@ class TrainingJob(models.Model):
         related_name="training_jobs",
         help_text="openai backend: the fine-tuning API (its base URL and key variable).",
     )
-    command_template = models.ForeignKey(
-        CommandTemplate,
-        null=True,
+    command_template = models.CharField(
+        max_length=64,
         blank=True,
-        on_delete=models.SET_NULL,
-        related_name="training_jobs",
+        help_text="command backend: the name of the operator's template "
+        "(apps.training.command_templates).",
+    )
+    command_parameters = models.JSONField(
+        default=dict, blank=True, help_text="command backend: the template's parameters, checked."
     )
     command = models.TextField(blank=True, help_text="The launched command, secret redacted.")
     callback_secret_sha256 = models.CharField(max_length=64, blank=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from apps.environments.models import Environment, EnvironmentStatus
-from apps.training.models import CommandTemplate, TrainedModel, TrainingJob, TrainingMetric
+from apps.training.models import TrainedModel, TrainingJob, TrainingMetric
 
 
 def training_job_list(*, project) -> QuerySet[TrainingJob]:
@@ -22,6 +22,50 @@ def training_metrics(*, training_job: TrainingJob) -> QuerySet[TrainingMetric]:
     return TrainingMetric.objects.filter(training_job=training_job).order_by("step")
 
 
+CHART_POINTS = 500
+
+
+def _spread(steps: list[int], limit: int) -> list[int]:
+    """At most ``limit`` of ``steps`` evenly spread, the first and last kept."""
+    if len(steps) <= limit:
+        return steps
+    last = len(steps) - 1
+    return sorted({steps[round(i * last / (limit - 1))] for i in range(limit)})
+
+
+def chart_sample(rows: list, sparse=None, limit: int = CHART_POINTS) -> list:
+    """At most ``limit`` of ``rows`` (in step order) evenly spread, plus up to ``limit`` of
+    those where ``sparse(row)`` is set (eval points), for a chart."""
+    if len(rows) <= limit:
+        return rows
+    keep = set(_spread(list(range(len(rows))), limit))
+    if sparse is not None:
+        keep |= set(_spread([i for i, row in enumerate(rows) if sparse(row) is not None], limit))
+    return [rows[i] for i in sorted(keep)]
+
+
+def training_metrics_sampled(
+    *, training_job: TrainingJob, limit: int = CHART_POINTS
+) -> list[TrainingMetric]:
+    """A job's metric rows for its charts, down-sampled to at most ``limit`` steps with a
+    loss and ``limit`` with an eval loss (so sparse eval points survive): a job of 100k
+    steps draws from 1,000 rows, not 100k."""
+    rows = TrainingMetric.objects.filter(training_job=training_job)
+    steps = list(rows.order_by("step").values_list("step", flat=True))
+    if len(steps) <= limit:
+        return list(rows.order_by("step"))
+    evals = list(
+        rows.filter(eval_loss__isnull=False).order_by("step").values_list("step", flat=True)
+    )
+    chosen = set(_spread(steps, limit)) | set(_spread(evals, limit))
+    return list(rows.filter(step__in=chosen).order_by("step"))
+
+
+def training_metrics_latest(*, training_job: TrainingJob, count: int = 8) -> list[TrainingMetric]:
+    """The job's last ``count`` metric rows, newest first."""
+    return list(TrainingMetric.objects.filter(training_job=training_job).order_by("-step")[:count])
+
+
 def loss_series(
     *, training_jobs: list[TrainingJob]
 ) -> dict[int, list[tuple[int, float | None, float | None]]]:
@@ -34,11 +78,7 @@ def loss_series(
     )
     for job_id, step, loss, eval_loss in rows:
         series[job_id].append((step, loss, eval_loss))
-    return series
-
-
-def command_template_list(*, project) -> QuerySet[CommandTemplate]:
-    return CommandTemplate.objects.filter(project=project).order_by("name", "id")
+    return {job_id: chart_sample(points, lambda p: p[2]) for job_id, points in series.items()}
 
 
 def trained_model_list(*, project) -> QuerySet[TrainedModel]:

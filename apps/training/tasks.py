@@ -40,6 +40,8 @@ def sweep_training_task() -> None:
     outcome = training_jobs_sweep()
     if outcome["sent"]:
         logger.info("Sweeper sent training jobs again: %s", outcome["sent"])
+    if outcome["failed"]:
+        logger.warning("Sweeper failed silent command jobs: %s", outcome["failed"])
 
 
 @worker_ready.connect

@@ -1,6 +1,6 @@
 """Training pages: jobs list, launch form, job page (live loss chart, log tail, cancel,
-artifacts), overlay of several jobs' loss curves, command templates, and a trained model's
-serve command, evaluation launch and before/after comparison."""
+artifacts), overlay of several jobs' loss curves, the operator's command templates (read
+only), and a trained model's serve command, evaluation launch and before/after comparison."""
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -18,9 +18,14 @@ from apps.core.http import (
 from apps.core.safeinput import is_id, parse_id
 from apps.datasets.selectors import sft_versions_ready
 from apps.llm.selectors import endpoint_list
-from apps.training.access import trained_model_get_for_user, training_job_get_for_user
+from apps.training.access import (
+    can_read_log,
+    trained_model_get_for_user,
+    training_job_get_for_user,
+)
 from apps.training.charts import job_loss_chart, loss_chart, rl_compare_chart, rl_job_chart
-from apps.training.forms import CommandTemplateForm, EvaluateForm, LaunchForm
+from apps.training.command_templates import TemplateFileError, command_templates
+from apps.training.forms import EvaluateForm, LaunchForm
 from apps.training.hyperparameters import (
     ADVANTAGES,
     CREDITS,
@@ -29,18 +34,19 @@ from apps.training.hyperparameters import (
     REWARD_VARIANTS,
 )
 from apps.training.models import TrainedModel, TrainingJob, TrainingMethod
+from apps.training.redaction import scrub, scrub_json
 from apps.training.selectors import (
-    command_template_list,
+    chart_sample,
     loss_series,
     rl_job_list,
     rl_series,
     rl_summary,
     runnable_environments,
     training_job_list,
-    training_metrics,
+    training_metrics_latest,
+    training_metrics_sampled,
 )
 from apps.training.services import (
-    command_template_create,
     training_job_cancel,
     training_job_create,
 )
@@ -65,6 +71,15 @@ def job_list_view(request, slug):
     return render_page(request, "training/list.html", context, partial="rows")
 
 
+def _offered_templates() -> tuple[list, str]:
+    """The operator's command templates, and why none can be offered when their file is
+    broken (shown on the page; the operator fixes the file)."""
+    try:
+        return list(command_templates().values()), ""
+    except TemplateFileError as exc:
+        return [], exc.message
+
+
 def _pick(queryset, value):
     return queryset.filter(pk=value).first() if is_id(value or "") else None
 
@@ -75,7 +90,7 @@ def job_create_view(request, slug):
     project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
     versions = sft_versions_ready(project=project)
     endpoints = endpoint_list(project=project)
-    templates = command_template_list(project=project)
+    templates, templates_error = _offered_templates()
     initial = {}
     if is_id(request.GET.get("version", "")):
         initial["dataset_version"] = request.GET["version"]
@@ -107,7 +122,8 @@ def job_create_view(request, slug):
                 name=data["name"],
                 eval_split="validation" if data["eval_on_validation"] else "",
                 endpoint=_pick(endpoints, data["endpoint"]),
-                command_template=_pick(templates, data["command_template"]),
+                command_template=data["command_template"],
+                command_parameters=form.command_parameters(),
             )
         except ApplicationError as exc:
             form_add_service_error(form, exc)
@@ -124,6 +140,8 @@ def job_create_view(request, slug):
         "presets": PRESETS,
         "advanced": [form[name] for name in LaunchForm.ADVANCED],
         "grpo_fields": [form[name] for name in LaunchForm.GRPO],
+        "parameter_fields": form.parameter_fields(),
+        "templates_error": templates_error,
         "grpo_presets": GRPO_PRESETS,
     }
     return render_page(request, "training/launch.html", context, partial="form")
@@ -155,8 +173,13 @@ def _credit_label(hp: dict) -> str:
 
 
 def _detail_context(request, training_job: TrainingJob) -> dict:
-    metrics = list(training_metrics(training_job=training_job))
+    metrics = training_metrics_sampled(training_job=training_job)
     series = [(m.step, m.loss, m.eval_loss) for m in metrics]
+    log_readable = can_read_log(request.user, training_job)
+    # redacted again as shown: rows written before redaction existed are covered too
+    training_job.log_tail = scrub(training_job.log_tail) if log_readable else ""
+    training_job.command = scrub(training_job.command)
+    training_job.artifacts = scrub_json(training_job.artifacts)
     trained_model = TrainedModel.objects.filter(training_job=training_job).first()
     return {
         **_rl_context(training_job, metrics),
@@ -165,7 +188,8 @@ def _detail_context(request, training_job: TrainingJob) -> dict:
         "training_job": training_job,
         "job": training_job.job,
         "chart": job_loss_chart(series),
-        "latest": metrics[-8:][::-1],
+        "latest": training_metrics_latest(training_job=training_job),
+        "log_readable": log_readable,
         "trained_model": trained_model,
         "serve_command": serve_command(trained_model) if trained_model else "",
         "evaluate_form": EvaluateForm(endpoints=endpoint_list(project=training_job.project))
@@ -236,6 +260,7 @@ def job_compare_rl_view(request, slug):
     ids = ids[:MAX_COMPARED]
     jobs = list(rl_job_list(project=project).filter(pk__in=ids).order_by("pk"))
     series = rl_series(training_jobs=jobs)
+    sampled = {job_id: chart_sample(points) for job_id, points in series.items()}
     rows = [
         {
             "job": job,
@@ -251,8 +276,8 @@ def job_compare_rl_view(request, slug):
         "project": project,
         "membership": check_project_role(request.user, project),
         "rows": rows,
-        "reward_chart": rl_compare_chart(jobs, series, "reward"),
-        "pass_chart": rl_compare_chart(jobs, series, "pass_rate"),
+        "reward_chart": rl_compare_chart(jobs, sampled, "reward"),
+        "pass_chart": rl_compare_chart(jobs, sampled, "pass_rate"),
         "choices": rl_job_list(project=project)[:50],
         "selected": {job.pk for job in jobs},
         "max_compared": MAX_COMPARED,
@@ -261,32 +286,19 @@ def job_compare_rl_view(request, slug):
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_GET
 def template_list_view(request, slug):
-    """The project's command templates; authors add one with the form under the list."""
+    """The command templates the operator offers (read only: project members pick one and
+    fill its parameters when they launch; the operator writes them, docs/commands.md)."""
     project = project_get_for_user(request.user, slug)
-    membership = check_project_role(request.user, project)
-    form = CommandTemplateForm(request.POST or None)
-    if request.method == "POST":
-        check_project_role(request.user, project, Role.AUTHOR)
-        if form.is_valid():
-            try:
-                command_template_create(project=project, user=request.user, **form.cleaned_data)
-            except ApplicationError as exc:
-                form_add_service_error(form, exc)
-            else:
-                return redirect_after_post(
-                    request,
-                    reverse("training:templates", args=[project.slug]),
-                    "Added the command template.",
-                )
+    templates, templates_error = _offered_templates()
     context = {
         "project": project,
-        "membership": membership,
-        "templates": command_template_list(project=project),
-        "form": form,
+        "membership": check_project_role(request.user, project),
+        "templates": templates,
+        "templates_error": templates_error,
     }
-    return render_page(request, "training/templates.html", context, partial="form")
+    return render_page(request, "training/templates.html", context, partial="templates")
 
 
 @login_required

@@ -190,12 +190,11 @@ def test_a_regenerated_openai_file_is_the_one_written_with_its_images(version):
 
 
 def test_text_trainers_on_a_version_with_images_are_refused_with_a_clear_error(
-    version, project, author
+    version, project, author, settings, tmp_path
 ):
     """The local backend trains a vision-language model on it (tests/training/
     test_local_vision.py), not the text preset; a command trainer is offered the bundle."""
     from apps.core.exceptions import ApplicationError
-    from apps.training.models import CommandTemplate
     from apps.training.services import training_job_create
 
     with pytest.raises(ApplicationError) as raised:
@@ -210,7 +209,9 @@ def test_text_trainers_on_a_version_with_images_are_refused_with_a_clear_error(
     assert raised.value.extra["fields"]["base_model"][0].startswith(
         "This version's demonstrations show images and preset:tiny-qwen2 is a text model"
     )
-    template = CommandTemplate.objects.create(project=project, name="slurm", template="true")
+    templates = tmp_path / "command-templates.json"  # the operator's (docs/commands.md)
+    templates.write_text('{"templates": {"slurm": {"argv": ["true"]}}}')
+    settings.TRAINING_COMMAND_TEMPLATES_FILE = str(templates)
     with pytest.raises(ApplicationError) as raised:
         training_job_create(
             project=project,
@@ -218,7 +219,7 @@ def test_text_trainers_on_a_version_with_images_are_refused_with_a_clear_error(
             dataset_version=version,
             backend="command",
             base_model="preset:tiny-qwen2",
-            command_template=template,
+            command_template="slurm",
             enqueue=False,
         )
     assert "preset:tiny-qwen2 is a text model" in raised.value.extra["fields"]["base_model"][0]
@@ -230,7 +231,7 @@ def test_text_trainers_on_a_version_with_images_are_refused_with_a_clear_error(
         dataset_version=version,
         backend="command",
         base_model="Qwen/Qwen2-VL-2B-Instruct",
-        command_template=template,
+        command_template="slurm",
         enqueue=False,
     ).pk
 

@@ -131,3 +131,46 @@ def execute_and_succeed(training_job):
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED, (job.message, training_job.log_tail[-3000:])
     return job
+
+
+# What a stand-in's trainer needs from the test's environment (nothing else reaches it).
+STAND_IN_PASS_ENV = [
+    "STANDIN_RECORD",
+    "OMP_NUM_THREADS",
+    "TRAINING_DEVICE",
+    "TRAINING_ROOT",
+    "PYTHONPATH",
+    "HOME",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+]
+
+
+def slurm_template(program, **extra) -> dict:
+    """An operator's Slurm-like template for ``program`` (a stand-in, or plain ``sbatch``)."""
+    return {
+        "kind": "slurm",
+        "argv": [
+            str(program),
+            "--job-name=cw-{job_id}",
+            "--export=ALL,COWORKENV_CONFIG={config_path}",
+            "--comment={callback_url}",
+            "deploy/slurm/train.sbatch",
+        ],
+        "pass_env": STAND_IN_PASS_ENV,
+        **extra,
+    }
+
+
+@pytest.fixture
+def operator_templates(settings, tmp_path):
+    """Install the operator's command templates: ``operator_templates({name: template})``
+    writes the file TRAINING_COMMAND_TEMPLATES_FILE names (its path returned)."""
+
+    def install(templates: dict, suffix: str = ".json") -> Path:
+        path = tmp_path / f"command-templates{suffix}"
+        path.write_text(json.dumps({"templates": templates}))
+        settings.TRAINING_COMMAND_TEMPLATES_FILE = str(path)
+        return path
+
+    return install

@@ -1,4 +1,4 @@
-"""The command backend: the project's template is filled and run (a stand-in `sbatch` that
+"""The command backend: the operator's template is filled and run (a stand-in `sbatch` that
 records its arguments and starts the same entry point), the trainer reports through the
 callback with its per-job secret; a wrong secret is refused and changes nothing."""
 
@@ -13,13 +13,17 @@ from apps.core.models import JobStatus
 from apps.training.models import ModelKind, TrainedModel, TrainingMetric
 from apps.training.reporting import HttpReporter
 from apps.training.services import (
-    command_template_create,
     training_job_cancel,
     training_job_create,
     training_job_execute,
 )
-from apps.training.services.jobs import callback_secret_new
-from tests.training.conftest import TINY, install_stand_in, wait_for_stand_in_job
+from apps.training.services.reports import callback_secret_new
+from tests.training.conftest import (
+    TINY,
+    install_stand_in,
+    slurm_template,
+    wait_for_stand_in_job,
+)
 
 STAND_IN = """#!{python}
 # A stand-in for Slurm's sbatch: records its arguments, starts what the batch script would
@@ -43,23 +47,18 @@ def stand_in_sbatch(tmp_path, monkeypatch):
     return install_stand_in(tmp_path, monkeypatch, "sbatch", STAND_IN)
 
 
-def _template(project, author, program):
-    return command_template_create(
-        project=project,
-        user=author,
-        name="slurm",
-        kind="slurm",
-        template=f"{program} --job-name=cw-{{job_id}} "
-        "--export=ALL,COWORKENV_CONFIG={config_path} "
-        "--comment={callback_url} deploy/slurm/train.sbatch",
-    )
-
-
 def test_command_backend_trains_and_reports_through_the_callback(
-    live_server, settings, project, author, training_version, stand_in_sbatch, tmp_path
+    live_server,
+    settings,
+    project,
+    author,
+    training_version,
+    stand_in_sbatch,
+    tmp_path,
+    operator_templates,
 ):
     settings.TRAINING_CALLBACK_BASE_URL = live_server.url
-    template = _template(project, author, stand_in_sbatch)
+    operator_templates({"slurm": slurm_template(stand_in_sbatch)})
     training_job = training_job_create(
         project=project,
         user=author,
@@ -67,7 +66,7 @@ def test_command_backend_trains_and_reports_through_the_callback(
         backend="command",
         base_model="preset:tiny-qwen2",
         hyperparameters={**TINY, "max_steps": 6, "save_steps": 3},
-        command_template=template,
+        command_template="slurm",
     )
     training_job_execute(training_job.job_id)  # what the task does: fill and run the template
 
@@ -121,8 +120,8 @@ def test_command_backend_trains_and_reports_through_the_callback(
 
 
 @pytest.fixture
-def command_jobs(project, author, training_version):
-    template = _template(project, author, "sbatch")
+def command_jobs(project, author, training_version, operator_templates):
+    operator_templates({"slurm": slurm_template("sbatch")})
     jobs = [
         training_job_create(
             project=project,
@@ -130,7 +129,7 @@ def command_jobs(project, author, training_version):
             dataset_version=training_version,
             backend="command",
             base_model="Qwen/Qwen2.5-0.5B-Instruct",
-            command_template=template,
+            command_template="slurm",
             name=f"cluster {i}",
         )
         for i in range(2)
@@ -212,19 +211,6 @@ def test_config_and_data_are_served_to_the_secret_only(command_jobs, tmp_path):
     assert data.status_code == 200
     assert b"".join(data.streaming_content) == b'{"messages": []}\n'
     assert os.path.exists(data_dir / "train.jsonl")
-
-
-def test_template_placeholders_are_checked(project, author):
-    from apps.core.exceptions import ApplicationError
-
-    with pytest.raises(ApplicationError, match=r"Unknown placeholder \{HOME\}"):
-        command_template_create(
-            project=project, user=author, name="x", kind="slurm", template="sbatch {HOME}"
-        )
-    with pytest.raises(ApplicationError, match="does not parse"):
-        command_template_create(
-            project=project, user=author, name="x", kind="slurm", template="sbatch 'unclosed"
-        )
 
 
 @pytest.mark.django_db(transaction=True)

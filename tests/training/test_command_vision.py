@@ -14,14 +14,13 @@ pytest.importorskip("trl")  # the `train` extra
 
 from apps.core.models import JobStatus
 from apps.training.services import (
-    command_template_create,
     training_job_create,
     training_job_execute,
 )
 from apps.training.services.command import bundle_path
 from tests.datasets.conftest import dataset  # noqa: F401
 from tests.datasets.test_multimodal_exports import receipts, version  # noqa: F401
-from tests.training.conftest import install_stand_in, wait_for_stand_in_job
+from tests.training.conftest import STAND_IN_PASS_ENV, install_stand_in, wait_for_stand_in_job
 from tests.training.test_local_vision import TWO_STEPS
 
 pytestmark = pytest.mark.django_db
@@ -75,15 +74,17 @@ def test_a_command_job_downloads_the_image_bundle_and_trains_a_vlm(
     receipts,  # noqa: F811
     stand_in,
     tmp_path,
+    operator_templates,
 ):
     _, _, files = receipts
     settings.TRAINING_CALLBACK_BASE_URL = live_server.url
-    template = command_template_create(
-        project=project,
-        user=author,
-        name="cluster",
-        kind="other",
-        template=f"{stand_in} --bundle={{train_bundle_url}} --config={{config_url}}",
+    operator_templates(
+        {
+            "cluster": {
+                "argv": [str(stand_in), "--bundle={train_bundle_url}", "--config={config_url}"],
+                "pass_env": [*STAND_IN_PASS_ENV, "STANDIN_OUTPUT"],
+            }
+        }
     )
     training_job = training_job_create(
         project=project,
@@ -92,7 +93,7 @@ def test_a_command_job_downloads_the_image_bundle_and_trains_a_vlm(
         backend="command",
         preset="tiny-vlm-cpu",
         hyperparameters=TWO_STEPS,
-        command_template=template,
+        command_template="cluster",
         enqueue=False,
     )
     assert training_job.base_model == "preset:tiny-llava"
@@ -133,14 +134,17 @@ def test_a_command_job_downloads_the_image_bundle_and_trains_a_vlm(
     assert attempt["dropped_rows"] == 0
 
 
-def test_the_bundle_is_served_only_to_the_jobs_secret(project, author, version):  # noqa: F811
+def test_the_bundle_is_served_only_to_the_jobs_secret(
+    project,
+    author,
+    version,  # noqa: F811
+    operator_templates,
+):
     from apps.training.services.command import write_bundle
-    from apps.training.services.jobs import callback_secret_new
     from apps.training.services.local import prepare_files
+    from apps.training.services.reports import callback_secret_new
 
-    template = command_template_create(
-        project=project, user=author, name="cluster", kind="other", template="true"
-    )
+    operator_templates({"cluster": {"argv": ["true"]}})
     jobs = [
         training_job_create(
             project=project,
@@ -148,7 +152,7 @@ def test_the_bundle_is_served_only_to_the_jobs_secret(project, author, version):
             dataset_version=version,
             backend="command",
             base_model="Qwen/Qwen2-VL-2B-Instruct",
-            command_template=template,
+            command_template="cluster",
             enqueue=False,
         )
         for _ in range(2)

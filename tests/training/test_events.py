@@ -3,7 +3,7 @@ surrogates) is kept as U+FFFD, never a database error (PostgreSQL refuses NUL in
 
 from apps.training.models import TrainingJob
 from apps.training.services import training_events_apply, training_job_create
-from apps.training.services.jobs import training_log_append
+from apps.training.services.reports import training_log_append
 from tests.training.conftest import TINY
 
 

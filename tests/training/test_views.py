@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from apps.core.models import JobStatus
-from apps.training.models import CommandTemplate, TrainingJob
+from apps.training.models import TrainingJob
 from apps.training.services import training_events_apply, training_job_create
 from tests.conftest import HTMX_HEADERS
 from tests.training.conftest import TINY
@@ -91,7 +91,9 @@ def test_launch_bad_input_rerenders_and_creates_nothing(client_for, author, trai
     no_template = client.post(
         "/p/acme/training/new/", _launch_data(training_version, backend="command")
     )
-    assert "Choose one of this project&#x27;s command templates." in no_template.content.decode()
+    assert (
+        "Choose one of the command templates the operator offers." in no_template.content.decode()
+    )
     assert not TrainingJob.objects.exists()
 
 
@@ -187,28 +189,6 @@ def test_overlay_of_several_jobs(client_for, viewer, author, project, training_v
     # Another project's job ids show nothing of it.
     other = client_for(outsider).get(f"/p/other/training/compare/?jobs={jobs[0].pk}")
     assert 'data-testid="loss-line"' not in other.content.decode()
-
-
-def test_command_templates(client_for, author, viewer, outsider, project):
-    url = "/p/acme/training/templates/"
-    data = {
-        "name": "slurm",
-        "kind": "slurm",
-        "template": "sbatch --job-name=cw-{job_id} --export=ALL,COWORKENV_CONFIG={config_path} "
-        "deploy/slurm/train.sbatch",
-    }
-    assert client_for(viewer).post(url, data).status_code == 403
-    assert client_for(outsider).get(url).status_code == 404
-    bad = client_for(author).post(url, {**data, "template": "sbatch {secret_key}"}, **HTMX_HEADERS)
-    assert bad.status_code == 200
-    assert "Unknown placeholder {secret_key}" in bad.content.decode()
-    assert not CommandTemplate.objects.exists()
-    ok = client_for(author).post(url, data)
-    assert ok.status_code == 302
-    template = CommandTemplate.objects.get()
-    assert (template.project, template.name, template.created_by) == (project, "slurm", author)
-    listed = client_for(viewer).get(url).content.decode()
-    assert "deploy/slurm/train.sbatch" in listed and 'data-testid="template-form"' not in listed
 
 
 def test_a_dataset_trained_on_is_kept_for_lineage(training_job):

@@ -1,7 +1,8 @@
-"""The ``command`` backend: the project's command template hands the job to a scheduler.
+"""The ``command`` backend: one of the operator's templates hands the job to a scheduler.
 
-The template is one command line, split like a shell would (``shlex``) and run without a
-shell; each argument's ``{placeholders}`` are filled per job:
+The template (``apps.training.command_templates``: deployment configuration, never project
+data) is an argument vector run without a shell; the job's placeholders are filled in it,
+and each parameter the launching member chose is one whole argument:
 
     {job_id} {name} {method} {base_model} {output_dir} {config_path} {config_url}
     {train_file} {eval_file} {train_url} {eval_url} {train_bundle_url} {eval_bundle_url}
@@ -13,14 +14,14 @@ served by the callback API to whoever presents the job's secret (for one that do
 A version whose demonstrations show images also gets each such split as a TRL imagefolder
 bundle (``data/<split>.zip``: ``metadata.jsonl`` with a ``file_names`` column and the
 ``images/`` the rows name, the layout of the dataset's ``trl`` bundle export, built from the
-job's own rows), served at ``{train_bundle_url}``/``{eval_bundle_url}`` to the same secret
-(also in the command's environment as ``COWORKENV_TRAIN_BUNDLE_URL`` /
-``COWORKENV_EVAL_BUNDLE_URL``; empty for a split without images); the downloaded config
-then names the bundle URLs as its data files, and the entry point reads a bundle as is.
-The config carries the callback URL and secret, so the launched script needs only
-``python -m apps.training.sft --config …`` (examples in ``deploy/``). The script's
-reports move the job: first event → running, ``finished`` → succeeded/failed/cancelled.
-Only the secret's sha256 is stored; the recorded command shows it as ``***``.
+job's own rows), served at ``{train_bundle_url}``/``{eval_bundle_url}`` to the same secret.
+
+The command's environment is only what the template declares (``env``, ``pass_env``), a
+minimal ``PATH`` (TRAINING_COMMAND_PATH) and the job's own ``COWORKENV_*`` variables
+(callback URL and secret, config path and URL, bundle URLs) — never the worker's. What it
+prints passes through ``apps.training.redaction`` before it is stored. The script's reports
+move the job: first event → running, ``finished`` → succeeded/failed/cancelled. Only the
+secret's sha256 is stored; the recorded command shows it as ``***``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import json
 import os
 import re
 import shlex
-import string
 import subprocess
 import zipfile
 from pathlib import Path
@@ -41,59 +41,19 @@ from django.utils import timezone
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job
 from apps.core.services import JobContext
+from apps.training.command_templates import CommandTemplate, command_template_get
 from apps.training.models import TrainingJob
-from apps.training.services.jobs import (
+from apps.training.redaction import scrub, scrub_json
+from apps.training.services.local import job_config, prepare_files
+from apps.training.services.reports import (
     callback_secret_new,
     callback_url,
     training_log_append,
 )
-from apps.training.services.local import job_config, prepare_files
 
-PLACEHOLDERS = (
-    "job_id",
-    "name",
-    "method",
-    "base_model",
-    "output_dir",
-    "config_path",
-    "config_url",
-    "train_file",
-    "eval_file",
-    "train_url",
-    "eval_url",
-    "train_bundle_url",
-    "eval_bundle_url",
-    "callback_url",
-    "callback_secret",
-    "hyperparameters",
-)
 SUBMIT_TIMEOUT_S = 120
 REDACTED = "***"
-
-
-def check_template(template: str) -> list[str]:
-    """The template's arguments, or ApplicationError naming what is wrong."""
-
-    def bad(message: str) -> ApplicationError:
-        return ApplicationError(message, {"fields": {"template": [message]}})
-
-    try:
-        tokens = shlex.split(template or "")
-    except ValueError as exc:
-        raise bad(f"The command line does not parse: {exc}.") from None
-    if not tokens:
-        raise bad("Enter the command line to run.")
-    for token in tokens:
-        try:
-            parsed = list(string.Formatter().parse(token))
-        except ValueError as exc:
-            raise bad(f"Bad placeholder in “{token}”: {exc}.") from None
-        for _, name, spec, conversion in parsed:
-            if name is None:
-                continue
-            if name not in PLACEHOLDERS or spec or conversion:
-                raise bad(f"Unknown placeholder {{{name}}}; use {', '.join(PLACEHOLDERS)}.")
-    return tokens
+EXTERNAL_ID = re.compile(r"Submitted batch job (\d+)|^([A-Za-z0-9][A-Za-z0-9._:/-]{0,199})$")
 
 
 BUNDLE_DATE = (2026, 1, 1, 0, 0, 0)
@@ -164,15 +124,55 @@ def remote_config(training_job: TrainingJob, secret: str) -> dict:
     ) | {"output_dir": f"coworkenv-training-{training_job.pk}"}
 
 
-def command_training_submit(context: JobContext, training_job: TrainingJob) -> str:
-    """Fill the template and run it once (a redelivered message finds it submitted)."""
-    if training_job.command_template is None:
-        raise ApplicationError("This job's command template was deleted.")
-    if not TrainingJob.objects.filter(pk=training_job.pk, command="").update(
-        command="(submitting)"
-    ):
-        return "Already submitted."
-    tokens = check_template(training_job.command_template.template)
+def _argv(template: CommandTemplate, values: dict, parameters: dict) -> list[str]:
+    """The template's elements, filled: a parameter is one whole element; an element that
+    begins with a placeholder may not begin with "-" once filled (an option smuggled in
+    through a job's name or base model)."""
+    argv = []
+    for token in template.argv:
+        name = token[1:-1]
+        if token.startswith("{") and name in template.parameters:
+            if name not in parameters:
+                continue  # an optional parameter left blank: no element
+            arg = str(parameters[name])
+        else:
+            arg = token.format_map(values)
+        if token.startswith("{") and arg.startswith("-"):
+            raise ApplicationError(f"The value of {token} may not start with “-”.")
+        argv.append(arg)
+    return argv
+
+
+def _environment(template: CommandTemplate, values: dict, secret: str) -> dict[str, str]:
+    """Only what the template declares, a minimal PATH and the job's own variables."""
+    env = {"PATH": settings.TRAINING_COMMAND_PATH, "LANG": "C.UTF-8"}
+    env.update({name: os.environ[name] for name in template.pass_env if name in os.environ})
+    env.update({name: value.format_map(values) for name, value in template.env.items()})
+    env.update(
+        COWORKENV_CALLBACK_URL=values["callback_url"],
+        COWORKENV_CALLBACK_SECRET=secret,
+        COWORKENV_CONFIG=values["config_path"],
+        COWORKENV_CONFIG_URL=values["config_url"],
+        COWORKENV_TRAIN_BUNDLE_URL=values["train_bundle_url"],
+        COWORKENV_EVAL_BUNDLE_URL=values["eval_bundle_url"],
+    )
+    return env
+
+
+def _template_and_parameters(training_job: TrainingJob) -> tuple[CommandTemplate, dict]:
+    """The operator's template the job names and its parameters checked again (the file
+    may have changed since the launch)."""
+    template = command_template_get(training_job.command_template)
+    if template is None:
+        raise ApplicationError(
+            f"The operator no longer offers the command template “{training_job.command_template}”."
+        )
+    return template, template.clean_parameters(training_job.command_parameters)
+
+
+def _prepare(training_job: TrainingJob) -> tuple[dict, dict, dict]:
+    """Write the data, bundles and job.json; the placeholders' values, the config and the
+    bundles' sha256."""
     out = Path(training_job.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     prepared = prepare_files(training_job, fmt="trl")
@@ -184,22 +184,13 @@ def command_training_submit(context: JobContext, training_job: TrainingJob) -> s
         split: callback_url(training_job, f"bundle-{split}") if bundles.get(split) else ""
         for split in ("train", "eval")
     }
-    secret = callback_secret_new(training_job)
-    config = job_config(
-        training_job,
-        prepared["files"],
-        {"callback_url": callback_url(training_job), "callback_secret": secret},
-    )
-    config_path = out / "job.json"
-    config_path.write_text(json.dumps(config, indent=2))
-    config_path.chmod(0o600)
     values = {
         "job_id": str(training_job.pk),
         "name": training_job.name,
         "method": training_job.method,
         "base_model": training_job.base_model,
         "output_dir": training_job.output_dir,
-        "config_path": str(config_path),
+        "config_path": str(out / "job.json"),
         "config_url": callback_url(training_job, "config"),
         "train_file": prepared["files"]["train"],
         "eval_file": prepared["files"].get("eval", ""),
@@ -208,48 +199,87 @@ def command_training_submit(context: JobContext, training_job: TrainingJob) -> s
         "train_bundle_url": bundle_urls["train"],
         "eval_bundle_url": bundle_urls["eval"],
         "callback_url": callback_url(training_job),
-        "callback_secret": secret,
         "hyperparameters": json.dumps(training_job.hyperparameters, sort_keys=True),
     }
-    argv = [token.format_map(values) for token in tokens]
-    shown = " ".join(shlex.quote(arg.replace(secret, REDACTED)) for arg in argv)
+    return values, prepared, bundles
+
+
+def command_training_submit(context: JobContext, training_job: TrainingJob) -> str:
+    """Fill the operator's template and run it once (a redelivered message finds it
+    submitted)."""
+    template, parameters = _template_and_parameters(training_job)
+    if not TrainingJob.objects.filter(pk=training_job.pk, command="").update(
+        command="(submitting)"
+    ):
+        return "Already submitted."
+    values, prepared, bundles = _prepare(training_job)
+    secret = callback_secret_new(training_job)
+    values["callback_secret"] = secret
+    config = job_config(
+        training_job,
+        prepared["files"],
+        {"callback_url": values["callback_url"], "callback_secret": secret},
+    )
+    config_path = Path(values["config_path"])
+    config_path.write_text(json.dumps(config, indent=2))
+    config_path.chmod(0o600)
+    argv = _argv(template, values, parameters)
+    shown = scrub(" ".join(shlex.quote(arg) for arg in argv), (secret,))
     artifacts = dict(training_job.artifacts or {})
     artifacts.update(
-        output_dir=str(out),
+        output_dir=training_job.output_dir,
         config_path=str(config_path),
         config={**config, "report": {**config["report"], "callback_secret": REDACTED}},
         data_sha256=prepared["data_sha256"],
+        command_template=template.name,
+        command_parameters=parameters,
     )
     if any(bundles.values()):
         artifacts["bundle_sha256"] = {split: sha for split, sha in bundles.items() if sha}
+    artifacts = scrub_json(artifacts, (secret,))
     TrainingJob.objects.filter(pk=training_job.pk).update(command=shown, artifacts=artifacts)
     training_job.artifacts = artifacts
+    output, returncode = _run(argv, _environment(template, values, secret), secret)
+    training_log_append(training_job=training_job, text=f"$ {shown}\n{output}")
+    if returncode != 0:
+        raise ApplicationError(
+            f"The command exited with status {returncode}; its output is in the job's log."
+        )
+    external = _external_id(output)
+    TrainingJob.objects.filter(pk=training_job.pk).update(external_id=external)
+    message = f"Submitted{f' as {external}' if external else ''}; waiting for its reports."
+    Job.objects.filter(pk=context.job.pk).update(message=message, heartbeat_at=timezone.now())
+    return message
+
+
+def _run(argv: list[str], env: dict[str, str], secret: str) -> tuple[str, int]:
+    """Run the command (no shell); its output, redacted, and its exit status."""
     try:
         result = subprocess.run(
             argv,
             cwd=settings.BASE_DIR,
-            env={
-                **os.environ,
-                "COWORKENV_CALLBACK_SECRET": secret,
-                "COWORKENV_TRAIN_BUNDLE_URL": bundle_urls["train"],
-                "COWORKENV_EVAL_BUNDLE_URL": bundle_urls["eval"],
-            },
+            env=env,
+            shell=False,
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=SUBMIT_TIMEOUT_S,
         )
     except FileNotFoundError:
         raise ApplicationError(f"The command “{argv[0]}” is not installed on the worker.") from None
     except subprocess.TimeoutExpired:
         raise ApplicationError(f"The command did not return within {SUBMIT_TIMEOUT_S} s.") from None
-    output = (result.stdout + result.stderr).replace(secret, REDACTED)
-    training_log_append(training_job=training_job, text=f"$ {shown}\n{output}")
-    if result.returncode != 0:
-        last = output.strip().splitlines()[-1] if output.strip() else "no output"
-        raise ApplicationError(f"The command exited with status {result.returncode}: {last}")
-    match = re.search(r"Submitted batch job (\d+)", output)
-    external = match.group(1) if match else (output.strip().splitlines() or [""])[0][:200]
-    TrainingJob.objects.filter(pk=training_job.pk).update(external_id=external)
-    message = f"Submitted{f' as {external}' if external else ''}; waiting for its reports."
-    Job.objects.filter(pk=context.job.pk).update(message=message, heartbeat_at=timezone.now())
-    return message
+    return scrub(result.stdout + result.stderr, (secret,)), result.returncode
+
+
+def _external_id(output: str) -> str:
+    """The scheduler's id: sbatch's number, or a first line that looks like an id (no
+    free text: a job's id is shown to every member)."""
+    lines = output.strip().splitlines()
+    match = re.search(r"Submitted batch job (\d+)", output) or (
+        EXTERNAL_ID.match(lines[0].strip()) if lines else None
+    )
+    if match is None:
+        return ""
+    return match.group(1) or match.group(2) or ""

@@ -1,19 +1,9 @@
-"""Training jobs: create, cancel, and record what the trainer reports (metrics, log, status).
-
-The entry point reports events (``apps.training.reporting``); whichever way they arrive —
-the local backend tails a file, the command backend's script POSTs them to the callback —
-``training_events_apply`` stores them: one metrics row per step (train and eval values of
-the same step merged, so a replayed step after a resume overwrites instead of duplicating),
-the bounded log tail, the checkpoints, the attempts (with the step each resumed from).
-"""
+"""Training jobs: create, cancel, and the sweep that sends lost jobs again and fails silent
+command jobs (what the trainer reports is stored by ``apps.training.services.reports``)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
-import math
-import secrets
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +17,6 @@ from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job, JobStatus
-from apps.core.safeinput import INT32_MAX, storable
 from apps.core.services import job_cancel, job_create, job_finish
 from apps.datasets.models import (
     DatasetExport,
@@ -35,6 +24,7 @@ from apps.datasets.models import (
     ExportStatus,
     VersionStatus,
 )
+from apps.training.command_templates import command_template_get
 from apps.training.hyperparameters import (
     PRESET_MODELS,
     PRESETS,
@@ -44,39 +34,11 @@ from apps.training.hyperparameters import (
     planned_steps,
     validate_hyperparameters,
 )
-from apps.training.models import (
-    LOG_TAIL_CHARS,
-    Backend,
-    CommandTemplate,
-    ModelKind,
-    TemplateKind,
-    TrainedModel,
-    TrainingJob,
-    TrainingMethod,
-    TrainingMetric,
-)
+from apps.training.models import Backend, TrainingJob, TrainingMethod
 
 logger = logging.getLogger(__name__)
 
 JOB_KIND = "training"
-METRIC_FIELDS = (
-    "epoch",
-    "loss",
-    "eval_loss",
-    "learning_rate",
-    "grad_norm",
-    "tokens_per_second",
-    # GRPO
-    "reward",
-    "reward_std",
-    "group_reward_std",
-    "pass_rate",
-    "strict_rate",
-    "score",
-    "kl",
-    "completion_length",
-)
-MAX_CHECKPOINTS_LISTED = 50
 EXPORT_FORMAT = {Backend.LOCAL: "trl", Backend.COMMAND: "trl", Backend.OPENAI: "openai"}
 
 
@@ -117,8 +79,10 @@ def training_jobs_sweep(*, now=None) -> dict:
       again: the claim takes it over and local training resumes from its last checkpoint.
 
     Each send is claimed by a conditional UPDATE of ``enqueued_at``, so two sweepers send a
-    job once. Command jobs report through their callback and are never re-sent."""
+    job once. Command jobs report through their callback and are never re-sent; one whose
+    script has not reported for TRAINING_COMMAND_SILENT_S is failed (``failed``)."""
     now = now or timezone.now()
+    failed = _silent_command_jobs_fail(now)
     stale_before = now - training_stale_after()
     never_sent = Q(job__status=JobStatus.PENDING, job__enqueued_at__isnull=True)
     silent = Q(
@@ -137,7 +101,33 @@ def training_jobs_sweep(*, now=None) -> dict:
             sent.append(job_id)
         elif claimed:
             Job.objects.filter(pk=job_id, enqueued_at=now).update(enqueued_at=enqueued_at)
-    return {"sent": sent}
+    return {"sent": sent, "failed": failed}
+
+
+def _silent_command_jobs_fail(now) -> list[int]:
+    """Fail the running command jobs whose script has not reported (nor been submitted)
+    for TRAINING_COMMAND_SILENT_S; their next report is answered "gone, stop"."""
+    silent_s = settings.TRAINING_COMMAND_SILENT_S
+    before = now - timedelta(seconds=silent_s)
+    silent = Job.objects.filter(
+        training_job__backend=Backend.COMMAND, status=JobStatus.RUNNING
+    ).filter(
+        Q(heartbeat_at__lt=before)
+        | Q(heartbeat_at__isnull=True, started_at__lt=before)
+        | Q(heartbeat_at__isnull=True, started_at__isnull=True, created_at__lt=before)
+    )
+    message = (
+        f"No report from the training script for more than {silent_s} s "
+        "(TRAINING_COMMAND_SILENT_S): failed. Its scheduler may still hold it; cancel it there."
+    )
+    failed = []
+    for job_id in silent.values_list("pk", flat=True):
+        # conditional: a report that closes the job meanwhile wins
+        if Job.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(
+            status=JobStatus.FAILED, message=message, finished_at=now
+        ):
+            failed.append(job_id)
+    return failed
 
 
 def _field_error(field: str, message: str) -> ApplicationError:
@@ -163,7 +153,8 @@ def training_job_create(
     name: str = "",
     eval_split: str = "validation",
     endpoint=None,
-    command_template=None,
+    command_template: str = "",
+    command_parameters: dict[str, Any] | None = None,
     method: str = TrainingMethod.SFT,
     environments=(),
     task_split: str = "train",
@@ -245,13 +236,9 @@ def training_job_create(
             )
     else:
         endpoint = None
-    if backend == Backend.COMMAND:
-        if command_template is None or command_template.project_id != project.pk:
-            raise _field_error(
-                "command_template", "Choose one of this project's command templates."
-            )
-    else:
-        command_template = None
+    command_template, command_parameters = _command_choice(
+        backend, command_template, command_parameters
+    )
     if eval_split not in ("", "validation"):
         raise _field_error("eval_split", "The eval split is “validation” or none.")
     if not dataset_version.validation_rows:
@@ -294,8 +281,22 @@ def training_job_create(
         eval_split=eval_split,
         endpoint=endpoint,
         command_template=command_template,
+        command_parameters=command_parameters,
         enqueue=enqueue,
     )
+
+
+def _command_choice(backend: str, name: str, parameters) -> tuple[str, dict]:
+    """A command job's operator template (by name) and its parameters, checked; other
+    backends take none."""
+    if backend != Backend.COMMAND:
+        return "", {}
+    template = command_template_get(name)
+    if template is None:
+        raise _field_error(
+            "command_template", "Choose one of the command templates the operator offers."
+        )
+    return template.name, template.clean_parameters(parameters)
 
 
 def _training_job_save(
@@ -312,7 +313,8 @@ def _training_job_save(
     dataset_version=None,
     eval_split: str = "",
     endpoint=None,
-    command_template=None,
+    command_template: str = "",
+    command_parameters: dict[str, Any] | None = None,
     task_split: str = "",
     environments=(),
     enqueue: bool = True,
@@ -339,6 +341,7 @@ def _training_job_save(
         hyperparameters=hyperparameters,
         endpoint=endpoint,
         command_template=command_template,
+        command_parameters=command_parameters or {},
         task_split=task_split,
         total_steps=total,
         created_by=user,
@@ -377,277 +380,3 @@ def training_job_cancel(*, training_job: TrainingJob) -> TrainingJob:
         job_finish(job=training_job.job, status=JobStatus.CANCELLED, message="Cancelled.")
     training_job.job.refresh_from_db()
     return training_job
-
-
-# --- what the trainer reports ---------------------------------------------------------------
-
-
-def training_log_append(*, training_job: TrainingJob, text: str) -> None:
-    """Append to the bounded log tail (the oldest lines drop out); text that cannot be
-    stored (NUL, lone surrogates: a trainer may print anything) is kept as U+FFFD."""
-    if not text:
-        return
-    text = storable(text)
-    tail = (training_job.log_tail + text)[-LOG_TAIL_CHARS:]
-    if len(training_job.log_tail) + len(text) > LOG_TAIL_CHARS and "\n" in tail:
-        tail = tail[tail.index("\n") + 1 :]
-    training_job.log_tail = tail
-    TrainingJob.objects.filter(pk=training_job.pk).update(log_tail=tail)
-
-
-def _finite(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _apply_metrics(training_job: TrainingJob, event: dict[str, Any]) -> str:
-    step = event.get("step")
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise ApplicationError("A metrics event needs a whole, non-negative step.")
-    if step > INT32_MAX:
-        raise ApplicationError(f"A metrics event's step is at most {INT32_MAX}.")
-    values = {k: _finite(event.get(k)) for k in METRIC_FIELDS if event.get(k) is not None}
-    values = {k: v for k, v in values.items() if v is not None}
-    metric, created = TrainingMetric.objects.get_or_create(
-        training_job=training_job, step=step, defaults=values
-    )
-    if not created and values:
-        for key, value in values.items():
-            setattr(metric, key, value)
-        metric.save(update_fields=[*values, "recorded_at"])
-    fields: dict[str, Any] = {"current_step": step}
-    training_job.current_step = step
-    if values.get("loss") is not None:
-        training_job.last_loss = fields["last_loss"] = values["loss"]
-    if values.get("reward") is not None:
-        training_job.last_reward = fields["last_reward"] = values["reward"]
-    TrainingJob.objects.filter(pk=training_job.pk).update(**fields)
-    parts = [f"step {step}"]
-    parts += [
-        f"{k} {values[k]:.4g}"
-        for k in ("loss", "eval_loss", "learning_rate", "reward", "pass_rate", "kl")
-        if k in values
-    ]
-    return " · ".join(parts)
-
-
-@transaction.atomic
-def training_events_apply(
-    *, training_job: TrainingJob, events: list[dict[str, Any]]
-) -> dict | None:
-    """Store a batch of reported events; returns the ``finished`` event if there was one.
-    The trainer's text (log lines, messages, paths) is data from elsewhere: a NUL or a lone
-    surrogate in it is kept as U+FFFD, never a database error. All or nothing: an event out
-    of shape (ApplicationError) saves none of the batch."""
-    events = storable(events)
-    finished = None
-    artifacts = dict(training_job.artifacts or {})
-    lines: list[str] = []
-    changed = False
-    for event in events:
-        if not isinstance(event, dict):
-            raise ApplicationError("Each event is an object with a type.")
-        kind = event.get("type")
-        if kind == "metrics":
-            lines.append(_apply_metrics(training_job, event))
-        elif kind == "started":
-            resumed = event.get("resumed_from_step") or 0
-            attempts = artifacts.setdefault("attempts", [])
-            attempts.append(
-                {
-                    "resumed_from_step": resumed,
-                    "data_sha256": event.get("data_sha256") or {},
-                    "processes": event.get("processes"),
-                    "excluded_tokens": event.get("excluded_tokens"),
-                    "truncated_rows": event.get("truncated_rows"),
-                    "dropped_rows": event.get("dropped_rows"),
-                    "at": timezone.now().isoformat(),
-                }
-            )
-            artifacts["trained_on_sha256"] = event.get("data_sha256") or {}
-            total = event.get("total_steps")
-            if isinstance(total, int) and total > INT32_MAX:
-                raise ApplicationError(f"total_steps is at most {INT32_MAX}.")
-            if isinstance(total, int) and total > 0 and total != training_job.total_steps:
-                training_job.total_steps = total
-                TrainingJob.objects.filter(pk=training_job.pk).update(total_steps=total)
-                Job.objects.filter(pk=training_job.job_id).update(progress_total=total)
-            lines.append(
-                f"started (resumed from step {resumed})" if resumed else "started from step 0"
-            )
-            changed = True
-        elif kind == "checkpoint":
-            listed = [
-                c for c in artifacts.get("checkpoints", []) if c.get("step") != event.get("step")
-            ]
-            listed.append({"step": event.get("step"), "path": str(event.get("path", ""))[:500]})
-            artifacts["checkpoints"] = listed[-MAX_CHECKPOINTS_LISTED:]
-            lines.append(f"checkpoint at step {event.get('step')}")
-            changed = True
-        elif kind == "log":
-            lines.append(str(event.get("line", ""))[:2000])
-        elif kind == "finished":
-            if not isinstance(event.get("artifacts") or {}, dict):
-                raise ApplicationError("A finished event's artifacts is an object (final, kind).")
-            finished = event
-            if event.get("artifacts"):
-                artifacts["final"] = event["artifacts"]
-                changed = True
-            if isinstance(event.get("data"), dict) and artifacts.get("attempts"):
-                # counted as the rows were trained on (the vision path): the attempt's figures
-                artifacts["attempts"][-1].update(_data_counts(event["data"]))
-                changed = True
-            lines.append(f"finished: {event.get('status')} {event.get('message', '')}".strip())
-        else:
-            raise ApplicationError(f"Unknown event type “{kind}”.")
-    if changed:
-        training_job.artifacts = artifacts
-        TrainingJob.objects.filter(pk=training_job.pk).update(artifacts=artifacts)
-    if lines:
-        training_log_append(
-            training_job=training_job, text="".join(f"[coworkenv] {line}\n" for line in lines)
-        )
-    return finished
-
-
-DATA_COUNTS = ("rows", "counted_rows", "excluded_tokens", "truncated_rows", "dropped_rows")
-
-
-def _data_counts(data: dict) -> dict:
-    counts = {key: data[key] for key in DATA_COUNTS if isinstance(data.get(key), int)}
-    dropped = data.get("dropped")
-    if isinstance(dropped, dict):
-        counts["dropped"] = {
-            str(reason)[:100]: n for reason, n in list(dropped.items())[:20] if isinstance(n, int)
-        }
-    return counts
-
-
-def training_progress_message(training_job: TrainingJob) -> str:
-    total = f" of {training_job.total_steps}" if training_job.total_steps else ""
-    loss = f", loss {training_job.last_loss:.4f}" if training_job.last_loss is not None else ""
-    if training_job.last_reward is not None:
-        loss += f", reward {training_job.last_reward:.4f}"
-    return f"Step {training_job.current_step}{total}{loss}"
-
-
-def trained_model_register(
-    *, training_job: TrainingJob, kind: str, path: str = "", remote_model: str = ""
-) -> TrainedModel:
-    """The model a finished job produced (once per job)."""
-    model, _ = TrainedModel.objects.get_or_create(
-        training_job=training_job,
-        defaults={
-            "project_id": training_job.project_id,
-            "name": training_job.name,
-            "kind": kind,
-            "path": path,
-            "remote_model": remote_model,
-            "base_model": training_job.base_model,
-        },
-    )
-    return model
-
-
-# --- the command backend's callback -----------------------------------------------------------
-
-
-def callback_secret_new(training_job: TrainingJob) -> str:
-    """A fresh per-job secret; only its sha256 is stored."""
-    secret = secrets.token_urlsafe(32)
-    training_job.callback_secret_sha256 = hashlib.sha256(secret.encode()).hexdigest()
-    TrainingJob.objects.filter(pk=training_job.pk).update(
-        callback_secret_sha256=training_job.callback_secret_sha256
-    )
-    return secret
-
-
-def callback_secret_matches(training_job: TrainingJob, secret: str) -> bool:
-    if not training_job.callback_secret_sha256 or not secret:
-        return False
-    digest = hashlib.sha256(secret.encode()).hexdigest()
-    return hmac.compare_digest(digest, training_job.callback_secret_sha256)
-
-
-def callback_url(training_job: TrainingJob, name: str = "callback") -> str:
-    base = settings.TRAINING_CALLBACK_BASE_URL.rstrip("/")
-    return base + reverse(f"api:training-{name}", args=[training_job.pk])
-
-
-class CallbackGone(ApplicationError):
-    """The job is finished (or cancelled): the script should stop."""
-
-
-def training_callback_receive(*, training_job: TrainingJob, events: list[dict[str, Any]]) -> dict:
-    """Events POSTed by a job's own script (the secret was checked by the caller). Returns
-    ``{"cancel": bool}``; a finished job refuses further events with ``CallbackGone``."""
-    job = Job.objects.get(pk=training_job.job_id)
-    if job.status not in (JobStatus.PENDING, JobStatus.RUNNING):
-        raise CallbackGone(f"This training job has already {job.status}.", {"cancel": True})
-    if not isinstance(events, list) or not events:
-        raise ApplicationError('Send {"events": [ … ]} with at least one event.')
-    finished = training_events_apply(training_job=training_job, events=events)
-    training_job.refresh_from_db(fields=["current_step", "last_loss", "last_reward", "total_steps"])
-    now = timezone.now()
-    progress = {
-        "heartbeat_at": now,
-        "message": training_progress_message(training_job),
-        "progress_done": min(training_job.current_step, training_job.total_steps or 0),
-    }
-    if job.status == JobStatus.PENDING:
-        progress.update(status=JobStatus.RUNNING, started_at=now)
-    Job.objects.filter(pk=job.pk).update(**progress)
-    if finished is not None:
-        _close_from_report(training_job, finished)
-    job.refresh_from_db(fields=["cancel_requested"])
-    return {"cancel": job.cancel_requested}
-
-
-def _close_from_report(training_job: TrainingJob, finished: dict[str, Any]) -> None:
-    job = Job.objects.get(pk=training_job.job_id)
-    status = finished.get("status")
-    message = str(finished.get("message") or "")[:2000]
-    if status == "succeeded":
-        artifacts = finished.get("artifacts") or {}
-        kind = ModelKind.ADAPTER if artifacts.get("kind") == "adapter" else ModelKind.FULL
-        trained_model_register(
-            training_job=training_job, kind=kind, path=str(artifacts.get("final", ""))[:500]
-        )
-        job_finish(job=job, status=JobStatus.SUCCEEDED, message=message or "Trained.")
-    elif status == "cancelled":
-        job_finish(job=job, status=JobStatus.CANCELLED, message=message or "Cancelled.")
-    else:
-        job_finish(
-            job=job, status=JobStatus.FAILED, message=message or "The training script failed."
-        )
-
-
-# --- command templates ------------------------------------------------------------------------
-
-
-@transaction.atomic
-def command_template_create(
-    *, project, user=None, name: str, kind: str, template: str
-) -> CommandTemplate:
-    from apps.training.services.command import check_template
-
-    name = (name or "").strip()
-    if CommandTemplate.objects.filter(project=project, name=name).exists():
-        raise _field_error("name", "A command template with this name already exists.")
-    if kind not in TemplateKind.values:
-        raise _field_error("kind", "Choose slurm, skypilot, kubernetes or other.")
-    check_template(template)
-    command_template = CommandTemplate(
-        project=project, name=name, kind=kind, template=template.strip(), created_by=user
-    )
-    try:
-        command_template.full_clean()
-    except ValidationError as exc:
-        raise ApplicationError(
-            "The command template is not valid.", {"fields": exc.message_dict}
-        ) from None
-    command_template.save()
-    return command_template

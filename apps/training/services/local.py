@@ -32,7 +32,7 @@ from apps.core.services import JobCancelled, JobContext
 from apps.datasets.services import export_lines
 from apps.environments.attachments import attachment_bytes
 from apps.training.models import ModelKind, TrainingJob, TrainingMethod
-from apps.training.services.jobs import (
+from apps.training.services.reports import (
     trained_model_register,
     training_events_apply,
     training_log_append,

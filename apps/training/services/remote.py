@@ -22,13 +22,13 @@ from apps.core.exceptions import ApplicationError
 from apps.core.services import JobCancelled, JobContext
 from apps.llm.client import describe_openai_error, endpoint_openai_client
 from apps.training.models import ModelKind, TrainingJob
-from apps.training.services.jobs import (
+from apps.training.services.local import write_split
+from apps.training.services.reports import (
     trained_model_register,
     training_events_apply,
     training_log_append,
     training_progress_message,
 )
-from apps.training.services.local import write_split
 
 logger = logging.getLogger(__name__)
 

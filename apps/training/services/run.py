@@ -10,12 +10,23 @@ from apps.core.exceptions import ApplicationError
 from apps.core.models import Job, JobStatus
 from apps.core.services import JobContext, job_claim, job_execute, job_finish
 from apps.training.models import Backend, TrainingJob
+from apps.training.redaction import scrub
 from apps.training.services.jobs import training_stale_after
 
 logger = logging.getLogger(__name__)
 
 
 def _work(context: JobContext) -> str | None:
+    """The backend's work; its message (and an error's) with every known secret redacted."""
+    try:
+        message = _backend_work(context)
+    except ApplicationError as exc:
+        exc.message = scrub(exc.message)
+        raise
+    return scrub(message) if message else message
+
+
+def _backend_work(context: JobContext) -> str | None:
     training_job = TrainingJob.objects.select_related("dataset_version__dataset", "endpoint").get(
         job=context.job
     )
@@ -38,13 +49,11 @@ def _submit_command(job_id: int) -> Job | None:
     job = job_claim(job_id=job_id, stale_after=training_stale_after())
     if job is None:
         return None
-    training_job = TrainingJob.objects.select_related("command_template", "dataset_version").get(
-        job=job
-    )
+    training_job = TrainingJob.objects.select_related("dataset_version").get(job=job)
     try:
         command_training_submit(JobContext(job), training_job)
     except ApplicationError as exc:
-        job_finish(job=job, status=JobStatus.FAILED, message=exc.message)
+        job_finish(job=job, status=JobStatus.FAILED, message=scrub(exc.message))
     except Exception:
         logger.exception("Submitting training job %s failed", training_job.pk)
         job_finish(

@@ -22,7 +22,7 @@ from apps.training.hyperparameters import (
     PRESETS,
     REWARD_VARIANTS,
 )
-from apps.training.models import Backend, CommandTemplate, TrainingJob, TrainingMethod
+from apps.training.models import Backend, TrainingJob, TrainingMethod
 from apps.training.selectors import project_environments
 from apps.training.services import training_job_create, training_job_execute
 
@@ -77,7 +77,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--no-eval", action="store_true", help="No validation loss.")
         parser.add_argument("--endpoint", help="openai backend: the endpoint's name.")
-        parser.add_argument("--command-template", help="command backend: the template's name.")
+        parser.add_argument(
+            "--command-template", default="", help="command backend: the operator's template."
+        )
+        parser.add_argument(
+            "--command-parameters", default="{}", help="command backend: its parameters (JSON)."
+        )
         parser.add_argument("--name", default="")
         parser.add_argument("--sync", action="store_true", help="Run here, no worker.")
         parser.add_argument(
@@ -133,17 +138,15 @@ class Command(BaseCommand):
                 hyperparameters[name] = opts[option]
         if opts["lora"]:
             hyperparameters["lora"] = True
-        endpoint = template = None
+        endpoint = None
         if opts["endpoint"]:
             endpoint = project.model_endpoints.filter(name=opts["endpoint"]).first()
             if endpoint is None:
                 raise CommandError(f"No endpoint “{opts['endpoint']}” in {project.slug}.")
-        if opts["command_template"]:
-            template = CommandTemplate.objects.filter(
-                project=project, name=opts["command_template"]
-            ).first()
-            if template is None:
-                raise CommandError(f"No command template “{opts['command_template']}”.")
+        try:
+            command_parameters = json.loads(opts["command_parameters"])
+        except ValueError:
+            raise CommandError("--command-parameters is a JSON object.") from None
         try:
             training_job = training_job_create(
                 project=project,
@@ -158,7 +161,8 @@ class Command(BaseCommand):
                 name=opts["name"],
                 eval_split="" if opts["no_eval"] else "validation",
                 endpoint=endpoint,
-                command_template=template,
+                command_template=opts["command_template"],
+                command_parameters=command_parameters,
                 enqueue=not opts["sync"],
             )
         except ApplicationError as exc:
