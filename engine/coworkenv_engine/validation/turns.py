@@ -50,6 +50,7 @@ def truncation_problems(
         threshold = grading.config.pass_threshold
         failed = [v.grader_id for v in grading.failed()]
         lost = ", ".join(failed) if failed else "none"
+        by = max(grading.score - threshold, 0.0)
         problems.append(
             error(
                 "later_turns_unweighted",
@@ -57,7 +58,7 @@ def truncation_problems(
                 f"The reference solution cut before turn {n} (turns {n}..{len(task.turns) - 1} "
                 f"only claimed, no call) still passes: score {grading.score:.2f} against the "
                 f"threshold {threshold:.2f}{', strict' if grading.strict else ''}. Turn {n}'s "
-                f"work is under-weighted by at least {grading.score - threshold:.2f} of the "
+                f"work is under-weighted by at least {by:.2f} of the "
                 f"score; graders the claim fails: {lost}.",
                 HINT.format(n=n),
             )
