@@ -16,6 +16,10 @@ trained policy learns from the tool descriptions and their results.
 * ``vague-asker`` (multi-turn tasks only) asks a content-free question on the first turn,
   then on later turns sprays and pastes using only what it knew before the answer.
 
+``TruncatedReference`` is the one exception to "never the reference": the reference
+solution up to a cut turn, then only a claim of success on every later turn (no call) —
+what a policy learns when later turns earn no reward (validation/turns.py runs one per cut).
+
 Dynamic validation runs every registered adversary on every task it applies to; each must
 fail (score below the threshold and not strict). ``register_adversary`` adds one.
 """
@@ -294,6 +298,20 @@ class VagueAsker(SprayPaster):
         return super().act(view)
 
 
+class TruncatedReference(OraclePolicy):
+    """The reference solution on turns before ``cut``; from turn ``cut`` on, no call and
+    a claim of success."""
+
+    def __init__(self, cut: int):
+        self.cut = cut
+        self.name = f"truncated:{cut}"
+
+    def act(self, view: PolicyView) -> PolicyAction:
+        if view.turn >= self.cut:
+            return PolicyAction(reply=CLAIM)
+        return super().act(view)
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -334,7 +352,8 @@ register_adversary("vague-asker", VagueAsker, applies=lambda task: len(task.turn
 
 
 def policy_by_name(name: str) -> Policy:
-    """``oracle``, ``null``, ``echo``, ``mutant:N`` or a registered adversary's name."""
+    """``oracle``, ``null``, ``echo``, ``mutant:N``, ``truncated:N`` or a registered
+    adversary's name."""
     if name == "oracle":
         return OraclePolicy()
     if name == "null":
@@ -343,10 +362,13 @@ def policy_by_name(name: str) -> Policy:
         return EchoPolicy()
     if name.startswith("mutant:") and name[7:].isdigit():
         return MutantPolicy(int(name[7:]))
+    if name.startswith("truncated:") and name[10:].isdigit():
+        return TruncatedReference(int(name[10:]))
     if name in ADVERSARIES:
         return ADVERSARIES[name].factory()
     raise ValueError(
-        f"unknown policy {name!r}: use oracle, null, echo, mutant:N or an adversary "
+        f"unknown policy {name!r}: use oracle, null, echo, mutant:N, truncated:N or an "
+        f"adversary "
         f"({', '.join(ADVERSARIES)})"
     )
 

@@ -83,6 +83,7 @@ CODES: dict[str, str] = {
     "capability_grader_unknown": "A grader's capability is not one of the task's capabilities.",
     "capability_grader_missing": "A task with capabilities marks no grader as testing one.",
     "adversary_passes": "An adversarial agent that does not do the task passes it.",
+    "later_turns_unweighted": "The reference cut before a later turn (later turns claimed) passes.",
     # ---- bounds and soundness (issue 11): limits, ranges, budgets, semantic faults
     "document_too_large": "The document is over the size or value-count limit.",
     "document_too_deep": "The document nests deeper than the limit.",

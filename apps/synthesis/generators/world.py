@@ -332,6 +332,8 @@ class TaskBuilder:
     split: str = "train"
     involved: list[Person] = field(default_factory=list)
     project: bool = False  # a long-horizon project: later turns reuse the pattern's tools
+    # turn -> ids of the graders added while it was the last turn: the graders of its work
+    turn_work: dict[int, list[str]] = field(default_factory=dict)
     _created: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
@@ -385,7 +387,9 @@ class TaskBuilder:
         at_turn: int | None = None,
         defines: bool = False,
     ) -> None:
-        """Add a grader; ``defines`` marks it as the one testing the task's capability."""
+        """Add a grader; ``defines`` marks it as the one testing the task's capability.
+        It counts as checking the work of the turn added last (patterns, add-ons and
+        project stages add a turn, then its graders)."""
         ids = {g["id"] for g in self.graders}
         base, n = gid, 2
         while gid in ids:
@@ -401,6 +405,7 @@ class TaskBuilder:
             grader["at_turn"] = at_turn
         if defines:
             grader["capability"] = self.capabilities[0]
+        self.turn_work.setdefault(len(self.turns) - 1, []).append(gid)
         self.graders.append(grader)
 
     def internal_only(self) -> None:
@@ -422,16 +427,30 @@ class TaskBuilder:
         )
 
     def make_decisive(self, threshold: float = 0.75, cw: float = 0.8, rw: float = 0.2) -> None:
-        """Weigh the capability grader so that failing it fails the task (default scoring)."""
+        """Weigh the capability grader, and the graders of the last turn's own work, so that
+        failing either fails the task (default scoring): a reference cut before any later
+        turn, the rest only claimed, then fails too (the validator's later-turns check)."""
         q = (threshold - rw) / cw
-        total = sum(g["weight"] for g in self.graders if g["category"] in COMPLETION)
-        for g in self.graders:
-            if g.get("capability") and g["category"] in COMPLETION:
-                others = total - g["weight"]
-                needed = math.floor(others * (1 - q) / q) + 1
-                if g["weight"] < needed:
-                    total += needed - g["weight"]
-                    g["weight"] = needed
+        completion = [g for g in self.graders if g["category"] in COMPLETION]
+        groups = [[g] for g in completion if g.get("capability")]
+        last = len(self.turns) - 1
+        late = [g for g in completion if g["id"] in self.turn_work.get(last, ())]
+        if last >= 1 and late:
+            groups.append(late)
+        # each group's rise lowers the others' share: repeat until every group holds
+        # (two groups: the deficit shrinks by (1 - q) / q < 1 a round)
+        for _ in range(64):
+            short = False
+            for group in groups:
+                total = sum(g["weight"] for g in completion)
+                own = sum(g["weight"] for g in group)
+                needed = math.floor((total - own) * (1 - q) / q) + 1
+                if own < needed:  # spread the deficit over the group, rounding up
+                    for g in group:
+                        g["weight"] += math.ceil((needed - own) * g["weight"] / own)
+                    short = True
+            if not short:
+                return
 
     def to_dict(self) -> dict[str, Any]:
         task: dict[str, Any] = {

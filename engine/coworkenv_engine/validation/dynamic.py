@@ -7,6 +7,7 @@
 * a do-nothing agent and an echoing agent fail;
 * every mutant (one state-changing reference call dropped) loses score or strictness —
   the share caught is the task's grader sensitivity;
+* the reference cut before any later turn (later turns only claimed) fails (turns.py);
 * two identical replays give the same audit log, state hash and score;
 * no exogenous update fails in any run (integrity.py), and the task's main completion
   grader is sound per grader: not satisfied by the null or echo agent, nor by an update
@@ -33,6 +34,7 @@ from .evidence import (
     update_work_problems,
 )
 from .faults import FAULT_SEEDS, MAX_MUTANTS, mutant_sample, probability_problems
+from .turns import truncation_problems
 
 EPSILON = 1e-9
 SHARE_REPLAYS = True  # False: every run executed from the start (the reference behaviour)
@@ -52,6 +54,8 @@ class TaskReport:
     deterministic: bool | None = None
     # adversary name -> score (fault-free run); only the adversaries that apply to the task
     adversary_scores: dict[str, float] = field(default_factory=dict)
+    # cut turn -> score of the reference cut there (later turns only claimed)
+    truncated_scores: dict[int, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +70,7 @@ class TaskReport:
             "mutants_replayed": self.mutants_replayed,
             "deterministic": self.deterministic,
             "adversary_scores": dict(self.adversary_scores),
+            "truncated_scores": dict(self.truncated_scores),
         }
 
 
@@ -306,6 +311,9 @@ def _validate_task(
         report.adversary_scores[name] = result.grading.score
         if result.grading.passed or result.grading.strict:
             problems.extend(_adversary_passes(name, adversary, result, task, k, grader_index))
+    if oracle.grading.strict:
+        truncated = lambda policy: run(policy, faults=False)  # noqa: E731
+        problems.extend(truncation_problems(task, k, truncated, report.truncated_scores))
     problems.extend(trivial_agent_problems(task, k, trivial_runs))
     problems.extend(update_work_problems(spec, k, trivial_runs["null"]))
 

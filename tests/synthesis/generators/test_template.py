@@ -338,3 +338,20 @@ def test_every_task_guards_collateral_and_marks_a_decisive_capability_grader():
                 if g["category"] in ("completion", "communication")
             )
             assert 0.8 * (total - grader["weight"]) / total + 0.2 < 0.75, task["key"]
+
+
+@pytest.mark.parametrize("horizon", ["short", "medium"])
+def test_every_multi_turn_task_fails_when_its_later_turns_are_only_claimed(horizon):
+    capabilities = sorted(CAPABILITY_PATTERNS)
+    doc = generate_environment(
+        seed=5,
+        capabilities=capabilities,
+        tasks_per_environment=len(capabilities),
+        turns=(3, 3),
+        horizon=horizon,
+    )
+    report = validate_spec(doc)
+    assert report.valid, [(p.code, p.pointer) for p in report.errors]
+    for task, tr in zip(doc["tasks"], report.tasks, strict=True):
+        assert sorted(tr.truncated_scores) == list(range(1, len(task["turns"]))), task["key"]
+        assert max(tr.truncated_scores.values()) < 0.75, (task["key"], tr.truncated_scores)
