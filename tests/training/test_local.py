@@ -119,3 +119,25 @@ def test_cancel_kills_the_trainer_process_group(project, author, training_versio
     assert 2 <= training_job.current_step < 500
     assert not TrainedModel.objects.filter(training_job=training_job).exists()
     assert not pid_file.exists()
+
+
+def test_a_worker_without_the_train_extra_says_which_to_install(
+    project, author, training_version, monkeypatch
+):
+    from apps.training.services import local
+
+    monkeypatch.setattr(local, "TRAIN_LIBRARIES", ("json", "coworkenv_no_such_library"))
+    training_job = training_job_create(
+        project=project,
+        user=author,
+        dataset_version=training_version,
+        backend="local",
+        base_model="preset:tiny-qwen2",
+        hyperparameters=TINY,
+    )
+    training_job_execute(training_job.job_id)
+    job = Job.objects.get(pk=training_job.job_id)
+    assert job.status == JobStatus.FAILED
+    assert job.message.startswith("This worker lacks coworkenv_no_such_library:")
+    assert "pip install '.[train]'" in job.message
+    assert not TrainingJob.objects.get(pk=training_job.pk).command  # no trainer was started

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -45,6 +46,18 @@ logger = logging.getLogger(__name__)
 SUPERVISE_INTERVAL_S = 0.5
 STOP_GRACE_S = 10.0
 LOG_CHUNK = 64_000
+# What the entry points import: the `train` extra (`make run` installs it).
+TRAIN_LIBRARIES = ("torch", "transformers", "trl", "datasets", "accelerate", "peft")
+
+
+def train_libraries_check() -> None:
+    """Refuse to start a trainer that would die on its first import, naming what to add."""
+    missing = [name for name in TRAIN_LIBRARIES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ApplicationError(
+            f"This worker lacks {', '.join(missing)}: install the train extra where the gpu "
+            "queue's worker runs (pip install '.[train]'; make run installs it)."
+        )
 
 
 def write_split(training_job: TrainingJob, fmt: str, split: str, path: Path) -> str:
@@ -234,6 +247,7 @@ def grpo_job_config(training_job: TrainingJob, report: dict, **extra) -> tuple[d
 
 
 def local_training_run(context: JobContext, training_job: TrainingJob) -> str:
+    train_libraries_check()
     out = Path(training_job.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     events_path = out / "events.jsonl"
