@@ -5,6 +5,7 @@ filesystem Celery broker under ``var/``, DEBUG on and a generated development se
 ``DATABASE_URL`` and ``CELERY_BROKER_URL`` switch to the team-server mode.
 """
 
+import ipaddress
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -205,8 +206,17 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.views.locked_out"
-# The client address is REMOTE_ADDR: behind a reverse proxy make sure it is the client's (e.g.
-# the proxy's PROXY protocol or a server that rewrites it), or every user shares one address.
+# The client address is REMOTE_ADDR. Behind reverse proxies, list their networks in
+# TRUSTED_PROXIES (e.g. 10.0.0.0/8): from those, the API throttles take the nearest address in
+# X-Forwarded-For that is not a proxy; from anywhere else X-Forwarded-For is ignored.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TRUSTED_PROXIES: {_proxy!r} is not an address or a network (10.0.0.0/8)."
+        ) from None
 
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "accounts:home"
@@ -310,9 +320,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "apps.core.api.exception_handler",
     # Rates per client: "user" per signed-in user or token, "anon" per address, and
-    # "token_failure": wrong API tokens per address, after which that address is refused
-    # (HTTP 429) until the window passes. Counters live in the default cache: on several web
-    # processes configure a shared one (CACHE_URL) so the limits hold across them.
+    # "token_failure": wrong API tokens per address, after which wrong ones from that address
+    # get HTTP 429 until the window passes (valid tokens still pass). Counters live in the
+    # default cache: on several web processes configure a shared one (CACHE_URL) so the limits
+    # hold across them.
     "DEFAULT_THROTTLE_CLASSES": [
         "apps.accounts.throttling.UserRateThrottle",
         "apps.accounts.throttling.AnonRateThrottle",

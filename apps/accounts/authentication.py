@@ -2,7 +2,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from apps.accounts.services import api_token_authenticate
-from apps.accounts.throttling import TokenFailureThrottle
+from apps.accounts.throttling import AnonFailureCount, TokenFailureThrottle
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -14,24 +14,24 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower().decode(errors="replace") not in self.keywords:
             return None
-        # Wrong tokens are counted per address: past the limit, no token from that address
-        # is even looked up until the window passes (guessing is throttled, not just logged).
+        # Wrong tokens are counted per address: past the limit they get 429, not 401. A
+        # valid token is never refused (the lookup is one indexed query by its prefix).
+        raw = header[1].decode(errors="replace") if len(header) == 2 else ""
+        token = api_token_authenticate(raw) if raw else None
+        if token is None:
+            self._refuse(
+                request, "Invalid or revoked token." if raw else "Malformed Authorization header."
+            )
+        return token.user, token
+
+    @staticmethod
+    def _refuse(request, reason: str):
         failures = TokenFailureThrottle()
+        AnonFailureCount().record(request)
         if failures.blocked(request):
             raise exceptions.Throttled(failures.wait())
-        if len(header) != 2:
-            failures.record_failure(request)
-            raise exceptions.AuthenticationFailed("Malformed Authorization header.")
-        try:
-            raw = header[1].decode()
-        except UnicodeDecodeError:
-            failures.record_failure(request)
-            raise exceptions.AuthenticationFailed("Malformed token.") from None
-        token = api_token_authenticate(raw)
-        if token is None:
-            failures.record_failure(request)
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        return token.user, token
+        failures.record(request)
+        raise exceptions.AuthenticationFailed(reason)
 
     def authenticate_header(self, request) -> str:
         return "Bearer"

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from apps.accounts.services import api_token_create
 from tests.conftest import PASSWORD
+from tests.fresh_settings import assert_refuses_to_start, settings_in_fresh_process
 
 pytestmark = pytest.mark.django_db
 
@@ -113,11 +114,61 @@ def test_wrong_tokens_are_throttled_per_address(settings, author):
         response = _api(guess).get(url)
         assert response.status_code == 401
         assert response.json() == {"message": "Invalid or revoked token.", "details": {}}
-    # From that address even the right token now waits: guessing goes no faster.
-    _assert_throttled(_api(raw).get(url))
+    # From that address guesses now wait, malformed headers too: guessing goes no faster.
     _assert_throttled(_api("cwe_00000000_d").get(url))
-    # Another address is not affected.
+    malformed = APIClient(REMOTE_ADDR="10.0.0.5", HTTP_AUTHORIZATION="Bearer a b")
+    _assert_throttled(malformed.get(url))
+    # A valid token from the same address (a colleague behind the same NAT) still works.
+    assert _api(raw).get(url).status_code == 200
     assert _api(raw, ip="10.0.0.6").get(url).status_code == 200
+
+
+def test_refused_tokens_count_toward_the_anonymous_limit(settings):
+    settings.API_DOCS_PUBLIC = True
+    _rates(settings, anon="2/min")
+    url = reverse("api:project_list")
+    for guess in ("cwe_00000000_a", "cwe_00000000_b"):
+        assert _api(guess).get(url).status_code == 401
+    _assert_throttled(_api().get(reverse("api:schema"), {"format": "json"}))
+    assert _api(ip="10.0.0.6").get(reverse("api:schema"), {"format": "json"}).status_code == 200
+
+
+def _forwarded(token, *, remote, forwarded):
+    client = _api(token, ip=remote)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_FORWARDED_FOR=forwarded)
+    return client
+
+
+def test_x_forwarded_for_is_ignored_unless_the_proxy_is_trusted(settings):
+    _rates(settings, token_failure="2/min")
+    url = reverse("api:project_list")
+    # A client that writes its own X-Forwarded-For does not become somebody else.
+    for n, spoofed in enumerate(("198.51.100.1", "198.51.100.2")):
+        assert (
+            _forwarded(f"cwe_0000000{n}_x", remote="10.0.0.5", forwarded=spoofed)
+            .get(url)
+            .status_code
+            == 401
+        )
+    _assert_throttled(_forwarded("cwe_00000009_x", remote="10.0.0.5", forwarded="1.1.1.1").get(url))
+
+
+def test_behind_trusted_proxies_each_client_is_counted_alone(settings, author):
+    settings.TRUSTED_PROXIES = ["10.0.0.0/8"]
+    _rates(settings, token_failure="2/min")
+    _token, raw = api_token_create(user=author, name="laptop")
+    url = reverse("api:project_list")
+    # The nearest untrusted hop is the client; what it wrote further left is its own claim.
+    for forwarded in ("203.0.113.7", "192.0.2.99, 203.0.113.7, 10.0.0.9"):
+        response = _forwarded("cwe_00000000_x", remote="10.0.0.1", forwarded=forwarded).get(url)
+        assert response.status_code == 401
+    _assert_throttled(
+        _forwarded("cwe_00000000_y", remote="10.0.0.1", forwarded="203.0.113.7").get(url)
+    )
+    # Another client through the same proxy is not affected, and valid tokens always pass.
+    other = _forwarded("cwe_00000000_z", remote="10.0.0.1", forwarded="203.0.113.8").get(url)
+    assert other.status_code == 401
+    assert _forwarded(raw, remote="10.0.0.1", forwarded="203.0.113.7").get(url).status_code == 200
 
 
 def test_valid_tokens_are_not_counted_as_failures(settings, author):
@@ -146,3 +197,9 @@ def test_anonymous_requests_are_throttled_per_address(settings):
         assert _api().get(url, {"format": "json"}).status_code == 200
     _assert_throttled(_api().get(url, {"format": "json"}))
     assert _api(ip="10.0.0.6").get(url, {"format": "json"}).status_code == 200
+
+
+def test_a_trusted_proxy_that_is_no_network_stops_start_up(tmp_path):
+    code = "import django; django.setup()"
+    result = settings_in_fresh_process(tmp_path, "TRUSTED_", code, TRUSTED_PROXIES="10.0.0.0/8,lb")
+    assert_refuses_to_start(result, "TRUSTED_PROXIES: 'lb' is not an address or a network")
