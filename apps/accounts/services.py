@@ -52,7 +52,7 @@ def membership_add(*, project: Project, username: str, role: str) -> Membership:
 
 @transaction.atomic
 def membership_change_role(*, membership: Membership, role: str) -> Membership:
-    membership = Membership.objects.select_for_update().get(pk=membership.pk)
+    membership = _locked(membership)
     if membership.role == Role.ADMIN and role != Role.ADMIN:
         _ensure_another_admin(membership)
     membership.role = role
@@ -63,16 +63,22 @@ def membership_change_role(*, membership: Membership, role: str) -> Membership:
 
 @transaction.atomic
 def membership_remove(*, membership: Membership) -> None:
-    membership = Membership.objects.select_for_update().get(pk=membership.pk)
+    membership = _locked(membership)
     if membership.role == Role.ADMIN:
         _ensure_another_admin(membership)
     membership.delete()
 
 
+def _locked(membership: Membership) -> Membership:
+    """The membership, re-read under its project's row lock: every change of a project's
+    memberships takes the project first, so two admins demoting each other wait in turn
+    instead of each holding one row and waiting for the other's (a deadlock)."""
+    Project.objects.select_for_update().filter(pk=membership.project_id).first()
+    return Membership.objects.select_for_update().get(pk=membership.pk)
+
+
 def _ensure_another_admin(membership: Membership) -> None:
-    admins = Membership.objects.select_for_update().filter(
-        project_id=membership.project_id, role=Role.ADMIN
-    )
+    admins = Membership.objects.filter(project_id=membership.project_id, role=Role.ADMIN)
     if not admins.exclude(pk=membership.pk).exists():
         raise ApplicationError("A project needs at least one admin; make someone else admin first.")
 
