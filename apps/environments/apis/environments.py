@@ -47,6 +47,7 @@ from apps.environments.services import (
     environment_update,
     environment_validation_start,
 )
+from apps.environments.services.attachment_owners import attachments_owned_check
 from apps.environments.specs import environment_spec
 from coworkenv_engine.spec import spec_json_schema
 
@@ -111,6 +112,7 @@ class EnvironmentImportApi(JsonApiView):
     def post(self, request):
         data = validated(EnvironmentImportInput, request.data)
         project = project_get_for_user_by_pk(request.user, data["project"], min_role=Role.AUTHOR)
+        attachments_owned_check(project=project, document=data["spec"])
         environment = environment_import(project=project, spec=data["spec"], user=request.user)
         payload = environment_payload(_reloaded(environment, request.user), with_problems=True)
         return Response(payload, status=status.HTTP_201_CREATED)

@@ -7,6 +7,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import UnsafeInput, json_check
 from apps.core.text import count_of
 from apps.environments.models import Environment, EnvironmentSource, EnvironmentStatus
+from apps.environments.services.attachment_owners import attachments_owned_check
 from apps.environments.specs import environment_spec, spec_rows_create, spec_rows_delete
 from coworkenv_engine import spec as engine_spec
 from coworkenv_engine.problems import SpecError
@@ -89,6 +90,7 @@ def environment_import(
 def environment_replace_spec(*, environment: Environment, spec: dict) -> Environment:
     """Replace everything an environment holds by a new document (the whole-spec editor)."""
     environment = _lock(environment)
+    attachments_owned_check(project=environment.project, document=spec)
     document = spec_canonical(spec)
     spec_rows_delete(environment=environment)
     environment.name = document["name"]

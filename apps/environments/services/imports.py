@@ -27,6 +27,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import UnsafeInput, json_loads
 from apps.environments.attachments import attachment_bytes
 from apps.environments.models import Environment
+from apps.environments.services.attachment_owners import attachments_owned_check
 from apps.environments.services.attachments import environment_import_with_files
 from apps.environments.services.environments import environment_import, spec_canonical
 from apps.environments.specs import environment_spec
@@ -312,9 +313,14 @@ def _import_documents(*, project, user, documents: Iterable[_Document]) -> list[
     return [
         environment_import_with_files(project=project, spec=d.spec, files=d.files, user=user)
         if d.files
-        else environment_import(project=project, spec=d.spec, user=user)
+        else _import_own(project=project, spec=d.spec, user=user)
         for d in documents
     ]
+
+
+def _import_own(*, project, spec, user) -> Environment:
+    attachments_owned_check(project=project, document=spec)
+    return environment_import(project=project, spec=spec, user=user)
 
 
 def environment_import_upload(*, project, user, filename: str, content: bytes) -> list[Environment]:

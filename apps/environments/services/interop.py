@@ -26,6 +26,7 @@ from apps.environments.interop.claw_eval_import import (
     read_archive,
 )
 from apps.environments.models import Environment
+from apps.environments.services.attachment_owners import attachments_owned_check
 from apps.environments.services.environments import (
     environment_import,
     environment_replace_spec,
@@ -120,6 +121,8 @@ def _documents(directories: list[TaskDirectory]) -> list[dict]:
 
 @transaction.atomic
 def _save(*, project, user, documents: list[dict]) -> list[Environment]:
+    for document in documents:
+        attachments_owned_check(project=project, document=document)
     return [environment_import(project=project, spec=d, user=user) for d in documents]
 
 

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 
 from apps.environments.access import environment_get_for_user
 from apps.environments.attachments import attachment_bytes
-from coworkenv_engine.attachments import IMAGE_TYPES, Attachment
+from coworkenv_engine.attachments import IMAGE_TYPES, Attachment, sniff_media_type
 
 
 def environment_attachment(environment, sha256: str) -> Attachment:
@@ -35,8 +35,10 @@ def attachment_view(request, pk, sha256):
         data = attachment_bytes(attachment.sha256)
         if data is None:
             raise Http404("The attachment's file is missing from storage.")
-        response = HttpResponse(data, content_type=attachment.media_type)
-        inline = attachment.media_type in IMAGE_TYPES
+        # The type the bytes show, never the document's claim (a spec may say anything).
+        media_type = sniff_media_type(data) or "application/octet-stream"
+        response = HttpResponse(data, content_type=media_type)
+        inline = media_type in IMAGE_TYPES
         response["Content-Disposition"] = content_disposition_header(not inline, attachment.name)
     response["ETag"] = etag
     response["X-Content-Type-Options"] = "nosniff"
