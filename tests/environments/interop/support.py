@@ -14,10 +14,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-# Claw-Eval itself is never vendored: the tests that run its validator or harness use a
-# checkout named by CLAW_EVAL_REPO, or the local mirror the development machines keep (a bare
-# git repository), and skip with the reason when neither is there (CI has no network).
-CLAW_EVAL_MIRROR = Path("/work/.mirror/claw-eval+claw-eval/repo")
+# Claw-Eval itself is never vendored: the tests that run its validator or harness use the
+# checkout named by CLAW_EVAL_REPO (CI points it at the pinned copy beside the repository) and
+# skip with the reason when there is none.
 TRANSIENT = (429, 500, 504)
 
 GRADE_SCRIPT = """
@@ -187,18 +186,6 @@ def claw_eval_checkout(tmp: Path) -> Path | None:
         target = tmp / "claw-eval"
         for part in ("scripts", "src"):
             shutil.copytree(Path(named) / part, target / part)
-        return target
-    if (CLAW_EVAL_MIRROR / "HEAD").is_file():
-        target = tmp / "claw-eval"
-        target.mkdir()
-        archive = subprocess.run(
-            ["git", f"--git-dir={CLAW_EVAL_MIRROR}", "archive", "HEAD", "scripts", "src"],
-            capture_output=True,
-            check=False,
-        )
-        if archive.returncode != 0:
-            return None
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
         return target
     return None
 

@@ -4,6 +4,8 @@ side-effect checks and their combinations — judge the oracle's and a do-nothin
 snapshots and replies as the engine grades those runs; the rest are documented skips."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +38,8 @@ MULTI_OR_REPLY = [
         for g in t["graders"]
     )
 ]
-CLAWMARK_MIRROR = Path("/work/.mirror/evolvent-ai+ClawMark/repo")
+# ClawMark is not vendored: its loader runs from the checkout named by CLAWMARK_REPO.
+CLAWMARK_REPO = os.environ.get("CLAWMARK_REPO", "")
 
 
 def _document(stem: str) -> dict:
@@ -235,14 +238,9 @@ def test_task_py_shape(exported):
 
 def test_clawmark_loader_accepts_the_export(exported, tmp_path):
     """ClawMark's own ``load_task_py`` (its METADATA, PROMPT, stage and RUBRIC checks)."""
-    if not (CLAWMARK_MIRROR / "HEAD").is_file():
-        pytest.skip("no ClawMark checkout on this machine (it is not vendored)")
-    archive = subprocess.run(
-        ["git", f"--git-dir={CLAWMARK_MIRROR}", "archive", "HEAD", "src"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive, check=True)
+    if not CLAWMARK_REPO or not (Path(CLAWMARK_REPO) / "src").is_dir():
+        pytest.skip("no ClawMark checkout: set CLAWMARK_REPO to one; it is not vendored")
+    shutil.copytree(Path(CLAWMARK_REPO) / "src", tmp_path / "src")
     script = (
         "import json, sys\nfrom pathlib import Path\n"
         "from clawmark.task_loader import load_task_py\n"
