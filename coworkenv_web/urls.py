@@ -28,7 +28,9 @@ api_v1 = [
     ),
     path(
         "redoc/",
-        api_docs_view(SpectacularRedocView.as_view(url_name="api:schema")),
+        api_docs_view(
+            SpectacularRedocView.as_view(url_name="api:schema", template_name="core/redoc.html")
+        ),
         name="redoc",
     ),
 ]

@@ -1,6 +1,7 @@
 """The OpenAPI schema and docs: open in the local mode, behind sign-in on a server."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -66,3 +67,14 @@ def test_the_default_follows_debug(env, expected, tmp_path):
         check=True,
     )
     assert out.stdout.strip() == expected
+
+
+@pytest.mark.parametrize("url", DOC_URLS)
+def test_the_docs_load_nothing_from_another_host(client, settings, url):
+    """No CDN: every script, style sheet and font the docs pages name is the app's own."""
+    settings.API_DOCS_PUBLIC = True
+    page = client.get(url).content.decode()
+    assert "redoc" in page.lower() or "swagger" in page.lower()
+    linked = re.findall(r"""(?:src|href)\s*=\s*["']([^"']+)""", page)
+    assert linked
+    assert [link for link in linked if re.match(r"(?:https?:)?//", link)] == []
