@@ -140,6 +140,21 @@ def test_job_page_shows_loss_chart_log_and_polls_while_active(
     assert client.get("/training/999999/").status_code == 404
 
 
+def test_job_page_prints_rates_in_a_few_significant_digits(client_for, viewer, training_job):
+    lr = 0.1 * 3 * 0.001  # 0.00030000000000000003 as a float prints
+    hyperparameters = {**training_job.hyperparameters, "learning_rate": lr}
+    TrainingJob.objects.filter(pk=training_job.pk).update(hyperparameters=hyperparameters)
+    training_events_apply(
+        training_job=training_job,
+        events=[{"type": "metrics", "step": 1, "loss": 7.25, "learning_rate": lr}],
+    )
+    html = client_for(viewer).get(f"/training/{training_job.pk}/").content.decode()
+    assert repr(lr) == "0.00030000000000000003"
+    assert repr(lr) not in html
+    assert "learning_rate=0.0003 " in html
+    assert '<td class="num">0.0003</td>' in html
+
+
 def test_finished_job_page_stops_polling(client_for, viewer, training_job):
     training_job.job.status = JobStatus.SUCCEEDED
     training_job.job.save()
