@@ -430,6 +430,24 @@ def test_evaluation_and_leaderboard(client_for, viewer, finished_batch):
     assert f"/runs/batches/{finished_batch.pk}/" in board
 
 
+def test_a_leaderboard_of_one_trial_names_pass_at_1_once(
+    client_for, viewer, project, author, sample_environments
+):
+    batch = run_batch_create(
+        project=project,
+        user=author,
+        selection=TaskSelection(environments=(sample_environments[0].pk,)),
+        settings=BatchSettings(trials=1),
+        executor=Executor.INLINE,
+    )
+    run_batch_execute_inline(batch=batch)
+    board = client_for(viewer).get(reverse("runs:leaderboard", args=["acme"])).content.decode()
+    header = board.split("<thead>")[1].split("</thead>")[0]
+    assert header.count("pass@1") == 1 and "pass^1" in header
+    row = board.split('data-testid="leaderboard-row">')[1].split("</tr>")[0]
+    assert row.count("<td") == header.count("<th")
+
+
 def test_evaluation_empty_state(client_for, viewer, project):
     page = client_for(viewer).get(reverse("runs:evaluation", args=["acme"])).content.decode()
     assert "Nothing to evaluate yet." in page
