@@ -205,6 +205,9 @@ def test_detail_shows_slots_counts_and_results(client_for, viewer, finished):
         assert reverse("synthesis:slot", args=[slot.pk]) in html
     assert 'hx-trigger="every 2s"' not in html  # finished: no polling
     assert "Cancel</button>" not in html
+    # the template generator calls no model: no token counts of 0 / 0
+    assert html.count('data-testid="no-model">no model used<') == 2
+    assert "0 / 0" not in html
 
 
 def test_detail_progress_partial_polls_while_running(client_for, author, start_template):
