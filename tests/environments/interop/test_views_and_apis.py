@@ -87,6 +87,9 @@ def test_import_page_takes_a_claw_eval_tarball(client_for, author, project):
         '<span data-testid="claw-eval-lineage">imported from Claw-Eval task '
         '<span class="mono">T900en_inbox_followup</span></span>'
     ) in page
+    # the Overview's lineage says the same, not "Original (imported)"
+    lineage = page.split('data-testid="lineage">')[1].split("</dd>")[0]
+    assert "Imported from Claw-Eval task" in lineage and "Original" not in lineage
     tasks = client_for(author).get(reverse("environments:tab", args=[environment.pk, "tasks"]))
     tasks = tasks.content.decode()
     assert (
