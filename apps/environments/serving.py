@@ -27,65 +27,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from apps.accounts.models import Membership, Project
 from apps.accounts.services import api_token_authenticate
 from apps.environments.attachments import attachment_bytes
 from apps.environments.models import Environment, EnvironmentStatus
+from apps.environments.serving_gate import TokenGate
 from apps.environments.specs import environment_spec
 from coworkenv_engine import spec as engine_spec
 
 SERVED_STATUSES = (EnvironmentStatus.VALID, EnvironmentStatus.APPROVED)
-TOKEN_CACHE_S = 30.0
-FAILURES_PER_MINUTE = 30
-
-
-class TokenGate:
-    """The server's token check in front of the database.
-
-    A token found valid is remembered (by its sha256) for ``TOKEN_CACHE_S`` seconds, so a
-    trainer's steps do not each cost a query; a revoked token stops working within that
-    time. After ``FAILURES_PER_MINUTE`` wrong tokens within a minute, unknown tokens are
-    refused without a lookup until the minute has passed: guessing gets the same 401,
-    faster, and costs the database nothing. Known tokens keep working meanwhile."""
-
-    def __init__(
-        self,
-        check: Callable[[str], Awaitable[bool]],
-        *,
-        ttl: float = TOKEN_CACHE_S,
-        failures_per_minute: int = FAILURES_PER_MINUTE,
-        clock: Callable[[], float] = time.monotonic,
-    ):
-        self.check = check
-        self.ttl = ttl
-        self.failures_per_minute = failures_per_minute
-        self.clock = clock
-        self.valid_until: dict[str, float] = {}
-        self.failures: list[float] = []
-
-    async def __call__(self, raw: str) -> bool:
-        now = self.clock()
-        key = hashlib.sha256(raw.encode()).hexdigest()
-        if self.valid_until.get(key, 0.0) > now:
-            return True
-        self.failures = [at for at in self.failures if at > now - 60.0]
-        if len(self.failures) >= self.failures_per_minute:
-            return False
-        if await self.check(raw):
-            self.valid_until = {k: t for k, t in self.valid_until.items() if t > now}
-            self.valid_until[key] = now + self.ttl
-            return True
-        self.failures.append(now)
-        return False
 
 
 @dataclass
@@ -137,10 +95,33 @@ def project_catalogue(*, project: Project, loaded: dict | None = None) -> Projec
 
 def project_token_allowed(*, project_id: int, raw: str) -> bool:
     """Whether ``raw`` is an active API token of an active member of the project."""
-    token = api_token_authenticate(raw) if raw else None
+    if not raw:
+        return False
+    return healthy(_token_allowed, project_id, raw)
+
+
+def _token_allowed(project_id: int, raw: str) -> bool:
+    token = api_token_authenticate(raw)
     if token is None:
         return False
     return Membership.objects.filter(project_id=project_id, user_id=token.user_id).exists()
+
+
+def healthy(read: Callable[..., Any], *args: Any) -> Any:
+    """``read(*args)`` on a healthy connection, as Django gives each request one: what the
+    mount's database reads run through (they are no Django requests, so nothing else closes
+    a connection the database dropped). Unusable or obsolete connections are closed first
+    (``close_old_connections``: the health check of ``CONN_HEALTH_CHECKS`` runs on the next
+    query); a read that meets a connection dropped since is tried once more on a new one.
+    Inside a transaction (tests) the connection is left alone."""
+    if connection.in_atomic_block:
+        return read(*args)
+    close_old_connections()
+    try:
+        return read(*args)
+    except (InterfaceError, OperationalError):
+        connection.close()
+        return read(*args)
 
 
 def project_envserver_app(
@@ -170,7 +151,7 @@ def project_envserver_app(
     authorise = TokenGate(allowed)
 
     def reread() -> tuple[list, dict]:
-        fresh = project_catalogue(project=project, loaded=loaded)
+        fresh = healthy(lambda: project_catalogue(project=project, loaded=loaded))
         served = {id(spec) for spec in fresh.specs}
         for key in [k for k, spec in loaded.items() if id(spec) not in served]:
             del loaded[key]  # withdrawn or edited environments
@@ -240,7 +221,7 @@ class ProjectEnvServers:
         async with self._lock:
             server = self.servers.get(slug)
             if server is None:
-                server = await sync_to_async(_project_server)(slug)
+                server = await sync_to_async(healthy)(_project_server, slug)
                 if server is None:
                     return None
                 if self._stack is None:

@@ -35,7 +35,8 @@ Bearer-token auth when a token is set (``Authorization: Bearer <token>`` or the 
 prefix; a refusal is 401 ``{"detail": "missing or wrong token"}`` on every route, the
 ``/ws`` handshake included where the ASGI server supports denial responses, as uvicorn
 does), or through ``authorise`` (an async callable given the presented token, empty when
-none, returning whether it may use the server: how the app checks its project API tokens).
+none, and the client's address, returning whether it may use the server: how the app checks
+its project API tokens; raising ``Unavailable`` gets 503).
 Engine steps run on the event loop (a step is well under a millisecond); images a view
 tool shows are read in a worker thread (``ImageURLs.show``: a slow storage stalls only the
 session viewing), the last 32 kept. JSON is read and
@@ -109,11 +110,16 @@ HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 50
 REFUSED = {"detail": "missing or wrong token"}  # whatever is wrong with the token
 
 
+class Unavailable(Exception):
+    """Raised by an ``authorise`` callable that cannot decide now (its database is down):
+    the request gets 503 with the message, and may be tried again."""
+
+
 def create_app(
     specs: Sequence[EnvironmentSpec | dict[str, Any]],
     *,
     token: str | None = None,
-    authorise: Callable[[str], Awaitable[bool]] | None = None,
+    authorise: Callable[[str, str], Awaitable[bool]] | None = None,
     listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
     refresh: Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]] | None = None,
     refresh_interval: float = 60.0,
@@ -149,7 +155,8 @@ def create_app(
             scheme, _, value = header.partition(" ")
             given = value.strip() if scheme.lower() == "bearer" else ""
         if authorise is not None:
-            return bool(await authorise(given))
+            client = request_or_ws.client
+            return bool(await authorise(given, client.host if client else ""))
         return hmac.compare_digest(given.encode(), token.encode())
 
     def error(exc: ProtocolError | SessionError) -> _JSON:
@@ -173,8 +180,11 @@ def create_app(
 
     def guarded(handler):
         async def endpoint(request: Request) -> _JSON:
-            if not await authorised(request):
-                return _JSON(REFUSED, 401)
+            try:
+                if not await authorised(request):
+                    return _JSON(REFUSED, 401)
+            except Unavailable as exc:
+                return _JSON({"detail": str(exc), "code": "UNAVAILABLE"}, 503)
             try:
                 return await handler(request)
             except (ProtocolError, SessionError) as exc:
@@ -281,10 +291,14 @@ def create_app(
         await ws.send_text(_dumps(reply).decode())
 
     async def ws_endpoint(ws: WebSocket) -> None:
-        if not await authorised(ws):
-            # the same 401 and body as the HTTP routes where the ASGI server can send them
+        try:
+            denial = None if await authorised(ws) else _JSON(REFUSED, 401)
+        except Unavailable as exc:
+            denial = _JSON({"detail": str(exc), "code": "UNAVAILABLE"}, 503)
+        if denial is not None:
+            # the same answer as the HTTP routes where the ASGI server can send it
             if "websocket.http.response" in ws.scope.get("extensions", {}):
-                await ws.send_denial_response(_JSON(REFUSED, 401))
+                await ws.send_denial_response(denial)
             else:  # a bare refusal of the handshake (the client sees 403)
                 await ws.close(code=1008)
             return

@@ -497,7 +497,7 @@ def test_cli_serve_refuses_a_public_bind_without_a_token(monkeypatch, capsys):
 def test_an_authorise_callable_decides_and_listing_extras_are_added():
     seen: list[str] = []
 
-    async def authorise(given: str) -> bool:
+    async def authorise(given: str, client: str) -> bool:
         seen.append(given)
         return given == "good"
 
