@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from apps.accounts.models import Membership, Project
@@ -42,6 +43,7 @@ from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.serving_gate import TokenGate
 from apps.environments.specs import environment_spec
 from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.body_limit import BodyLimit
 
 SERVED_STATUSES = (EnvironmentStatus.VALID, EnvironmentStatus.APPROVED)
 
@@ -182,7 +184,9 @@ class ProjectEnvServers:
     catalogues allowed) and kept for the life of the process; its lifespan (session reaper,
     catalogue refresh every ``ENVSERVER_REFRESH_S`` seconds) starts with it and ends at the
     ASGI server's shutdown, which also forgets the servers. The lifespan protocol is answered
-    here (Django's handler does not speak it). An unknown slug gets 404."""
+    here (Django's handler does not speak it). An unknown slug gets 404. Request bodies and
+    WebSocket messages are limited (``BodyLimit``: 413, or close 1009) to
+    ``ENVSERVER_MAX_BODY_BYTES`` under the mount, ``ASGI_MAX_BODY_BYTES`` elsewhere."""
 
     def __init__(self, app, *, prefix: str = PREFIX):
         self.app = app
@@ -206,8 +210,12 @@ class ProjectEnvServers:
                     await _not_found(scope, receive, send, slug)
                     return
                 root = scope.get("root_path", "") + self.prefix + slug
-                await server({**scope, "root_path": root}, receive, send)
+                limited = BodyLimit(server, settings.ENVSERVER_MAX_BODY_BYTES)
+                await limited({**scope, "root_path": root}, receive, send)
                 return
+        if kind in ("http", "websocket"):
+            await BodyLimit(self.app, settings.ASGI_MAX_BODY_BYTES)(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
     async def server(self, slug: str):
@@ -270,8 +278,6 @@ def envserver_status(*, project: Project) -> EnvServerStatus | None:
     live in this process (the web app runs without its ASGI application). Sessions count
     HTTP and WebSocket ones, expired ones until the reaper (every 5 s) drops them. Read from
     the request thread: lengths and lookups of dicts the event loop changes."""
-    from django.conf import settings
-
     mounts = list(LIVE_MOUNTS)
     if not mounts:
         return None
@@ -284,8 +290,6 @@ def envserver_status(*, project: Project) -> EnvServerStatus | None:
 
 
 def _project_server(slug: str):
-    from django.conf import settings
-
     project = Project.objects.filter(slug=slug).first()
     if project is None:
         return None

@@ -64,6 +64,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .attachments import Resolver
+from .body_limit import BodyLimit
 from .protocol import (
     ACTION_SCHEMA,
     OBSERVATION_SCHEMA,
@@ -431,12 +432,14 @@ def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
+    max_body_bytes: int = 4 * 1024 * 1024,
     **options: Any,
 ) -> None:
+    """``max_body_bytes``: the limit on a request body or WebSocket message (``BodyLimit``)."""
     import uvicorn
 
     uvicorn.run(
-        create_app(specs, **options),
+        BodyLimit(create_app(specs, **options), max_body_bytes),
         host=host,
         port=port,
         log_level="warning",
