@@ -299,8 +299,10 @@ def _project_server(slug: str):
 def envserver_options(settings) -> dict[str, Any]:
     """The session limits and refresh interval of ``settings`` (``ENVSERVER_*``), as
     ``project_envserver_app`` takes them: what the mount uses and the command's defaults."""
+    per_token = settings.ENVSERVER_MAX_SESSIONS_PER_TOKEN or settings.ENVSERVER_MAX_SESSIONS // 4
     return {
         "max_sessions": settings.ENVSERVER_MAX_SESSIONS,
+        "max_sessions_per_token": max(1, min(per_token, settings.ENVSERVER_MAX_SESSIONS)),
         "idle_timeout": settings.ENVSERVER_IDLE_TIMEOUT_S,
         "max_lifetime": settings.ENVSERVER_MAX_LIFETIME_S,
         "refresh_interval": settings.ENVSERVER_REFRESH_S or None,

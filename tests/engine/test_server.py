@@ -399,6 +399,7 @@ def test_capacity_and_expiry():
                         "code": "CAPACITY_REACHED",
                         "active_sessions": 2,
                         "max_sessions": 2,
+                        "max_sessions_per_token": 2,
                     },
                 }
             assert httpx.post(f"{url}/reset", json={}).status_code == 503

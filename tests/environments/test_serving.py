@@ -212,6 +212,7 @@ def test_command_limits_default_to_the_settings_and_its_flags_override_them():
         unset = {"max_sessions": None, "idle_timeout": None, "max_lifetime": None, "refresh": None}
         assert server_options(unset) == {
             "max_sessions": 7,
+            "max_sessions_per_token": 1,  # a quarter of 7, at least 1
             "idle_timeout": 11.0,
             "max_lifetime": 13.0,
             "refresh_interval": None,
@@ -219,6 +220,7 @@ def test_command_limits_default_to_the_settings_and_its_flags_override_them():
         given = {"max_sessions": 3, "idle_timeout": 1.5, "max_lifetime": 9.0, "refresh": 2.0}
         assert server_options(given) == {
             "max_sessions": 3,
+            "max_sessions_per_token": 1,
             "idle_timeout": 1.5,
             "max_lifetime": 9.0,
             "refresh_interval": 2.0,

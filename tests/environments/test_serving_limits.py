@@ -58,3 +58,27 @@ def test_every_other_route_has_the_apps_limit(small_limits):
     assert httpx.post(login, data={"username": "a", "password": "b"}).status_code != 413
     big = httpx.post(login, data={"username": "a" * 6000, "password": "b"})
     assert (big.status_code, big.json()) == (413, too_large(5000))
+
+
+def test_one_token_takes_only_its_share_of_the_mounts_sessions(served, project):
+    """ENVSERVER_MAX_SESSIONS=4, per token unset: a quarter each. The member's token opens
+    one session, not a second; another token opens its own; neither steps the other's."""
+    from apps.accounts.services import api_token_create
+    from coworkenv_web.asgi import application
+
+    _, second = api_token_create(user=served["valid"].created_by, name="second trainer")
+    task_key = served["spec"].tasks[0].key
+    first, other = ({"Authorization": f"Bearer {t}"} for t in (served["member"], second))
+    with override_settings(ENVSERVER_MAX_SESSIONS=4), running(application) as url:
+        mine = f"{url}/envs/{project.slug}"
+        opened = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=first)
+        episode_id = opened.json()["observation"]["episode_id"]
+        again = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=first)
+        assert (again.status_code, again.json()["detail"]) == (
+            503,
+            "session limit of this token reached",
+        )
+        assert httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=other).is_success
+        step = {"episode_id": episode_id, "action": {"reply": "Done."}}
+        assert httpx.post(f"{mine}/step", json=step, headers=other).status_code == 404
+        assert httpx.post(f"{mine}/step", json=step, headers=first).status_code == 200
