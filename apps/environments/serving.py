@@ -20,7 +20,8 @@ Served from the web app too: ``ProjectEnvServers`` wraps the ASGI application
 WebSocket) reaches that project's server, built on its first request and kept, with the
 session limits and catalogue refresh of the ``ENVSERVER_*`` settings (``envserver_options``;
 the command's flags default to them too); everything else goes to Django. An unknown
-project gets 404, a wrong token the same 401 as above.
+project gets the same answers as a wrong token (401 on every route but ``/health``), so
+that a slug tells nothing; the ``/t/<token>`` form never reaches the access log.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from apps.accounts.services import api_token_authenticate
 from apps.environments.attachments import attachment_bytes
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.serving_gate import TokenGate
+from apps.environments.serving_scope import without_path_token
 from apps.environments.specs import environment_spec
 from coworkenv_engine import spec as engine_spec
 from coworkenv_engine.body_limit import BodyLimit
@@ -184,7 +186,9 @@ class ProjectEnvServers:
     catalogues allowed) and kept for the life of the process; its lifespan (session reaper,
     catalogue refresh every ``ENVSERVER_REFRESH_S`` seconds) starts with it and ends at the
     ASGI server's shutdown, which also forgets the servers. The lifespan protocol is answered
-    here (Django's handler does not speak it). An unknown slug gets 404. Request bodies and
+    here (Django's handler does not speak it). An unknown slug gets what a wrong token gets
+    (``closed_server``); a ``/t/<token>`` path prefix is taken out of the path, and out of
+    the access log (``without_path_token``). Request bodies and
     WebSocket messages are limited (``BodyLimit``: 413, or close 1009) to
     ``ENVSERVER_MAX_BODY_BYTES`` under the mount, ``ASGI_MAX_BODY_BYTES`` elsewhere."""
 
@@ -194,6 +198,7 @@ class ProjectEnvServers:
         self.servers: dict[str, Any] = {}
         self._lock: asyncio.Lock | None = None
         self._stack: contextlib.AsyncExitStack | None = None
+        self._closed = None
 
     async def __call__(self, scope, receive, send) -> None:
         kind = scope["type"]
@@ -205,13 +210,12 @@ class ProjectEnvServers:
             slug, slash, _ = path[len(self.prefix) :].partition("/")
             if slug and slash:
                 LIVE_MOUNTS.add(self)  # an ASGI server without the lifespan protocol
-                server = await self.server(slug)
-                if server is None:
-                    await _not_found(scope, receive, send, slug)
-                    return
-                root = scope.get("root_path", "") + self.prefix + slug
+                server = await self.server(slug) or self.closed_server()
+                base = self.prefix + slug
+                inner = without_path_token(scope, base)
+                inner["root_path"] = scope.get("root_path", "") + base
                 limited = BodyLimit(server, settings.ENVSERVER_MAX_BODY_BYTES)
-                await limited({**scope, "root_path": root}, receive, send)
+                await limited(inner, receive, send)
                 return
         if kind in ("http", "websocket"):
             await BodyLimit(self.app, settings.ASGI_MAX_BODY_BYTES)(scope, receive, send)
@@ -237,6 +241,19 @@ class ProjectEnvServers:
                 await self._stack.enter_async_context(server.router.lifespan_context(server))
                 self.servers[slug] = server
         return server
+
+    def closed_server(self):
+        """What an unknown slug reaches: a server no token opens, so that it answers as a
+        project's server does a wrong token (``/health``, 401 everywhere else), and a slug
+        tells nothing of which projects exist."""
+        if self._closed is None:
+            from coworkenv_engine.server import create_app
+
+            async def nobody(raw: str, client: str) -> bool:
+                return False
+
+            self._closed = create_app([], authorise=nobody, allow_empty=True)
+        return self._closed
 
     async def close(self) -> None:
         """End every project server's lifespan and forget them."""
@@ -307,18 +324,3 @@ def envserver_options(settings) -> dict[str, Any]:
         "max_lifetime": settings.ENVSERVER_MAX_LIFETIME_S,
         "refresh_interval": settings.ENVSERVER_REFRESH_S or None,
     }
-
-
-async def _not_found(scope, receive, send, slug: str) -> None:
-    from starlette.responses import JSONResponse
-    from starlette.websockets import WebSocket
-
-    response = JSONResponse({"detail": f"no project {slug!r}"}, 404)
-    if scope["type"] == "http":
-        await response(scope, receive, send)
-        return
-    websocket = WebSocket(scope, receive, send)
-    if "websocket.http.response" in scope.get("extensions", {}):
-        await websocket.send_denial_response(response)
-    else:
-        await websocket.close(code=1008)

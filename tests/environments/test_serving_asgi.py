@@ -85,12 +85,25 @@ def test_the_mount_is_per_project_and_django_still_serves_the_rest(
     assert httpx.get(f"{app_url}/envs/{project.slug}").status_code == 404
 
 
-def test_an_unknown_project_is_404_over_http_and_websocket(app_url, served):
-    response = httpx.get(f"{app_url}/envs/nope/tasks")
-    assert (response.status_code, response.json()) == (404, {"detail": "no project 'nope'"})
-    with pytest.raises(InvalidStatus) as refused:
-        connect(app_url.replace("http://", "ws://") + f"/envs/nope/t/{served['member']}/ws")
-    assert refused.value.response.status_code == 404
+def test_an_unknown_project_answers_as_a_wrong_token_does(app_url, served, project):
+    """One answer for a slug no project has and a project the token is not a member of:
+    the same 401 and body on every route and the /ws handshake, /health alike."""
+    for slug in ("nope", project.slug):
+        base = f"{app_url}/envs/{slug}"
+        token = served["outsider"]
+        for method, route, body in ROUTES:
+            for url, headers in (
+                (base + route, {"Authorization": f"Bearer {token}"}),
+                (f"{base}/t/{token}{route}", {}),
+            ):
+                response = httpx.request(method, url, json=body, headers=headers)
+                assert (response.status_code, response.json()) == (401, REFUSED), url
+        assert httpx.get(f"{base}/health").json() == {"status": "healthy"}
+        assert httpx.get(f"{base}/no-such-route").status_code == 404
+        with pytest.raises(InvalidStatus) as refused:
+            connect(base.replace("http://", "ws://") + f"/t/{token}/ws")
+        denied = refused.value.response
+        assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
 
 
 def test_a_withdrawn_environment_is_gone_after_a_refresh(app_url, served, project):
