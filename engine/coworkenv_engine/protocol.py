@@ -28,7 +28,16 @@ from .spec import EnvironmentSpec, load_spec
 logger = logging.getLogger(__name__)
 
 VERSION = "1.0.0"
-RESET_KEYS = {"seed", "episode_id", "environment", "task_key", "split", "capability", "faults"}
+RESET_KEYS = {
+    "seed",
+    "episode_id",
+    "environment",
+    "task_key",
+    "split",
+    "capability",
+    "faults",
+    "evidence",
+}
 ACTION_KEYS = {"tool_calls", "reply", "metadata"}
 
 
@@ -109,6 +118,8 @@ class Catalog:
         faults = kwargs.get("faults", True)
         if not isinstance(faults, bool):
             raise invalid("faults", "faults must be true or false")
+        if not isinstance(kwargs.get("evidence", False), bool):
+            raise invalid("evidence", "evidence must be true or false")
         for key in ("environment", "task_key", "split", "capability", "episode_id"):
             value = kwargs.get(key)
             if value is not None and not isinstance(value, str):

@@ -11,7 +11,9 @@ OpenEnv's ``EnvClient``, whose base URL may then be ``http://host:port/t/<token>
     GET  /schema          {"action", "observation", "state"} JSON Schemas
     GET  /tasks           environments with their tasks, splits and capabilities
     POST /reset           {seed?, episode_id?, environment?, task_key?, split?, capability?,
-                           faults?} -> {"observation", "reward", "done"}; starts the HTTP
+                           faults?, evidence?} -> {"observation", "reward", "done"}
+                           (``evidence``: the final grading's verdicts with their
+                           evidence, for a trainer that credits calls); starts the HTTP
                            session ``observation.episode_id`` (an id chosen here), or
                            restarts the caller's own one named by ``episode_id``
     POST /step            {"action": {...}, "episode_id": "..."} -> {"observation", "reward",
@@ -213,6 +215,7 @@ def create_app(
             seed,
             faults=faults,
             tools=catalog.tools[spec.name],
+            evidence=kwargs.get("evidence", False),
         )  # image parts keep their attachment: URLs; ``shown`` gives them data: URLs
         slot.episode_id = slot.id  # server-chosen, whatever the client asked
         store.touch(slot)

@@ -92,3 +92,45 @@ def test_one_token_gets_its_share_of_the_sessions_and_the_others_theirs(url):
     for episode_id in bobs:
         assert _close(url, "bob", episode_id).status_code == 200
     assert _reset(url, "alice").status_code == 200
+
+
+def _oracle_http(url: str, token: str, **reset) -> dict:
+    """The oracle's episode over HTTP; the final observation."""
+    from coworkenv_engine.adversaries import policy_by_name
+
+    from .drive import play
+    from .test_server import unwire
+
+    spec = SPECS[0]
+    first = _reset(url, token, seed=2, **reset)
+    assert first.status_code == 200, first.text
+    episode_id = first.json()["observation"]["episode_id"]
+
+    def step(action):
+        r = httpx.post(
+            f"{url}/step", json={"episode_id": episode_id, "action": action}, headers=_as(token)
+        )
+        assert r.status_code == 200, r.text
+        return unwire(r.json())
+
+    seen = play(spec, TASK, policy_by_name("oracle"), unwire(first.json()), step)
+    assert _close(url, token, episode_id).status_code == 200
+    return seen[-1]
+
+
+def test_the_graders_evidence_is_shown_only_to_a_trainer_that_asks(url):
+    """The final observation names the verdicts and their status; the evidence (check
+    queries, what they found) only with ``"evidence": true`` at reset."""
+    from coworkenv_engine.adversaries import policy_by_name
+    from coworkenv_engine.runner import run_task
+
+    expected = run_task(SPECS[0], TASK, policy_by_name("oracle"), seed=2).grading.to_dict()
+    assert any(v["evidence"] for v in expected["verdicts"])
+    plain = _oracle_http(url, "alice")["grading"]
+    assert all("evidence" not in v for v in plain["verdicts"])
+    assert [v["grader_id"] for v in plain["verdicts"]] == [
+        v["grader_id"] for v in expected["verdicts"]
+    ]
+    assert plain["score"] == expected["score"]
+    assert _oracle_http(url, "alice", evidence=True)["grading"] == expected
+    assert _reset(url, "alice", evidence="yes").status_code == 422
