@@ -134,3 +134,23 @@ def test_the_graders_evidence_is_shown_only_to_a_trainer_that_asks(url):
     assert plain["score"] == expected["score"]
     assert _oracle_http(url, "alice", evidence=True)["grading"] == expected
     assert _reset(url, "alice", evidence="yes").status_code == 422
+
+
+def test_an_authorise_that_cannot_decide_is_503_over_http_and_websocket():
+    from websockets.exceptions import InvalidStatus
+
+    from coworkenv_engine.server import Unavailable
+
+    async def down(given: str, client: str) -> bool:
+        raise Unavailable("the database is unavailable")
+
+    with running(create_app(SPECS[:1], authorise=down)) as served:
+        response = httpx.get(f"{served}/tasks", headers=_as("alice"))
+        assert (response.status_code, response.json()) == (
+            503,
+            {"detail": "the database is unavailable", "code": "UNAVAILABLE"},
+        )
+        with pytest.raises(InvalidStatus) as refused:
+            connect(served.replace("http://", "ws://") + "/ws", additional_headers=_as("alice"))
+        assert refused.value.response.status_code == 503
+        assert httpx.get(f"{served}/health").status_code == 200

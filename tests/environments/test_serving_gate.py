@@ -144,3 +144,33 @@ def test_the_valid_client_is_never_refused_whatever_the_others_send(floods):
 def test_a_token_prefix_is_the_middle_part_of_an_api_token(prefix, secret):
     assert token_prefix(f"cwe_{prefix}_{secret}") == prefix
     assert token_prefix(prefix) is None
+
+
+def test_a_flood_without_tokens_through_the_mount_leaves_other_clients_tokens_working(
+    served, project
+):
+    """Through a real uvicorn: 40 requests without a token from 127.0.0.2 (past the limit of
+    30 a minute), then a valid token never seen before, from 127.0.0.1, opens the HTTP
+    routes and the /ws handshake; the flooding address's own valid token opens too."""
+    import httpx
+    from websockets.sync.client import connect
+
+    from coworkenv_web.asgi import application
+    from tests.engine.serving import running
+
+    from .test_serving import REFUSED
+
+    with running(application) as url:
+        tasks = f"{url}/envs/{project.slug}/tasks"
+        flooder = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+        with flooder:
+            for _ in range(40):
+                refused = flooder.get(tasks)
+                assert (refused.status_code, refused.json()) == (401, REFUSED)
+            bearer = {"Authorization": f"Bearer {served['member']}"}
+            assert httpx.get(tasks, headers=bearer).status_code == 200
+            ws_url = url.replace("http://", "ws://") + f"/envs/{project.slug}/ws"
+            with connect(ws_url, additional_headers=bearer) as ws:
+                ws.send('{"type": "state"}')
+                assert '"state"' in ws.recv(timeout=30)
+            assert flooder.get(tasks, headers=bearer).status_code == 200  # remembered
