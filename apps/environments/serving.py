@@ -35,7 +35,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections, connection
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+)
 
 from apps.accounts.models import Membership, Project
 from apps.accounts.services import api_token_authenticate
@@ -210,7 +216,11 @@ class ProjectEnvServers:
             slug, slash, _ = path[len(self.prefix) :].partition("/")
             if slug and slash:
                 LIVE_MOUNTS.add(self)  # an ASGI server without the lifespan protocol
-                server = await self.server(slug) or self.closed_server()
+                try:
+                    server = await self.server(slug) or self.closed_server()
+                except DatabaseError:  # the project could not be read: try again
+                    await _unavailable(scope, receive, send)
+                    return
                 base = self.prefix + slug
                 inner = without_path_token(scope, base)
                 inner["root_path"] = scope.get("root_path", "") + base
@@ -324,3 +334,19 @@ def envserver_options(settings) -> dict[str, Any]:
         "max_lifetime": settings.ENVSERVER_MAX_LIFETIME_S,
         "refresh_interval": settings.ENVSERVER_REFRESH_S or None,
     }
+
+
+async def _unavailable(scope, receive, send) -> None:
+    from starlette.responses import JSONResponse
+    from starlette.websockets import WebSocket
+
+    detail = {"detail": "the database is unavailable; try again", "code": "UNAVAILABLE"}
+    response = JSONResponse(detail, 503)
+    if scope["type"] == "http":
+        await response(scope, receive, send)
+        return
+    websocket = WebSocket(scope, receive, send)
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await websocket.send_denial_response(response)
+    else:
+        await websocket.close(code=1011)

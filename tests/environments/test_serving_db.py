@@ -90,3 +90,23 @@ def _new_member_token(served):
     from apps.accounts.services import api_token_create
 
     return api_token_create(user=served["valid"].created_by, name="after the blip")
+
+
+def test_a_project_first_asked_for_while_the_database_refuses_is_503_then_served(served, project):
+    if connection.vendor != "postgresql":
+        pytest.skip("a port to refuse needs a database server")
+    from coworkenv_web.asgi import application
+
+    settings_dict = connections.settings["default"]
+    port = settings_dict["PORT"]
+    headers = {"Authorization": f"Bearer {served['member']}"}
+    with running(application) as url, httpx.Client(base_url=url) as client:
+        _terminate_other_backends()
+        connection.close()
+        settings_dict["PORT"] = _dead_port()
+        try:
+            refused = client.get(f"/envs/{project.slug}/tasks", headers=headers)
+            assert refused.status_code == 503 and refused.json()["code"] == "UNAVAILABLE"
+        finally:
+            settings_dict["PORT"] = port
+        assert client.get(f"/envs/{project.slug}/tasks", headers=headers).status_code == 200
