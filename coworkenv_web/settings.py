@@ -570,13 +570,25 @@ ENVSERVER_MAX_SESSIONS = env_int("ENVSERVER_MAX_SESSIONS", 256)
 ENVSERVER_IDLE_TIMEOUT_S = env_float("ENVSERVER_IDLE_TIMEOUT_S", 600.0)
 ENVSERVER_MAX_LIFETIME_S = env_float("ENVSERVER_MAX_LIFETIME_S", 3600.0)
 ENVSERVER_REFRESH_S = env_float("ENVSERVER_REFRESH_S", 60.0)
+# One token opens at most this many of a server's sessions (0: a quarter of
+# ENVSERVER_MAX_SESSIONS, at least 1), so that one trainer cannot take them all.
+ENVSERVER_MAX_SESSIONS_PER_TOKEN = env_int("ENVSERVER_MAX_SESSIONS_PER_TOKEN", 0)
+# The ASGI application's limit on a request body or WebSocket message (413 / close 1009):
+# ENVSERVER_MAX_BODY_BYTES under /envs/ (a reset or a step is a few KB), ASGI_MAX_BODY_BYTES
+# on every other route (an environment archive with its attachments is the largest).
+ENVSERVER_MAX_BODY_BYTES = env_int("ENVSERVER_MAX_BODY_BYTES", 4 * 1024 * 1024)
+ASGI_MAX_BODY_BYTES = env_int("ASGI_MAX_BODY_BYTES", 256 * 1024 * 1024)
 for _name, _value in (
+    ("ENVSERVER_MAX_BODY_BYTES", ENVSERVER_MAX_BODY_BYTES),
+    ("ASGI_MAX_BODY_BYTES", ASGI_MAX_BODY_BYTES),
     ("ENVSERVER_MAX_SESSIONS", ENVSERVER_MAX_SESSIONS),
     ("ENVSERVER_IDLE_TIMEOUT_S", ENVSERVER_IDLE_TIMEOUT_S),
     ("ENVSERVER_MAX_LIFETIME_S", ENVSERVER_MAX_LIFETIME_S),
 ):
     if _value <= 0:
         raise ImproperlyConfigured(f"{_name} must be positive, not {_value!r}.")
+if ENVSERVER_MAX_SESSIONS_PER_TOKEN < 0:
+    raise ImproperlyConfigured("ENVSERVER_MAX_SESSIONS_PER_TOKEN must be 0 or positive.")
 if ENVSERVER_REFRESH_S < 0:
     raise ImproperlyConfigured(
         f"ENVSERVER_REFRESH_S must be 0 (never) or positive, not {ENVSERVER_REFRESH_S!r}."

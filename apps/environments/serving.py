@@ -20,72 +20,40 @@ Served from the web app too: ``ProjectEnvServers`` wraps the ASGI application
 WebSocket) reaches that project's server, built on its first request and kept, with the
 session limits and catalogue refresh of the ``ENVSERVER_*`` settings (``envserver_options``;
 the command's flags default to them too); everything else goes to Django. An unknown
-project gets 404, a wrong token the same 401 as above.
+project gets the same answers as a wrong token (401 on every route but ``/health``), so
+that a slug tells nothing; the ``/t/<token>`` form never reaches the access log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+)
 
 from apps.accounts.models import Membership, Project
 from apps.accounts.services import api_token_authenticate
 from apps.environments.attachments import attachment_bytes
 from apps.environments.models import Environment, EnvironmentStatus
+from apps.environments.serving_gate import TokenGate
+from apps.environments.serving_scope import without_path_token
 from apps.environments.specs import environment_spec
 from coworkenv_engine import spec as engine_spec
+from coworkenv_engine.body_limit import BodyLimit
 
 SERVED_STATUSES = (EnvironmentStatus.VALID, EnvironmentStatus.APPROVED)
-TOKEN_CACHE_S = 30.0
-FAILURES_PER_MINUTE = 30
-
-
-class TokenGate:
-    """The server's token check in front of the database.
-
-    A token found valid is remembered (by its sha256) for ``TOKEN_CACHE_S`` seconds, so a
-    trainer's steps do not each cost a query; a revoked token stops working within that
-    time. After ``FAILURES_PER_MINUTE`` wrong tokens within a minute, unknown tokens are
-    refused without a lookup until the minute has passed: guessing gets the same 401,
-    faster, and costs the database nothing. Known tokens keep working meanwhile."""
-
-    def __init__(
-        self,
-        check: Callable[[str], Awaitable[bool]],
-        *,
-        ttl: float = TOKEN_CACHE_S,
-        failures_per_minute: int = FAILURES_PER_MINUTE,
-        clock: Callable[[], float] = time.monotonic,
-    ):
-        self.check = check
-        self.ttl = ttl
-        self.failures_per_minute = failures_per_minute
-        self.clock = clock
-        self.valid_until: dict[str, float] = {}
-        self.failures: list[float] = []
-
-    async def __call__(self, raw: str) -> bool:
-        now = self.clock()
-        key = hashlib.sha256(raw.encode()).hexdigest()
-        if self.valid_until.get(key, 0.0) > now:
-            return True
-        self.failures = [at for at in self.failures if at > now - 60.0]
-        if len(self.failures) >= self.failures_per_minute:
-            return False
-        if await self.check(raw):
-            self.valid_until = {k: t for k, t in self.valid_until.items() if t > now}
-            self.valid_until[key] = now + self.ttl
-            return True
-        self.failures.append(now)
-        return False
 
 
 @dataclass
@@ -137,10 +105,33 @@ def project_catalogue(*, project: Project, loaded: dict | None = None) -> Projec
 
 def project_token_allowed(*, project_id: int, raw: str) -> bool:
     """Whether ``raw`` is an active API token of an active member of the project."""
-    token = api_token_authenticate(raw) if raw else None
+    if not raw:
+        return False
+    return healthy(_token_allowed, project_id, raw)
+
+
+def _token_allowed(project_id: int, raw: str) -> bool:
+    token = api_token_authenticate(raw)
     if token is None:
         return False
     return Membership.objects.filter(project_id=project_id, user_id=token.user_id).exists()
+
+
+def healthy(read: Callable[..., Any], *args: Any) -> Any:
+    """``read(*args)`` on a healthy connection, as Django gives each request one: what the
+    mount's database reads run through (they are no Django requests, so nothing else closes
+    a connection the database dropped). Unusable or obsolete connections are closed first
+    (``close_old_connections``: the health check of ``CONN_HEALTH_CHECKS`` runs on the next
+    query); a read that meets a connection dropped since is tried once more on a new one.
+    Inside a transaction (tests) the connection is left alone."""
+    if connection.in_atomic_block:
+        return read(*args)
+    close_old_connections()
+    try:
+        return read(*args)
+    except (InterfaceError, OperationalError):
+        connection.close()
+        return read(*args)
 
 
 def project_envserver_app(
@@ -170,7 +161,7 @@ def project_envserver_app(
     authorise = TokenGate(allowed)
 
     def reread() -> tuple[list, dict]:
-        fresh = project_catalogue(project=project, loaded=loaded)
+        fresh = healthy(lambda: project_catalogue(project=project, loaded=loaded))
         served = {id(spec) for spec in fresh.specs}
         for key in [k for k, spec in loaded.items() if id(spec) not in served]:
             del loaded[key]  # withdrawn or edited environments
@@ -201,7 +192,11 @@ class ProjectEnvServers:
     catalogues allowed) and kept for the life of the process; its lifespan (session reaper,
     catalogue refresh every ``ENVSERVER_REFRESH_S`` seconds) starts with it and ends at the
     ASGI server's shutdown, which also forgets the servers. The lifespan protocol is answered
-    here (Django's handler does not speak it). An unknown slug gets 404."""
+    here (Django's handler does not speak it). An unknown slug gets what a wrong token gets
+    (``closed_server``); a ``/t/<token>`` path prefix is taken out of the path, and out of
+    the access log (``without_path_token``). Request bodies and
+    WebSocket messages are limited (``BodyLimit``: 413, or close 1009) to
+    ``ENVSERVER_MAX_BODY_BYTES`` under the mount, ``ASGI_MAX_BODY_BYTES`` elsewhere."""
 
     def __init__(self, app, *, prefix: str = PREFIX):
         self.app = app
@@ -209,6 +204,7 @@ class ProjectEnvServers:
         self.servers: dict[str, Any] = {}
         self._lock: asyncio.Lock | None = None
         self._stack: contextlib.AsyncExitStack | None = None
+        self._closed = None
 
     async def __call__(self, scope, receive, send) -> None:
         kind = scope["type"]
@@ -220,13 +216,20 @@ class ProjectEnvServers:
             slug, slash, _ = path[len(self.prefix) :].partition("/")
             if slug and slash:
                 LIVE_MOUNTS.add(self)  # an ASGI server without the lifespan protocol
-                server = await self.server(slug)
-                if server is None:
-                    await _not_found(scope, receive, send, slug)
+                try:
+                    server = await self.server(slug) or self.closed_server()
+                except DatabaseError:  # the project could not be read: try again
+                    await _unavailable(scope, receive, send)
                     return
-                root = scope.get("root_path", "") + self.prefix + slug
-                await server({**scope, "root_path": root}, receive, send)
+                base = self.prefix + slug
+                inner = without_path_token(scope, base)
+                inner["root_path"] = scope.get("root_path", "") + base
+                limited = BodyLimit(server, settings.ENVSERVER_MAX_BODY_BYTES)
+                await limited(inner, receive, send)
                 return
+        if kind in ("http", "websocket"):
+            await BodyLimit(self.app, settings.ASGI_MAX_BODY_BYTES)(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
     async def server(self, slug: str):
@@ -240,7 +243,7 @@ class ProjectEnvServers:
         async with self._lock:
             server = self.servers.get(slug)
             if server is None:
-                server = await sync_to_async(_project_server)(slug)
+                server = await sync_to_async(healthy)(_project_server, slug)
                 if server is None:
                     return None
                 if self._stack is None:
@@ -248,6 +251,19 @@ class ProjectEnvServers:
                 await self._stack.enter_async_context(server.router.lifespan_context(server))
                 self.servers[slug] = server
         return server
+
+    def closed_server(self):
+        """What an unknown slug reaches: a server no token opens, so that it answers as a
+        project's server does a wrong token (``/health``, 401 everywhere else), and a slug
+        tells nothing of which projects exist."""
+        if self._closed is None:
+            from coworkenv_engine.server import create_app
+
+            async def nobody(raw: str, client: str) -> bool:
+                return False
+
+            self._closed = create_app([], authorise=nobody, allow_empty=True)
+        return self._closed
 
     async def close(self) -> None:
         """End every project server's lifespan and forget them."""
@@ -289,8 +305,6 @@ def envserver_status(*, project: Project) -> EnvServerStatus | None:
     live in this process (the web app runs without its ASGI application). Sessions count
     HTTP and WebSocket ones, expired ones until the reaper (every 5 s) drops them. Read from
     the request thread: lengths and lookups of dicts the event loop changes."""
-    from django.conf import settings
-
     mounts = list(LIVE_MOUNTS)
     if not mounts:
         return None
@@ -303,8 +317,6 @@ def envserver_status(*, project: Project) -> EnvServerStatus | None:
 
 
 def _project_server(slug: str):
-    from django.conf import settings
-
     project = Project.objects.filter(slug=slug).first()
     if project is None:
         return None
@@ -314,19 +326,22 @@ def _project_server(slug: str):
 def envserver_options(settings) -> dict[str, Any]:
     """The session limits and refresh interval of ``settings`` (``ENVSERVER_*``), as
     ``project_envserver_app`` takes them: what the mount uses and the command's defaults."""
+    per_token = settings.ENVSERVER_MAX_SESSIONS_PER_TOKEN or settings.ENVSERVER_MAX_SESSIONS // 4
     return {
         "max_sessions": settings.ENVSERVER_MAX_SESSIONS,
+        "max_sessions_per_token": max(1, min(per_token, settings.ENVSERVER_MAX_SESSIONS)),
         "idle_timeout": settings.ENVSERVER_IDLE_TIMEOUT_S,
         "max_lifetime": settings.ENVSERVER_MAX_LIFETIME_S,
         "refresh_interval": settings.ENVSERVER_REFRESH_S or None,
     }
 
 
-async def _not_found(scope, receive, send, slug: str) -> None:
+async def _unavailable(scope, receive, send) -> None:
     from starlette.responses import JSONResponse
     from starlette.websockets import WebSocket
 
-    response = JSONResponse({"detail": f"no project {slug!r}"}, 404)
+    detail = {"detail": "the database is unavailable; try again", "code": "UNAVAILABLE"}
+    response = JSONResponse(detail, 503)
     if scope["type"] == "http":
         await response(scope, receive, send)
         return
@@ -334,4 +349,4 @@ async def _not_found(scope, receive, send, slug: str) -> None:
     if "websocket.http.response" in scope.get("extensions", {}):
         await websocket.send_denial_response(response)
     else:
-        await websocket.close(code=1008)
+        await websocket.close(code=1011)

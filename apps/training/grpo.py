@@ -205,7 +205,8 @@ def remote_environment_class(spec, *, url: str, token: str | None = None, faults
             class returns (None when the row's ``prompt`` already holds the task's)."""
             key = task_key or self.spec.tasks[0].key
             data = {"environment": self.spec.name, "task_key": key, "seed": int(seed or 0)}
-            obs = self._send({"type": "reset", "data": {**data, "faults": self.faults}})
+            data |= {"faults": self.faults, "evidence": True}  # call credit reads evidence
+            obs = self._send({"type": "reset", "data": data})
             self.grading, self.turn_rewards = None, []
             self._done, self._score = False, None
             return self._prompt_text(obs, prompt)

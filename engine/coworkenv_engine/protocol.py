@@ -28,7 +28,16 @@ from .spec import EnvironmentSpec, load_spec
 logger = logging.getLogger(__name__)
 
 VERSION = "1.0.0"
-RESET_KEYS = {"seed", "episode_id", "environment", "task_key", "split", "capability", "faults"}
+RESET_KEYS = {
+    "seed",
+    "episode_id",
+    "environment",
+    "task_key",
+    "split",
+    "capability",
+    "faults",
+    "evidence",
+}
 ACTION_KEYS = {"tool_calls", "reply", "metadata"}
 
 
@@ -109,6 +118,8 @@ class Catalog:
         faults = kwargs.get("faults", True)
         if not isinstance(faults, bool):
             raise invalid("faults", "faults must be true or false")
+        if not isinstance(kwargs.get("evidence", False), bool):
+            raise invalid("evidence", "evidence must be true or false")
         for key in ("environment", "task_key", "split", "capability", "episode_id"):
             value = kwargs.get(key)
             if value is not None and not isinstance(value, str):
@@ -243,6 +254,7 @@ class Slot:
     session: EpisodeSession | None = None
     episode_id: str | None = None
     websocket: Any = field(default=None, repr=False)  # the session's WebSocket, if any
+    owner: str | None = None  # who opened it (a digest of the token); None: an open server
 
 
 class SessionStore:
@@ -252,8 +264,10 @@ class SessionStore:
         idle_timeout: float,
         max_lifetime: float,
         clock: Callable[[], float],
+        max_per_owner: int | None = None,
     ):
         self.max_sessions = max_sessions
+        self.max_per_owner = max_per_owner or max_sessions
         self.idle_timeout = idle_timeout
         self.max_lifetime = max_lifetime
         self.clock = clock
@@ -263,18 +277,26 @@ class SessionStore:
         now = self.clock()
         return now - slot.last_used > self.idle_timeout or now - slot.created > self.max_lifetime
 
-    def open(self, slot_id: str | None = None) -> Slot:
+    def open(self, owner: str | None = None) -> Slot:
+        """A new session with a server-chosen id; at most ``max_per_owner`` of one owner
+        (a token) among the ``max_sessions``."""
         self.reap()
         if len(self.slots) >= self.max_sessions:
             raise ProtocolError("CAPACITY_REACHED", "session limit reached")
+        if owner is not None and self.owned(owner) >= self.max_per_owner:
+            raise ProtocolError("CAPACITY_REACHED", "session limit of this token reached")
         now = self.clock()
-        slot = Slot(slot_id or uuid.uuid4().hex, now, now)
+        slot = Slot(uuid.uuid4().hex, now, now, owner=owner)
         self.slots[slot.id] = slot
         return slot
 
-    def get(self, slot_id: str) -> Slot:
+    def owned(self, owner: str) -> int:
+        return sum(1 for slot in self.slots.values() if slot.owner == owner)
+
+    def get(self, slot_id: str, owner: str | None = None) -> Slot:
+        """The live session ``slot_id`` of ``owner``; another owner's is not found, alike."""
         slot = self.slots.get(slot_id)
-        if slot is None:
+        if slot is None or slot.owner != owner:
             raise ProtocolError("NOT_FOUND", f"no session {slot_id!r} (closed or expired)")
         if self.expired(slot):
             self.drop(slot_id)
@@ -294,7 +316,11 @@ class SessionStore:
         return gone
 
     def status(self) -> dict[str, int]:
-        return {"active_sessions": len(self.slots), "max_sessions": self.max_sessions}
+        return {
+            "active_sessions": len(self.slots),
+            "max_sessions": self.max_sessions,
+            "max_sessions_per_token": self.max_per_owner,
+        }
 
 
 # --------------------------------------------------------------------------- actions

@@ -11,8 +11,11 @@ OpenEnv's ``EnvClient``, whose base URL may then be ``http://host:port/t/<token>
     GET  /schema          {"action", "observation", "state"} JSON Schemas
     GET  /tasks           environments with their tasks, splits and capabilities
     POST /reset           {seed?, episode_id?, environment?, task_key?, split?, capability?,
-                           faults?} -> {"observation", "reward", "done"}; starts (or restarts)
-                           the HTTP session ``observation.episode_id``
+                           faults?, evidence?} -> {"observation", "reward", "done"}
+                           (``evidence``: the final grading's verdicts with their
+                           evidence, for a trainer that credits calls); starts the HTTP
+                           session ``observation.episode_id`` (an id chosen here), or
+                           restarts the caller's own one named by ``episode_id``
     POST /step            {"action": {...}, "episode_id": "..."} -> {"observation", "reward",
                            "done"}
     GET  /state           ?episode_id=... -> State (episode_id, step_count, extra fields)
@@ -29,13 +32,16 @@ Action: ``{"tool_calls": [{"id"?, "name", "arguments"}], "reply": str | null, "m
 reply and ends the turn. Observation fields: see ``session.py``.
 
 Sessions: at most ``max_sessions`` at once (HTTP and WebSocket together; a WebSocket over the
-limit gets ``CAPACITY_REACHED`` and is closed, an HTTP reset gets 503), each dropped after
+limit gets ``CAPACITY_REACHED`` and is closed, an HTTP reset gets 503), at most
+``max_sessions_per_token`` of them opened by one token; an HTTP session belongs to the token
+that opened it (another token's ``episode_id`` is not found, like a closed one); each dropped after
 ``idle_timeout`` seconds without a reset/step or ``max_lifetime`` seconds after it began.
 Bearer-token auth when a token is set (``Authorization: Bearer <token>`` or the ``/t/<token>``
 prefix; a refusal is 401 ``{"detail": "missing or wrong token"}`` on every route, the
 ``/ws`` handshake included where the ASGI server supports denial responses, as uvicorn
 does), or through ``authorise`` (an async callable given the presented token, empty when
-none, returning whether it may use the server: how the app checks its project API tokens).
+none, and the client's address, returning whether it may use the server: how the app checks
+its project API tokens; raising ``Unavailable`` gets 503).
 Engine steps run on the event loop (a step is well under a millisecond); images a view
 tool shows are read in a worker thread (``ImageURLs.show``: a slow storage stalls only the
 session viewing), the last 32 kept. JSON is read and
@@ -48,11 +54,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
 import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -63,6 +69,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .attachments import Resolver
+from .body_limit import BodyLimit
 from .protocol import (
     ACTION_SCHEMA,
     OBSERVATION_SCHEMA,
@@ -109,17 +116,23 @@ HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 50
 REFUSED = {"detail": "missing or wrong token"}  # whatever is wrong with the token
 
 
+class Unavailable(Exception):
+    """Raised by an ``authorise`` callable that cannot decide now (its database is down):
+    the request gets 503 with the message, and may be tried again."""
+
+
 def create_app(
     specs: Sequence[EnvironmentSpec | dict[str, Any]],
     *,
     token: str | None = None,
-    authorise: Callable[[str], Awaitable[bool]] | None = None,
+    authorise: Callable[[str, str], Awaitable[bool]] | None = None,
     listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
     refresh: Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]] | None = None,
     refresh_interval: float = 60.0,
     allow_empty: bool = False,
     attachments: Resolver | None = None,
     max_sessions: int = 256,
+    max_sessions_per_token: int | None = None,
     idle_timeout: float = 600.0,
     max_lifetime: float = 3600.0,
     reap_interval: float = 5.0,
@@ -137,10 +150,13 @@ def create_app(
     if token and authorise is not None:
         raise ValueError("give a token or an authorise callable, not both")
     current = _Current(Catalog(specs, listing_extra=listing_extra, allow_empty=allow_empty))
-    store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock)
+    store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock, max_sessions_per_token)
     images = ImageURLs(attachments) if attachments is not None else None
 
     async def authorised(request_or_ws: Request | WebSocket) -> bool:
+        """Whether the presented token opens the server; its owner digest (whose sessions
+        it may use) goes to ``scope["state"]["owner"]`` (None on an open server)."""
+        request_or_ws.state.owner = None
         if not token and authorise is None:
             return True
         given = request_or_ws.path_params.get("token")
@@ -149,8 +165,13 @@ def create_app(
             scheme, _, value = header.partition(" ")
             given = value.strip() if scheme.lower() == "bearer" else ""
         if authorise is not None:
-            return bool(await authorise(given))
-        return hmac.compare_digest(given.encode(), token.encode())
+            client = request_or_ws.client
+            allowed = bool(await authorise(given, client.host if client else ""))
+        else:
+            allowed = hmac.compare_digest(given.encode(), token.encode())
+        if allowed:
+            request_or_ws.state.owner = hashlib.sha256(given.encode()).hexdigest()
+        return allowed
 
     def error(exc: ProtocolError | SessionError) -> _JSON:
         if isinstance(exc, SessionError):
@@ -173,8 +194,11 @@ def create_app(
 
     def guarded(handler):
         async def endpoint(request: Request) -> _JSON:
-            if not await authorised(request):
-                return _JSON(REFUSED, 401)
+            try:
+                if not await authorised(request):
+                    return _JSON(REFUSED, 401)
+            except Unavailable as exc:
+                return _JSON({"detail": str(exc), "code": "UNAVAILABLE"}, 503)
             try:
                 return await handler(request)
             except (ProtocolError, SessionError) as exc:
@@ -191,8 +215,9 @@ def create_app(
             seed,
             faults=faults,
             tools=catalog.tools[spec.name],
+            evidence=kwargs.get("evidence", False),
         )  # image parts keep their attachment: URLs; ``shown`` gives them data: URLs
-        slot.episode_id = kwargs.get("episode_id") or slot.id
+        slot.episode_id = slot.id  # server-chosen, whatever the client asked
         store.touch(slot)
         obs = slot.session.start()
         obs["episode_id"] = slot.episode_id
@@ -235,16 +260,22 @@ def create_app(
         return _JSON(current.catalog.listing())
 
     async def reset(request: Request) -> _JSON:
+        """A new HTTP session (its id chosen here), or a restart of the caller's own one
+        named by ``episode_id`` (anyone else's, or none, is not found)."""
         kwargs = await body(request)
         current.catalog.resolve(kwargs)  # refuse bad input before taking a slot
         episode_id = kwargs.get("episode_id")
-        slot = store.slots.get(episode_id) if episode_id else None
-        if slot is not None and store.expired(slot):
-            store.drop(slot.id)
-            slot = None
-        if slot is None or slot.websocket is not None:
-            slot = store.open(uuid.uuid4().hex if slot is not None else episode_id)
+        owner = request.state.owner
+        slot = http_slot(episode_id, owner) if episode_id is not None else store.open(owner)
         return _JSON(start(slot, kwargs))
+
+    def http_slot(episode_id: Any, owner: str | None) -> Slot:
+        if not isinstance(episode_id, str):
+            raise invalid("episode_id", "episode_id (from the reset observation) must be a string")
+        slot = store.get(episode_id, owner)
+        if slot.websocket is not None:
+            raise ProtocolError("NOT_FOUND", f"no HTTP session {episode_id!r}")
+        return slot
 
     async def http_step(request: Request) -> _JSON:
         data = await body(request)
@@ -253,26 +284,23 @@ def create_app(
             raise invalid(extra[0], f"unknown field {extra[0]!r}")
         if "action" not in data:
             raise invalid("action", "field required")
-        episode_id = data.get("episode_id")
-        if not isinstance(episode_id, str):
+        if "episode_id" not in data:
             raise invalid("episode_id", "episode_id (from the reset observation) is required")
-        slot = store.get(episode_id)
-        if slot.websocket is not None:
-            raise ProtocolError("NOT_FOUND", f"no HTTP session {episode_id!r}")
+        slot = http_slot(data["episode_id"], request.state.owner)
         return _JSON(await step(slot, data["action"]))
 
     async def http_state(request: Request) -> _JSON:
         episode_id = request.query_params.get("episode_id")
         if not episode_id:
             raise invalid("episode_id", "episode_id is required")
-        return _JSON(state_of(store.get(episode_id)))
+        return _JSON(state_of(store.get(episode_id, request.state.owner)))
 
     async def close(request: Request) -> _JSON:
         data = await body(request)
         episode_id = data.get("episode_id")
         if not isinstance(episode_id, str):
             raise invalid("episode_id", "episode_id is required")
-        slot = store.get(episode_id)
+        slot = store.get(episode_id, request.state.owner)
         store.drop(slot.id)
         return _JSON({"episode_id": episode_id, "closed": True})
 
@@ -281,16 +309,20 @@ def create_app(
         await ws.send_text(_dumps(reply).decode())
 
     async def ws_endpoint(ws: WebSocket) -> None:
-        if not await authorised(ws):
-            # the same 401 and body as the HTTP routes where the ASGI server can send them
+        try:
+            denial = None if await authorised(ws) else _JSON(REFUSED, 401)
+        except Unavailable as exc:
+            denial = _JSON({"detail": str(exc), "code": "UNAVAILABLE"}, 503)
+        if denial is not None:
+            # the same answer as the HTTP routes where the ASGI server can send it
             if "websocket.http.response" in ws.scope.get("extensions", {}):
-                await ws.send_denial_response(_JSON(REFUSED, 401))
+                await ws.send_denial_response(denial)
             else:  # a bare refusal of the handshake (the client sees 403)
                 await ws.close(code=1008)
             return
         await ws.accept()
         try:
-            slot = store.open()
+            slot = store.open(ws.state.owner)
         except ProtocolError as exc:
             await ws_send_error(ws, exc.code, str(exc), **store.status())
             await ws.close()
@@ -417,12 +449,14 @@ def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
+    max_body_bytes: int = 4 * 1024 * 1024,
     **options: Any,
 ) -> None:
+    """``max_body_bytes``: the limit on a request body or WebSocket message (``BodyLimit``)."""
     import uvicorn
 
     uvicorn.run(
-        create_app(specs, **options),
+        BodyLimit(create_app(specs, **options), max_body_bytes),
         host=host,
         port=port,
         log_level="warning",

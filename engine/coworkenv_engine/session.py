@@ -23,7 +23,9 @@ Observations are plain JSON-able dicts (the OpenEnv observation of ``server.py``
     user_message    the next user message (reset and turn ends), else None
     turn_reward     at a turn end: that turn's reward (``rewards.turn_rewards``), else None
     system_prompt, tools                  on reset only (else None / [])
-    grading, turn_rewards, stop_reason    on the final step only; turn_rewards are the
+    grading, turn_rewards, stop_reason    on the final step only (grading's verdicts
+                    without evidence unless the session was made with ``evidence``, as a
+                    server's reset with ``"evidence": true`` does); turn_rewards are the
                     rewards sent at each reached turn's end, summing to the score (for a
                     completed episode, ``rewards.turn_rewards(grading, n_turns)``)
 """
@@ -41,6 +43,16 @@ from .runner import needs_footprint, reference_footprint
 from .scoring import Grading, ScoringConfig, grade_episode
 from .simulator import Episode, Limits, ToolResult
 from .spec import EnvironmentSpec, load_spec
+
+
+def public_grading(grading: Grading) -> dict[str, Any]:
+    """``grading.to_dict()`` without the graders' internals: each verdict's id, category,
+    weight, status and turn, no evidence (check queries, matched rows)."""
+    shown = grading.to_dict()
+    shown["verdicts"] = [
+        {k: v for k, v in verdict.items() if k != "evidence"} for verdict in shown["verdicts"]
+    ]
+    return shown
 
 
 class SessionError(ValueError):
@@ -68,11 +80,15 @@ class EpisodeSession:
         scoring: ScoringConfig | None = None,
         tools: list[dict[str, Any]] | None = None,
         image_url: Callable[[Attachment], str | None] | None = None,
+        evidence: bool = True,
     ):
         """``tools``: ``spec.openai_tools()`` computed once by a caller that runs many
         sessions of one spec (a server); it is sent as is, never changed. ``image_url``: the
         URL an image is shown by in observations (a ``data:`` URL; None: not available);
-        the transcript keeps ``attachment:`` URLs whatever it returns."""
+        the transcript keeps ``attachment:`` URLs whatever it returns. ``evidence``: whether
+        the final observation's grading carries each verdict's evidence (the graders' check
+        queries and what they found); without it, verdicts by name and status only
+        (``public_grading``: what a server shows a policy unless its trainer asks)."""
         self.spec = spec if isinstance(spec, EnvironmentSpec) else load_spec(spec)
         self.limits = limits or Limits()
         self.scoring = scoring
@@ -82,6 +98,7 @@ class EpisodeSession:
         self.task = self.episode.task
         self.tools = tools if tools is not None else self.spec.openai_tools()
         self.image_url = image_url
+        self.evidence = evidence
         self.transcript: list[dict[str, Any]] = []
         self.turn_states: dict[int, dict[str, Any]] = {}
         self.turn_rewards: list[float] = []
@@ -246,7 +263,7 @@ class EpisodeSession:
             **fields,
             turn_ended=True,
             turn_reward=last,
-            grading=self.grading.to_dict(),
+            grading=self.grading.to_dict() if self.evidence else public_grading(self.grading),
             turn_rewards=list(self.turn_rewards),
             stop_reason=stop_reason,
         )

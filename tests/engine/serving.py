@@ -12,14 +12,18 @@ import uvicorn
 
 
 @contextlib.contextmanager
-def running(app) -> Iterator[str]:
-    """Serve ``app`` on 127.0.0.1:<free port>; yields ``http://127.0.0.1:<port>``."""
+def running(app, **config) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1:<free port>; yields ``http://127.0.0.1:<port>``.
+    ``config``: more ``uvicorn.Config`` options (``log_level="info"`` for the access log)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", ws_max_size=16 * 2**20)
+        uvicorn.Config(
+            app,
+            **{"log_level": "warning", "lifespan": "on", "ws_max_size": 16 * 2**20, **config},
+        )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

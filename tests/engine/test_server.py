@@ -20,7 +20,7 @@ from coworkenv_engine.adversaries import policy_by_name
 from coworkenv_engine.policies import ToolCall
 from coworkenv_engine.runner import run_task
 from coworkenv_engine.server import create_app
-from coworkenv_engine.session import EpisodeSession
+from coworkenv_engine.session import EpisodeSession, public_grading
 from coworkenv_engine.spec import load_spec
 
 from .drive import play
@@ -37,7 +37,7 @@ def scripted(env: str, task_key: str, policy_name: str, seed: int):
     """The wire actions ``policy_name`` takes and the observations an in-process session
     returns for them."""
     spec = BY_NAME[env]
-    session = EpisodeSession(spec, task_key, seed)
+    session = EpisodeSession(spec, task_key, seed, evidence=False)  # as a server shows it
     actions: list[dict] = []
 
     def step(action):
@@ -136,7 +136,7 @@ def test_http_oracle_gets_the_engine_score(http, env, task_key):
     seen = play(spec, task_key, policy_by_name("oracle"), unwire(first.json()), step)
     expected = run_task(spec, task_key, policy_by_name("oracle"), seed=2)
     assert seen[-1]["reward"] == expected.grading.score == 1.0
-    assert seen[-1]["grading"] == expected.grading.to_dict()
+    assert seen[-1]["grading"] == public_grading(expected.grading)
     assert seen[-1]["grading"]["strict"] is True
     state = http.get("/state", params={"episode_id": episode_id}).json()
     assert state["episode_id"] == episode_id
@@ -298,7 +298,7 @@ def test_openenv_client_drives_the_oracle_to_the_engine_score(base_url, env, tas
         )
         state = client.state()
     assert seen[-1]["reward"] == expected.grading.score == 1.0
-    assert seen[-1]["grading"] == expected.grading.to_dict()
+    assert seen[-1]["grading"] == public_grading(expected.grading)
     assert state["state_hash"] == expected.state_hash
     # a do-nothing episode through the same client stays below the threshold
     with GenericEnvClient(base_url=f"{base_url}/t/{TOKEN}").sync() as client:
@@ -399,6 +399,7 @@ def test_capacity_and_expiry():
                         "code": "CAPACITY_REACHED",
                         "active_sessions": 2,
                         "max_sessions": 2,
+                        "max_sessions_per_token": 2,
                     },
                 }
             assert httpx.post(f"{url}/reset", json={}).status_code == 503
@@ -497,7 +498,7 @@ def test_cli_serve_refuses_a_public_bind_without_a_token(monkeypatch, capsys):
 def test_an_authorise_callable_decides_and_listing_extras_are_added():
     seen: list[str] = []
 
-    async def authorise(given: str) -> bool:
+    async def authorise(given: str, client: str) -> bool:
         seen.append(given)
         return given == "good"
 

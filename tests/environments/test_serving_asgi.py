@@ -85,12 +85,25 @@ def test_the_mount_is_per_project_and_django_still_serves_the_rest(
     assert httpx.get(f"{app_url}/envs/{project.slug}").status_code == 404
 
 
-def test_an_unknown_project_is_404_over_http_and_websocket(app_url, served):
-    response = httpx.get(f"{app_url}/envs/nope/tasks")
-    assert (response.status_code, response.json()) == (404, {"detail": "no project 'nope'"})
-    with pytest.raises(InvalidStatus) as refused:
-        connect(app_url.replace("http://", "ws://") + f"/envs/nope/t/{served['member']}/ws")
-    assert refused.value.response.status_code == 404
+def test_an_unknown_project_answers_as_a_wrong_token_does(app_url, served, project):
+    """One answer for a slug no project has and a project the token is not a member of:
+    the same 401 and body on every route and the /ws handshake, /health alike."""
+    for slug in ("nope", project.slug):
+        base = f"{app_url}/envs/{slug}"
+        token = served["outsider"]
+        for method, route, body in ROUTES:
+            for url, headers in (
+                (base + route, {"Authorization": f"Bearer {token}"}),
+                (f"{base}/t/{token}{route}", {}),
+            ):
+                response = httpx.request(method, url, json=body, headers=headers)
+                assert (response.status_code, response.json()) == (401, REFUSED), url
+        assert httpx.get(f"{base}/health").json() == {"status": "healthy"}
+        assert httpx.get(f"{base}/no-such-route").status_code == 404
+        with pytest.raises(InvalidStatus) as refused:
+            connect(base.replace("http://", "ws://") + f"/t/{token}/ws")
+        denied = refused.value.response
+        assert (denied.status_code, json.loads(denied.body)) == (401, REFUSED)
 
 
 def test_a_withdrawn_environment_is_gone_after_a_refresh(app_url, served, project):
@@ -157,7 +170,10 @@ def test_the_session_limit_of_the_settings_holds_through_the_mount(served, proje
 
     token, task_key = served["member"], served["spec"].tasks[0].key
     headers = {"Authorization": f"Bearer {token}"}
-    with override_settings(ENVSERVER_MAX_SESSIONS=2), running(application) as url:
+    with (
+        override_settings(ENVSERVER_MAX_SESSIONS=2, ENVSERVER_MAX_SESSIONS_PER_TOKEN=2),
+        running(application) as url,
+    ):
         mine = f"{url}/envs/{project.slug}"
         ws_url = mine.replace("http://", "ws://") + f"/t/{token}/ws"
         with connect(ws_url) as first, connect(ws_url) as second:
@@ -172,6 +188,7 @@ def test_the_session_limit_of_the_settings_holds_through_the_mount(served, proje
                 "code": "CAPACITY_REACHED",
                 "active_sessions": 2,
                 "max_sessions": 2,
+                "max_sessions_per_token": 2,
             }
             reset = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=headers)
             assert reset.status_code == 503
@@ -327,27 +344,25 @@ def test_a_session_of_one_project_is_not_found_under_another(
     a_headers = {"Authorization": f"Bearer {served['member']}"}
     b_headers = {"Authorization": f"Bearer {served['outsider']}"}
     task_key = served["spec"].tasks[0].key
-    reset = httpx.post(
-        f"{mine}/reset", json={"task_key": task_key, "episode_id": "ep-a"}, headers=a_headers
-    )
-    assert reset.json()["observation"]["episode_id"] == "ep-a"
-    step = {"episode_id": "ep-a", "action": {"reply": "Done."}}
+    reset = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=a_headers)
+    ep_a = reset.json()["observation"]["episode_id"]
+    step = {"episode_id": ep_a, "action": {"reply": "Done."}}
     for response in (
         httpx.post(f"{theirs}/step", json=step, headers=b_headers),
-        httpx.get(f"{theirs}/state", params={"episode_id": "ep-a"}, headers=b_headers),
-        httpx.post(f"{theirs}/close", json={"episode_id": "ep-a"}, headers=b_headers),
+        httpx.get(f"{theirs}/state", params={"episode_id": ep_a}, headers=b_headers),
+        httpx.post(f"{theirs}/close", json={"episode_id": ep_a}, headers=b_headers),
     ):
         assert response.status_code == 404
         assert response.json()["code"] == "NOT_FOUND"
-    # a reset under B with A's episode id starts B's own session; A's is as it was
+    # a reset under B naming A's episode id finds nothing either; A's is as it was
     elsewhere = json.loads(SAMPLES[2].read_text())
     b_reset = httpx.post(
         f"{theirs}/reset",
-        json={"episode_id": "ep-a", "task_key": elsewhere["tasks"][0]["key"]},
+        json={"episode_id": ep_a, "task_key": elsewhere["tasks"][0]["key"]},
         headers=b_headers,
-    ).json()
-    assert b_reset["observation"]["episode"]["environment"] == elsewhere["name"]
-    state = httpx.get(f"{mine}/state", params={"episode_id": "ep-a"}, headers=a_headers).json()
+    )
+    assert b_reset.status_code == 404
+    state = httpx.get(f"{mine}/state", params={"episode_id": ep_a}, headers=a_headers).json()
     assert (state["environment"], state["task_key"], state["step_count"]) == (
         served["valid"].name,
         task_key,

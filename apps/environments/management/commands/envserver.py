@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.accounts.models import Project
 from apps.environments.serving import envserver_options, project_envserver_app
+from coworkenv_engine.body_limit import BodyLimit
 
 
 class Command(BaseCommand):
@@ -66,7 +67,7 @@ class Command(BaseCommand):
         for environment, reason in catalogue.skipped:
             self.stderr.write(f"Left out environment {environment.pk} “{environment}”: {reason}")
         uvicorn.run(
-            app,
+            BodyLimit(app, settings.ENVSERVER_MAX_BODY_BYTES),
             host=opts["host"],
             port=opts["port"],
             log_level="warning",
