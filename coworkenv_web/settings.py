@@ -570,8 +570,9 @@ ENVSERVER_MAX_SESSIONS = env_int("ENVSERVER_MAX_SESSIONS", 256)
 ENVSERVER_IDLE_TIMEOUT_S = env_float("ENVSERVER_IDLE_TIMEOUT_S", 600.0)
 ENVSERVER_MAX_LIFETIME_S = env_float("ENVSERVER_MAX_LIFETIME_S", 3600.0)
 ENVSERVER_REFRESH_S = env_float("ENVSERVER_REFRESH_S", 60.0)
-# One token opens at most this many of a server's sessions (0: a quarter of
-# ENVSERVER_MAX_SESSIONS, at least 1), so that one trainer cannot take them all.
+# One user (all of their tokens together) opens at most this many of a server's sessions
+# (0: a quarter of ENVSERVER_MAX_SESSIONS, at least 1), so that one trainer cannot take them
+# all; on a standalone server (no users) the limit is per token.
 ENVSERVER_MAX_SESSIONS_PER_TOKEN = env_int("ENVSERVER_MAX_SESSIONS_PER_TOKEN", 0)
 # The ASGI application's limit on a request body or WebSocket message (413 / close 1009):
 # ENVSERVER_MAX_BODY_BYTES under /envs/ (a reset or a step is a few KB), ASGI_MAX_BODY_BYTES

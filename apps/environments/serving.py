@@ -103,18 +103,20 @@ def project_catalogue(*, project: Project, loaded: dict | None = None) -> Projec
     return catalogue
 
 
-def project_token_allowed(*, project_id: int, raw: str) -> bool:
-    """Whether ``raw`` is an active API token of an active member of the project."""
+def project_token_allowed(*, project_id: int, raw: str) -> str | bool:
+    """For an active API token of an active member of the project, the holder it counts
+    against for the per-user share of sessions (``"user:<id>"``); False for anything else."""
     if not raw:
         return False
     return healthy(_token_allowed, project_id, raw)
 
 
-def _token_allowed(project_id: int, raw: str) -> bool:
+def _token_allowed(project_id: int, raw: str) -> str | bool:
     token = api_token_authenticate(raw)
     if token is None:
         return False
-    return Membership.objects.filter(project_id=project_id, user_id=token.user_id).exists()
+    member = Membership.objects.filter(project_id=project_id, user_id=token.user_id).exists()
+    return f"user:{token.user_id}" if member else False
 
 
 def healthy(read: Callable[..., Any], *args: Any) -> Any:
@@ -155,7 +157,7 @@ def project_envserver_app(
     check = sync_to_async(project_token_allowed)
     project_id = project.pk
 
-    async def allowed(raw: str) -> bool:
+    async def allowed(raw: str) -> str | bool:
         return await check(project_id=project_id, raw=raw)
 
     authorise = TokenGate(allowed)

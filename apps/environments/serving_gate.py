@@ -74,11 +74,13 @@ class FailureCounts:
 
 
 class TokenGate:
-    """``await gate(raw, client)``: whether ``raw`` opens the server (see the module)."""
+    """``await gate(raw, client)``: whether ``raw`` opens the server (see the module): what
+    ``check`` answered for it (True, or the name of its holder, such as its user, whose
+    share of the sessions it counts against), else False."""
 
     def __init__(
         self,
-        check: Callable[[str], Awaitable[bool]],
+        check: Callable[[str], Awaitable[bool | str]],
         *,
         ttl: float = TOKEN_CACHE_S,
         failures_per_minute: int = FAILURES_PER_MINUTE,
@@ -88,18 +90,19 @@ class TokenGate:
         self.ttl = ttl
         self.clock = clock
         self.checked_at: dict[str, float] = {}
+        self.verdicts: dict[str, bool | str] = {}
         self.renewing: set[str] = set()
         self.by_client = FailureCounts(failures_per_minute)
         self.by_prefix = FailureCounts(failures_per_minute)
 
-    async def __call__(self, raw: str, client: str = "") -> bool:
+    async def __call__(self, raw: str, client: str = "") -> bool | str:
         now = self.clock()
         key = hashlib.sha256(raw.encode()).hexdigest()
         checked = self.checked_at.get(key)
         if checked is not None and now - checked < self.ttl:
             if now - checked >= self.ttl / 2 and key not in self.renewing:
                 return await self._renew(raw, key)
-            return True
+            return self.verdicts[key]
         prefix = token_prefix(raw)
         if self.by_client.over(client, now) or self.by_prefix.over(prefix, now):
             return False
@@ -110,28 +113,34 @@ class TokenGate:
                 "the token could not be checked: the database is unavailable"
             ) from exc
         if valid:
-            self._remember(key, now)
-            return True
-        self.checked_at.pop(key, None)
+            self._remember(key, now, valid)
+            return valid
+        self._forget(key)
         self.by_client.add(client, now)
         self.by_prefix.add(prefix, now)
         return False
 
-    async def _renew(self, raw: str, key: str) -> bool:
+    async def _renew(self, raw: str, key: str) -> bool | str:
         self.renewing.add(key)
         try:
             valid = await self.check(raw)
         except DatabaseError:
-            return True  # still within its time: kept until then
+            return self.verdicts[key]  # still within its time: kept until then
         finally:
             self.renewing.discard(key)
         if not valid:
-            self.checked_at.pop(key, None)
+            self._forget(key)
             return False
-        self._remember(key, self.clock())
-        return True
+        self._remember(key, self.clock(), valid)
+        return valid
 
-    def _remember(self, key: str, now: float) -> None:
+    def _remember(self, key: str, now: float, verdict: bool | str) -> None:
         if len(self.checked_at) >= MAX_TRACKED:
             self.checked_at = {k: t for k, t in self.checked_at.items() if now - t < self.ttl}
+            self.verdicts = {k: self.verdicts[k] for k in self.checked_at}
         self.checked_at[key] = now
+        self.verdicts[key] = verdict
+
+    def _forget(self, key: str) -> None:
+        self.checked_at.pop(key, None)
+        self.verdicts.pop(key, None)

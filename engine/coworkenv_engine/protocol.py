@@ -255,6 +255,7 @@ class Slot:
     episode_id: str | None = None
     websocket: Any = field(default=None, repr=False)  # the session's WebSocket, if any
     owner: str | None = None  # who opened it (a digest of the token); None: an open server
+    group: str | None = None  # whose share it counts against (the token's user, or owner)
 
 
 class SessionStore:
@@ -277,21 +278,23 @@ class SessionStore:
         now = self.clock()
         return now - slot.last_used > self.idle_timeout or now - slot.created > self.max_lifetime
 
-    def open(self, owner: str | None = None) -> Slot:
-        """A new session with a server-chosen id; at most ``max_per_owner`` of one owner
-        (a token) among the ``max_sessions``."""
+    def open(self, owner: str | None = None, group: str | None = None) -> Slot:
+        """A new session with a server-chosen id; at most ``max_per_owner`` of one group
+        (the token's user, or the token itself) among the ``max_sessions``."""
         self.reap()
         if len(self.slots) >= self.max_sessions:
             raise ProtocolError("CAPACITY_REACHED", "session limit reached")
-        if owner is not None and self.owned(owner) >= self.max_per_owner:
-            raise ProtocolError("CAPACITY_REACHED", "session limit of this token reached")
+        group = group or owner
+        if group is not None and self.held_by(group) >= self.max_per_owner:
+            whose = "this token" if group == owner else "this token's user"
+            raise ProtocolError("CAPACITY_REACHED", f"session limit of {whose} reached")
         now = self.clock()
-        slot = Slot(uuid.uuid4().hex, now, now, owner=owner)
+        slot = Slot(uuid.uuid4().hex, now, now, owner=owner, group=group)
         self.slots[slot.id] = slot
         return slot
 
-    def owned(self, owner: str) -> int:
-        return sum(1 for slot in self.slots.values() if slot.owner == owner)
+    def held_by(self, group: str) -> int:
+        return sum(1 for slot in self.slots.values() if slot.group == group)
 
     def get(self, slot_id: str, owner: str | None = None) -> Slot:
         """The live session ``slot_id`` of ``owner``; another owner's is not found, alike."""

@@ -154,9 +154,11 @@ def create_app(
     images = ImageURLs(attachments) if attachments is not None else None
 
     async def authorised(request_or_ws: Request | WebSocket) -> bool:
-        """Whether the presented token opens the server; its owner digest (whose sessions
-        it may use) goes to ``scope["state"]["owner"]`` (None on an open server)."""
-        request_or_ws.state.owner = None
+        """Whether the presented token opens the server. Its owner digest (whose sessions it
+        may use) goes to ``state.owner`` and the holder it counts against for the session
+        share to ``state.group``: the name ``authorise`` answered with (the app: the token's
+        user), else the owner itself. Both None on an open server."""
+        request_or_ws.state.owner = request_or_ws.state.group = None
         if not token and authorise is None:
             return True
         given = request_or_ws.path_params.get("token")
@@ -166,12 +168,14 @@ def create_app(
             given = value.strip() if scheme.lower() == "bearer" else ""
         if authorise is not None:
             client = request_or_ws.client
-            allowed = bool(await authorise(given, client.host if client else ""))
+            verdict = await authorise(given, client.host if client else "")
         else:
-            allowed = hmac.compare_digest(given.encode(), token.encode())
-        if allowed:
-            request_or_ws.state.owner = hashlib.sha256(given.encode()).hexdigest()
-        return allowed
+            verdict = hmac.compare_digest(given.encode(), token.encode())
+        if verdict:
+            owner = hashlib.sha256(given.encode()).hexdigest()
+            request_or_ws.state.owner = owner
+            request_or_ws.state.group = verdict if isinstance(verdict, str) else owner
+        return bool(verdict)
 
     def error(exc: ProtocolError | SessionError) -> _JSON:
         if isinstance(exc, SessionError):
@@ -266,7 +270,10 @@ def create_app(
         current.catalog.resolve(kwargs)  # refuse bad input before taking a slot
         episode_id = kwargs.get("episode_id")
         owner = request.state.owner
-        slot = http_slot(episode_id, owner) if episode_id is not None else store.open(owner)
+        if episode_id is not None:
+            slot = http_slot(episode_id, owner)
+        else:
+            slot = store.open(owner, request.state.group)
         return _JSON(start(slot, kwargs))
 
     def http_slot(episode_id: Any, owner: str | None) -> Slot:
@@ -322,7 +329,7 @@ def create_app(
             return
         await ws.accept()
         try:
-            slot = store.open(ws.state.owner)
+            slot = store.open(ws.state.owner, ws.state.group)
         except ProtocolError as exc:
             await ws_send_error(ws, exc.code, str(exc), **store.status())
             await ws.close()

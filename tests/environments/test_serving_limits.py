@@ -60,15 +60,21 @@ def test_every_other_route_has_the_apps_limit(small_limits):
     assert (big.status_code, big.json()) == (413, too_large(5000))
 
 
-def test_one_token_takes_only_its_share_of_the_mounts_sessions(served, project):
-    """ENVSERVER_MAX_SESSIONS=4, per token unset: a quarter each. The member's token opens
-    one session, not a second; another token opens its own; neither steps the other's."""
+def test_one_user_takes_only_its_share_of_the_mounts_sessions(served, project):
+    """ENVSERVER_MAX_SESSIONS=4, per token unset: a quarter each, per user. The member's
+    token opens one session, and a second token of the same user none; another member's
+    token opens its own; neither steps the other's."""
     from apps.accounts.services import api_token_create
     from coworkenv_web.asgi import application
+    from tests.factories import MembershipFactory
 
-    _, second = api_token_create(user=served["valid"].created_by, name="second trainer")
+    _, same_user = api_token_create(user=served["valid"].created_by, name="second trainer")
+    colleague = MembershipFactory(project=project).user
+    _, theirs = api_token_create(user=colleague, name="colleague's trainer")
     task_key = served["spec"].tasks[0].key
-    first, other = ({"Authorization": f"Bearer {t}"} for t in (served["member"], second))
+    first, second, other = (
+        {"Authorization": f"Bearer {t}"} for t in (served["member"], same_user, theirs)
+    )
     with override_settings(ENVSERVER_MAX_SESSIONS=4), running(application) as url:
         mine = f"{url}/envs/{project.slug}"
         opened = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=first)
@@ -76,9 +82,15 @@ def test_one_token_takes_only_its_share_of_the_mounts_sessions(served, project):
         again = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=first)
         assert (again.status_code, again.json()["detail"]) == (
             503,
-            "session limit of this token reached",
+            "session limit of this token's user reached",
+        )
+        more = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=second)
+        assert (more.status_code, more.json()["detail"]) == (
+            503,
+            "session limit of this token's user reached",
         )
         assert httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=other).is_success
         step = {"episode_id": episode_id, "action": {"reply": "Done."}}
         assert httpx.post(f"{mine}/step", json=step, headers=other).status_code == 404
+        assert httpx.post(f"{mine}/step", json=step, headers=second).status_code == 404
         assert httpx.post(f"{mine}/step", json=step, headers=first).status_code == 200
