@@ -151,7 +151,10 @@ def _rl_context(training_job: TrainingJob, metrics: list) -> dict:
     if training_job.method != TrainingMethod.GRPO:
         return {}
     hp = training_job.hyperparameters or {}
+    spreads = [m.group_reward_std for m in metrics if m.group_reward_std is not None]
     return {
+        # every group's rewards equal at every step: GRPO's advantages were all zero
+        "flat_groups": bool(spreads) and max(spreads) < 1e-9,
         "rl_chart": rl_job_chart(
             [(m.step, m.reward, m.pass_rate, m.group_reward_std) for m in metrics]
         ),

@@ -312,8 +312,17 @@ def test_grpo_job_page_shows_the_reward_panel(client_for, viewer, project, autho
     assert f"/p/acme/training/compare/rl/?jobs={job.pk}" in html
     row = html[html.index('data-testid="rl-metrics-table"') :]
     assert '<td class="num">0.0020</td>' in row and '<td class="num">31</td>' in row
+    assert 'data-testid="flat-groups"' in html  # std 0 in every group: no learning signal
     listing = client_for(viewer).get("/p/acme/training/").content.decode()
     assert "<td>grpo</td>" in listing and "0.000" in listing
+    training_events_apply(
+        training_job=job,
+        events=[{"type": "metrics", "step": 2, "reward": 0.5, "group_reward_std": 0.25}],
+    )
+    assert (
+        'data-testid="flat-groups"'
+        not in client_for(viewer).get(f"/training/{job.pk}/").content.decode()
+    )
 
 
 def test_a_grpo_model_is_evaluated_on_its_environments_eval_tasks(
