@@ -575,3 +575,21 @@ def test_environment_runs_refuses_outsiders_anonymous_and_post(
     assert client_for(viewer).post(url, **HTMX_HEADERS).status_code == 405
     missing = reverse("runs:environment_runs", args=[999999])
     assert client_for(viewer).get(missing, **HTMX_HEADERS).status_code == 404
+
+
+def test_a_finished_teacher_batch_points_to_the_review_queue(client_for, viewer, project, author):
+    from tests.curation.conftest import import_valid, spec_document, teacher_batch_run
+
+    batch = teacher_batch_run(project, author, import_valid(project, author, spec_document()))
+    client = client_for(viewer)
+    page = client.get(reverse("runs:batch_detail", args=[batch.pk])).content.decode()
+    next_step = page.split('data-testid="teacher-next">')[1].split("</p>")[0]
+    assert reverse("curation:queue", args=[project.slug]) in next_step
+    # the live fragment says the same once the batch has ended
+    fragment = client.get(reverse("runs:batch_progress", args=[batch.pk]), HTTP_HX_REQUEST="true")
+    assert 'data-testid="teacher-next"' in fragment.content.decode()
+
+
+def test_a_finished_evaluation_batch_has_no_review_pointer(client_for, viewer, finished_batch):
+    page = client_for(viewer).get(reverse("runs:batch_detail", args=[finished_batch.pk]))
+    assert 'data-testid="teacher-next"' not in page.content.decode()
