@@ -82,12 +82,19 @@ class SynthesisForm(forms.Form):
         required=False, min_value=0, max_value=2**31 - 1, help_text="Blank: a random seed."
     )
 
-    def __init__(self, *args, project, **kwargs):
+    def __init__(self, *args, project, prefill=None, **kwargs):
+        """``prefill``: a query string's ``capability`` slugs, chosen in an unbound form
+        (the coverage page's "Synthesize" links); other projects' slugs are ignored."""
         super().__init__(*args, **kwargs)
-        self.fields["capabilities"].queryset = Capability.objects.filter(
+        capabilities = Capability.objects.filter(
             project=project, archived_at__isnull=True
         ).order_by("group", "name")
+        self.fields["capabilities"].queryset = capabilities
         self.fields["endpoint"].queryset = ModelEndpoint.objects.filter(project=project)
+        slugs = prefill.getlist("capability") if prefill is not None else []
+        if slugs and not self.is_bound:
+            chosen = capabilities.filter(slug__in=slugs[:50]).values_list("pk", flat=True)
+            self.initial["capabilities"] = list(chosen)
 
     def clean(self):
         data = super().clean()

@@ -44,7 +44,7 @@ def synthesis_list_view(request, slug):
 @require_http_methods(["GET", "POST"])
 def synthesis_create_view(request, slug):
     project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
-    form = SynthesisForm(request.POST or None, project=project)
+    form = SynthesisForm(request.POST or None, project=project, prefill=request.GET)
     if request.method == "POST" and form.is_valid():
         try:
             synthesis = synthesis_start(project=project, user=request.user, **form.service_kwargs())

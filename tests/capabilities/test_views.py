@@ -460,6 +460,24 @@ def test_coverage_page(client_for, viewer, project, tagged_environment):
     assert '<tr class="thin" data-slug="resolve-conflicts">' in html
     assert "No capability" in html
     assert f'data-testid="thin-count">{coverage.thin_count}<' in html
+    assert 'data-testid="synthesize-for"' not in html  # viewers start no synthesis
+
+
+def test_a_thin_capability_links_to_a_prefilled_synthesis(
+    client_for, author, project, other_project, tagged_environment
+):
+    client = client_for(author)
+    html = client.get(reverse("capabilities:coverage", args=[project.slug])).content.decode()
+    row = html.split('data-slug="resolve-conflicts">')[1].split("</tr>")[0]
+    link = f"{reverse('synthesis:create', args=[project.slug])}?capability=resolve-conflicts"
+    assert f'href="{link}" data-testid="synthesize-for"' in row
+    form = client.get(link).context["form"]
+    chosen = Capability.objects.get(project=project, slug="resolve-conflicts")
+    assert form.initial["capabilities"] == [chosen.pk]
+    # a slug of another project (or none at all) preselects nothing
+    Capability.objects.create(project=other_project, slug="theirs", name="Theirs")
+    other = client.get(reverse("synthesis:create", args=[project.slug]), {"capability": "theirs"})
+    assert other.context["form"].initial.get("capabilities") == []
 
 
 def test_coverage_page_shows_the_horizon_distribution(
