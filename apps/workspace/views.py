@@ -44,6 +44,7 @@ def project_dashboard(request, slug):
         "membership": check_project_role(request.user, project),
         "counts": (counts := project_counts(project=project)),
         "cards": _dashboard_cards(project, counts),
+        "next_step": _next_step(project, counts),
         "recent_jobs": job_list(project=project, limit=5),
     }
     return render_page(request, "workspace/dashboard.html", context)
@@ -61,6 +62,26 @@ DASHBOARD_CARDS = [
     ("active_jobs", "Jobs in progress", "core:job_list", "?status=running"),
     ("members", "Members", "accounts:member_list", ""),
 ]
+
+
+# The loop's stages in order: the first whose count is still zero (or, for the review
+# queue, not zero) is what a project does next. (count, done when, what to do, page)
+NEXT_STEPS = [
+    ("capabilities", False, "Add the capabilities your agents must master", "capabilities:list"),
+    ("environments", False, "Synthesize environments for your capabilities", "synthesis:create"),
+    ("valid_environments", False, "Validate your environments", "environments:list"),
+    ("runs", False, "Run a teacher batch on the valid environments", "runs:batch_create"),
+    ("demonstrations_pending", True, "Review the demonstrations waiting", "curation:queue"),
+    ("datasets", False, "Build a dataset from approved demonstrations", "datasets:create"),
+]
+
+
+def _next_step(project, counts: dict[str, int]) -> dict:
+    for key, pending, text, url_name in NEXT_STEPS:
+        if bool(counts.get(key)) == pending:
+            return {"key": key, "text": text, "url": reverse(url_name, args=[project.slug])}
+    url = reverse("training:create", args=[project.slug])
+    return {"key": "training", "text": "Train a model on a dataset version", "url": url}
 
 
 def _dashboard_cards(project, counts: dict[str, int]) -> list[dict]:

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from apps.accounts.models import Membership, Project, Role
-from apps.workspace.views import DASHBOARD_CARDS
+from apps.workspace.views import DASHBOARD_CARDS, _next_step
 from tests.conftest import HTMX_HEADERS
 from tests.factories import UserFactory
 
@@ -73,3 +73,48 @@ def test_dashboard_cards_link_to_what_they_count(client_for, viewer, project):
         "?status=running"
     )
     assert list(cards) == [key for key, *_ in DASHBOARD_CARDS]
+
+
+def test_a_new_project_is_told_what_to_do_next(client_for, db):
+    user = UserFactory(username="maker")
+    client = client_for(user)
+    client.post(
+        reverse("workspace:project_create"), {"name": "Fresh", "slug": "", "description": ""}
+    )
+    page = client.get(reverse("workspace:dashboard", args=["fresh"])).content.decode()
+    step = page.split('data-testid="next-step"')[1].split("</p>")[0]
+    # the project starts with the capability catalogue: environments come next
+    assert 'data-step="environments"' in step
+    assert f'href="{reverse("synthesis:create", args=["fresh"])}"' in step
+
+
+@pytest.mark.parametrize(
+    ("counts", "step"),
+    [
+        ({"capabilities": 0}, "capabilities"),
+        ({"capabilities": 3, "environments": 2, "valid_environments": 0}, "valid_environments"),
+        ({"capabilities": 3, "environments": 2, "valid_environments": 2, "runs": 0}, "runs"),
+        (
+            {"capabilities": 3, "environments": 2, "valid_environments": 2, "runs": 9}
+            | {"demonstrations_pending": 4},
+            "demonstrations_pending",
+        ),
+        (
+            {"capabilities": 3, "environments": 2, "valid_environments": 2, "runs": 9}
+            | {"demonstrations_pending": 0, "datasets": 0},
+            "datasets",
+        ),
+        (
+            {"capabilities": 3, "environments": 2, "valid_environments": 2, "runs": 9}
+            | {"demonstrations_pending": 0, "datasets": 1},
+            "training",
+        ),
+    ],
+)
+def test_the_next_step_is_the_first_stage_not_done(project, counts, step):
+    assert _next_step(project, counts)["key"] == step
+
+
+def test_a_viewer_is_not_offered_a_next_step(client_for, viewer, project):
+    page = client_for(viewer).get(reverse("workspace:dashboard", args=[project.slug]))
+    assert b'data-testid="next-step"' not in page.content
