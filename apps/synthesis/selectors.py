@@ -4,10 +4,12 @@ import difflib
 import json
 from decimal import Decimal
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from apps.capabilities.models import Capability
+from apps.core.leases import stale_after
 from apps.synthesis.models import (
     FINISHED_SLOT_STATUSES,
     SlotStatus,
@@ -62,8 +64,10 @@ def with_capabilities(*, project, jobs) -> list[SynthesisJob]:
     return jobs
 
 
-def synthesis_summary(*, synthesis: SynthesisJob) -> dict:
-    """Counts per slot status, repaired, duplicates, tokens, cost, and a one-line message."""
+def synthesis_summary(*, synthesis: SynthesisJob, now=None) -> dict:
+    """Counts per slot status, repaired, duplicates, tokens, cost, a one-line message, and
+    whether the job is ``stalled`` (active, yet nothing has moved for ``JOB_STALE_AFTER_S``:
+    no worker or no sweeper is running, the only time Resume helps)."""
     totals = SynthesisSlot.objects.filter(synthesis=synthesis).aggregate(
         **_status_counts(),
         repaired=Count("pk", filter=Q(status=SlotStatus.VALID, repair_rounds__gt=0)),
@@ -71,8 +75,16 @@ def synthesis_summary(*, synthesis: SynthesisJob) -> dict:
         tokens_in=Coalesce(Sum("tokens_in"), 0),
         tokens_out=Coalesce(Sum("tokens_out"), 0),
         cost=Coalesce(Sum("cost"), Decimal("0")),
+        last_heartbeat=Max("heartbeat_at"),
     )
     counts = {status: totals[f"count_{status}"] for status in SlotStatus.values}
+    job = synthesis.job
+    moments = [m for m in (job.created_at, job.heartbeat_at, totals["last_heartbeat"]) if m]
+    stalled = bool(
+        job.is_active
+        and not job.cancel_requested
+        and (now or timezone.now()) - max(moments) > stale_after()
+    )
     finished = sum(counts[status] for status in FINISHED_SLOT_STATUSES)
     parts = [
         f"{counts[SlotStatus.VALID]} valid",
@@ -97,6 +109,7 @@ def synthesis_summary(*, synthesis: SynthesisJob) -> dict:
         "tokens_out": totals["tokens_out"],
         "cost": totals["cost"],
         "message": message + ".",
+        "stalled": stalled,
     }
 
 

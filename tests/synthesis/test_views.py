@@ -1,7 +1,10 @@
 """Synthesis pages: list, create, detail (live progress), cancel, resume, slot timeline."""
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
 from apps.capabilities.models import Capability
@@ -272,6 +275,19 @@ def test_resume_queues_unstarted_slots(
     assert len(callbacks) == 1
     page = client_for(author).get(response["Location"])
     assert "Queued 2 slots again." in page.content.decode()
+
+
+def test_resume_is_offered_only_once_the_job_has_stalled(client_for, author, start_template):
+    synthesis = start_template(count=2)
+    url = reverse("synthesis:detail", args=[synthesis.pk])
+    html = client_for(author).get(url).content.decode()
+    assert "Cancel</button>" in html
+    assert 'data-testid="resume-synthesis"' not in html  # moving: nothing to resume
+    long_ago = timezone.now() - timedelta(hours=1)
+    Job.objects.filter(pk=synthesis.job_id).update(created_at=long_ago, heartbeat_at=None)
+    html = client_for(author).get(url).content.decode()
+    assert 'data-testid="synthesis-stalled"' in html
+    assert 'data-testid="resume-synthesis"' in html
 
 
 def test_resume_refuses_viewer(
