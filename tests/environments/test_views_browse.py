@@ -647,6 +647,9 @@ def test_validate_starts_a_job_and_lands_on_the_validation_tab(client_for, autho
     ]
     live = reverse("environments:validation_report_live", args=[environment.pk])
     assert f'hx-get="{live}" hx-trigger="every 2s"' in page.content.decode()
+    # one banner: while the job runs, none asks to press Validate
+    assert 'data-testid="needs-validation"' not in page.content.decode()
+    assert 'data-testid="needs-validation"' not in client.get(tab).content.decode()
 
 
 def test_validate_htmx(client_for, author, environment):

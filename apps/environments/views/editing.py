@@ -110,13 +110,18 @@ def _page_context(request, environment: Environment, **extra) -> dict:
 
 
 def _validation_state(environment: Environment) -> str:
-    """ "never" (not validated), "outdated" (edited since), or "" (the verdict is current)."""
+    """ "never" (not validated), "outdated" (edited since), "running" (a validation is under
+    way: no banner asks for one), or "" (the verdict is current)."""
     if environment.status != EnvironmentStatus.DRAFT:
         return ""
     report = environment.latest_validation
     if report is None:
-        return "never" if environment.revision == 1 else "outdated"
-    return "outdated" if report.revision != environment.revision else ""
+        state = "never" if environment.revision == 1 else "outdated"
+    else:
+        state = "outdated" if report.revision != environment.revision else ""
+    if state and environment_active_validation_job(environment=environment) is not None:
+        return "running"
+    return state
 
 
 def _editable(user, environment_or_pk) -> Environment:
