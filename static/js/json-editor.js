@@ -52,6 +52,24 @@
     return out;
   }
 
+  // The Problems panel beside the whole-spec editor reports the last check the server
+  // made; once the text has changed it must not still say "no problems".
+  var loadedText = new WeakMap();
+  function notePanel(view, syntax) {
+    var quiet = document.querySelector('[data-testid="no-problems"]');
+    if (!quiet) return;
+    if (!quiet.dataset.checked) quiet.dataset.checked = quiet.textContent;
+    var text = view.state.doc.toString();
+    if (!loadedText.has(view)) loadedText.set(view, text);
+    if (syntax.length) {
+      quiet.textContent = "The text is not valid JSON (marked in the editor): fix it, then save to check it.";
+    } else if (text !== loadedText.get(view)) {
+      quiet.textContent = "Edited since the last check: save to check it again.";
+    } else {
+      quiet.textContent = quiet.dataset.checked;
+    }
+  }
+
   function enhance(CM, textarea) {
     if (textarea.dataset.editor === "on") return;
     textarea.dataset.editor = "on";
@@ -76,6 +94,7 @@
       function (view) {
         var allowEmpty = !textarea.required && !view.state.doc.toString().trim();
         var syntax = allowEmpty ? [] : parseLinter(view);
+        notePanel(view, syntax);
         return syntax.concat(view.state.field(serverField));
       },
       { delay: 300 }

@@ -109,3 +109,27 @@ def test_editors_work_without_javascript(browser, live_server, author, environme
     page.goto(f"{live_server.url}{reverse('environments:tab', args=[environment.pk, 'spec'])}")
     expect(page.get_by_test_id("spec-json")).to_contain_text('"event-booked"')
     context.close()
+
+
+def test_the_problems_panel_never_says_no_problems_over_a_syntax_error(
+    page,
+    live_server,
+    login,
+    author,
+    environment,  # noqa: F811
+):
+    login(author)
+    page.goto(f"{live_server.url}{reverse('environments:edit_spec', args=[environment.pk])}")
+    quiet = page.get_by_test_id("no-problems")
+    expect(quiet).to_contain_text("find no problems")
+    editor = page.get_by_role("textbox", name="Spec (coworkenv.environment/v1)")
+    editor.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.insert_text("\n,,")  # the linter marks it at once
+    expect(page.locator(".cm-lint-marker-error")).to_have_count(1)
+    expect(quiet).to_contain_text("not valid JSON")
+    expect(quiet).not_to_contain_text("no problems")
+    page.keyboard.press("Backspace")
+    page.keyboard.press("Backspace")
+    page.keyboard.press("Backspace")
+    expect(quiet).to_contain_text("find no problems")
