@@ -1,4 +1,5 @@
-"""Run the web server, one Celery worker and Celery beat together until Ctrl-C stops them.
+"""Run the web server (uvicorn on the ASGI application), one Celery worker and Celery beat
+together until Ctrl-C stops them.
 
 Beat sends the sweepers (work whose worker died, or whose message was lost, is sent again);
 its schedule file is ``CELERY_BEAT_SCHEDULE_FILENAME``, under ``var/``.
@@ -20,8 +21,25 @@ HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = os.environ.get("PORT", "8000")
 READY_TIMEOUT = 90  # seconds to wait for the banners before printing the address anyway
 # A line each process prints once it can take work.
-READY_MARKERS = {"web": "Quit the server with", "worker": " ready.", "beat": "celery beat v"}
+READY_MARKERS = {"web": "Uvicorn running on", "worker": " ready.", "beat": "celery beat v"}
 LOGIN_PREFIXES = ("URL:", "User:", "Password:")
+
+
+def web_command(python: str) -> list[str]:
+    """The ASGI application under uvicorn, as on a team server: pages, the API and
+    ``/envs/<slug>/`` (the environment server, HTTP and WebSocket) on one port."""
+    return [
+        python,
+        "-m",
+        "uvicorn",
+        "coworkenv_web.asgi:application",
+        "--host",
+        HOST,
+        "--port",
+        PORT,
+        "--ws-per-message-deflate",
+        "false",
+    ]
 
 
 def seed(python: str, url: str) -> list[str]:
@@ -62,7 +80,7 @@ def main() -> int:
     url = f"http://{HOST}:{PORT}/"
     login = seed(python, url) if args.seed else []
     commands = {
-        "web": [python, "manage.py", "runserver", f"{HOST}:{PORT}"],
+        "web": web_command(python),
         "worker": [
             python,
             "-m",
