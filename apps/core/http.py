@@ -35,3 +35,12 @@ def form_add_service_error(form, exc) -> None:
             form.add_error(name if name in form.fields else None, error)
     if not fields:
         form.add_error(None, exc.message)
+
+
+def refresh_when_ended(request, response, job, live_id: str):
+    """Ask a page whose live part (``live_id``) polls a job that has just ended to reload,
+    so what only the finished page shows (results, links on, no Cancel) appears without a
+    manual reload. Only that part's own poll asks; other htmx requests are answered as is."""
+    if is_partial_request(request) and request.htmx.trigger == live_id and not job.is_active:
+        response["HX-Refresh"] = "true"
+    return response

@@ -6,7 +6,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
-from apps.core.http import form_add_service_error, redirect_after_post, render_page
+from apps.core.http import (
+    form_add_service_error,
+    redirect_after_post,
+    refresh_when_ended,
+    render_page,
+)
 from apps.core.text import count_of
 from apps.synthesis.access import slot_get_for_user, synthesis_get_for_user
 from apps.synthesis.forms import SynthesisForm
@@ -82,7 +87,8 @@ def synthesis_detail_view(request, pk):
         ],
         "page": page,
     }
-    return render_page(request, "synthesis/detail.html", context, partial="progress")
+    response = render_page(request, "synthesis/detail.html", context, partial="progress")
+    return refresh_when_ended(request, response, synthesis.job, "synthesis-progress")
 
 
 @login_required

@@ -13,6 +13,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.http import (
     form_add_service_error,
     redirect_after_post,
+    refresh_when_ended,
     render_page,
 )
 from apps.core.safeinput import is_id, parse_id
@@ -205,9 +206,10 @@ def _detail_context(request, training_job: TrainingJob) -> dict:
 @require_GET
 def job_detail_view(request, pk):
     training_job = training_job_get_for_user(request.user, pk)
-    return render_page(
+    response = render_page(
         request, "training/detail.html", _detail_context(request, training_job), partial="live"
     )
+    return refresh_when_ended(request, response, training_job.job, "training-live")
 
 
 @login_required

@@ -277,6 +277,16 @@ def test_resume_queues_unstarted_slots(
     assert "Queued 2 slots again." in page.content.decode()
 
 
+def test_the_progress_reloads_the_page_once_the_job_has_ended(client_for, author, start_template):
+    synthesis = start_template(count=2)
+    url = reverse("synthesis:detail", args=[synthesis.pk])
+    poll = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TRIGGER": "synthesis-progress"}
+    client = client_for(author)
+    assert "HX-Refresh" not in client.get(url, **poll)
+    synthesis_run_inline(synthesis=synthesis)
+    assert client.get(url, **poll)["HX-Refresh"] == "true"
+
+
 def test_resume_is_offered_only_once_the_job_has_stalled(client_for, author, start_template):
     synthesis = start_template(count=2)
     url = reverse("synthesis:detail", args=[synthesis.pk])

@@ -155,6 +155,17 @@ def test_job_page_prints_rates_in_a_few_significant_digits(client_for, viewer, t
     assert '<td class="num">0.0003</td>' in html
 
 
+def test_the_live_part_reloads_the_page_once_the_job_has_ended(client_for, viewer, training_job):
+    poll = {**HTMX_HEADERS, "HTTP_HX_TRIGGER": "training-live"}
+    client = client_for(viewer)
+    url = f"/training/{training_job.pk}/"
+    assert "HX-Refresh" not in client.get(url, **poll)  # still running: swap the part
+    training_job.job.status = JobStatus.SUCCEEDED
+    training_job.job.save()
+    assert client.get(url, **poll)["HX-Refresh"] == "true"  # Cancel gone, the model shown
+    assert "HX-Refresh" not in client.get(url, **HTMX_HEADERS)  # only the poll asks
+
+
 def test_finished_job_page_stops_polling(client_for, viewer, training_job):
     training_job.job.status = JobStatus.SUCCEEDED
     training_job.job.save()
