@@ -9,6 +9,7 @@ from django.db.models import Count, F, Max, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.capabilities.models import Capability
 from apps.core.leases import stale_after
 from apps.core.safeinput import parse_id
 from apps.environments.models import Task
@@ -341,3 +342,8 @@ def leaderboard(*, project) -> list[dict]:
         )
     boards.sort(key=lambda b: (-len(b["rows"]), -b["batches"][-1].pk))
     return boards
+
+
+def capability_names(*, project) -> dict[str, str]:
+    """Each capability's name by its slug (what runs record), archived ones included."""
+    return dict(Capability.objects.filter(project=project).values_list("slug", "name"))

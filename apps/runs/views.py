@@ -33,6 +33,7 @@ from apps.runs.selectors import (
     batch_list,
     batch_metrics,
     batch_status_counts,
+    capability_names,
     environment_run_choices,
     environment_runs,
     grader_anchors,
@@ -51,11 +52,19 @@ BATCHES_PER_PAGE = 25
 GROUPS_PER_PAGE = 10
 
 
+def _label_capabilities(evaluations: list[dict], names: dict[str, str]) -> None:
+    """Give each capability row its name to show (runs record slugs; the slug stays the
+    key, shown on hover)."""
+    for evaluation in evaluations:
+        for row in evaluation["by_capability"]:
+            row["label"] = names.get(row["name"], row["name"])
+
+
 def _capability_chart(evaluation: dict) -> dict:
     return charts.bar_chart(
         [
             {
-                "label": row["name"],
+                "label": row.get("label", row["name"]),
                 "value": row["average_score"],
                 "note": f"{row['graded']} graded runs",
             }
@@ -69,10 +78,13 @@ def _capability_comparison(models: list[dict]) -> dict:
     chart per model)."""
     if len(models) == 1:
         return _capability_chart(models[0])
-    names = sorted({row["name"] for m in models for row in m["by_capability"]})
+    labels = {
+        row["name"]: row.get("label", row["name"]) for m in models for row in m["by_capability"]
+    }
+    names = sorted(labels, key=lambda slug: labels[slug])
     scores = [{row["name"]: row["average_score"] for row in m["by_capability"]} for m in models]
     return charts.bar_chart(
-        [{"label": name, "values": [s.get(name) for s in scores]} for name in names],
+        [{"label": labels[name], "values": [s.get(name) for s in scores]} for name in names],
         series=[m["name"] for m in models],
     )
 
@@ -206,6 +218,7 @@ def batch_detail_view(request, pk):
     batch = batch_get_for_user(request.user, pk)
     context = _batch_context(request, batch)
     evaluation = batch_metrics(batch=batch)
+    _label_capabilities([evaluation], capability_names(project=batch.project))
     summary = evaluation["summary"]
     context.update(
         {
@@ -396,6 +409,7 @@ def evaluation_view(request, slug):
     chosen = [parse_id(v) for v in request.GET.getlist("batch") if is_id(v)]
     data = model_evaluation(project=project, batch_ids=chosen or None)
     models = data["models"]
+    _label_capabilities(models, capability_names(project=project))
     for model in models:
         model["ks"] = sorted(model["summary"]["pass_at_k"])
     context = {

@@ -593,3 +593,20 @@ def test_a_finished_teacher_batch_points_to_the_review_queue(client_for, viewer,
 def test_a_finished_evaluation_batch_has_no_review_pointer(client_for, viewer, finished_batch):
     page = client_for(viewer).get(reverse("runs:batch_detail", args=[finished_batch.pk]))
     assert 'data-testid="teacher-next"' not in page.content.decode()
+
+
+def test_metrics_pages_name_capabilities_with_the_slug_on_hover(
+    client_for, viewer, project, finished_batch
+):
+    from apps.capabilities.models import Capability
+
+    slug = finished_batch.runs.exclude(capabilities=[]).first().capabilities[0]
+    capability = Capability.objects.get(project=project, slug=slug)
+    Capability.objects.filter(pk=capability.pk).update(name="Route <around> conflicts")
+    client = client_for(viewer)
+    for url in (
+        reverse("runs:batch_detail", args=[finished_batch.pk]),
+        reverse("runs:evaluation", args=["acme"]) + f"?batch={finished_batch.pk}",
+    ):
+        page = client.get(url).content.decode()
+        assert f'<td title="{slug}">Route &lt;around&gt; conflicts</td>' in page, url
