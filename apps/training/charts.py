@@ -11,11 +11,18 @@ def _fmt(value: float) -> str:
 
 
 def loss_chart(
-    series: list[dict], *, width: int = 720, height: int = 280, legend_width: int = 170
+    series: list[dict],
+    *,
+    width: int = 720,
+    height: int = 280,
+    legend_width: int = 170,
+    within: tuple[float, float] | None = None,
 ) -> dict:
     """``series``: ``[{"name", "points": [(step, value), …], "dashed"?: bool}]``; values
     may be None (skipped). Both axes are linear, from the data's range. The legend on the
-    right is ``legend_width`` pixels wide (names cut to what fits)."""
+    right is ``legend_width`` pixels wide (names cut to what fits). ``within``: the range
+    the values live in (rates: 0 to 1): the axis's padding never crosses a bound the data
+    keeps to."""
     left, right, top, bottom = 56, legend_width, 16, 40
     points_all = [(s, v) for line in series for s, v in line["points"] if v is not None]
     if not points_all:
@@ -23,11 +30,15 @@ def loss_chart(
     steps = [s for s, _ in points_all]
     values = [v for _, v in points_all]
     x_min, x_max = min(steps), max(steps)
-    y_min, y_max = min(values), max(values)
+    y_min, y_max = data_min, data_max = min(values), max(values)
     if y_max == y_min:
         y_min, y_max = y_min - 0.5, y_max + 0.5
     pad = (y_max - y_min) * 0.05
-    y_min, y_max = y_min - pad, y_max + pad
+    low, high = y_min - pad, y_max + pad
+    if within is not None:
+        low = max(low, within[0]) if data_min >= within[0] else low
+        high = min(high, within[1]) if data_max <= within[1] else high
+    y_min, y_max = low, high
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def sx(step):
@@ -106,7 +117,8 @@ def rl_job_chart(metrics: list[tuple[int, float | None, float | None, float | No
                 "color": 2,
                 "dashed": True,
             },
-        ]
+        ],
+        within=(0.0, 1.0),
     )
 
 
@@ -124,4 +136,5 @@ def rl_compare_chart(jobs: list, series: dict[int, list[dict]], field: str) -> d
         ],
         width=800,
         legend_width=290,  # "#12 passed/dr_grpo G16 T0.7 turn (gamma)0.95" and its value fit
+        within=(0.0, 1.0),  # rewards and pass rates are scores in [0, 1]
     )
