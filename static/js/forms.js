@@ -5,7 +5,9 @@
  *    the choice, so the server sees exactly what it saw before. A required one that is left
  *    empty says so beside its checkboxes (the browser cannot point at the hidden select).
  * 2. [data-show-if="field=value"]: the element shows only while the form's field has that
- *    value (the synthesis form hides its LLM-only fields when Template is chosen).
+ *    value (the synthesis form hides its LLM-only fields when Template is chosen);
+ *    "field=a|b" for either value, "field!=a" for any other, "c1&c2" for both (the training
+ *    form shows each method's and backend's fields, and says why a pair cannot work).
  * 3. [data-copy="#id"] buttons (hidden until now) copy that element's text to the clipboard.
  * 4. When a posted form comes back with problems (htmx swaps it in place, the page stays where
  *    it was), the first problem is brought into view and its field focused: the reply to a
@@ -134,10 +136,16 @@
       var form = target.closest("form");
       if (!form || target.dataset.showIfBound) return;
       target.dataset.showIfBound = "1";
-      var parts = target.dataset.showIf.split("=");
+      var conditions = target.dataset.showIf.split("&");
+      function holds(data, condition) {
+        var negated = condition.indexOf("!=") > 0;
+        var parts = condition.split(negated ? "!=" : "=");
+        var hit = parts[1].split("|").indexOf(data.get(parts[0]) || "") >= 0;
+        return negated ? !hit : hit;
+      }
       function sync() {
         var data = new FormData(form);
-        target.hidden = data.get(parts[0]) !== parts[1];
+        target.hidden = !conditions.every(function (c) { return holds(data, c); });
       }
       form.addEventListener("change", sync);
       sync();
