@@ -176,6 +176,15 @@ def test_the_download_serves_the_bundle_as_a_zip(version, client_for, author):
     )
 
 
+def test_the_version_page_names_a_bundle_a_zip(version, client_for, author):
+    page = client_for(author).get(f"/datasets/{version.dataset_id}/versions/{version.number}/")
+    html = page.content.decode()
+    trl = html.split('data-testid="download-trl-train">')[1].split("</td>")[0]
+    assert trl.startswith("Download .zip</a>") and 'data-testid="bundle-note"' in trl
+    openai = html.split('data-testid="download-openai-train">')[1].split("</a>")[0]
+    assert openai == "Download"  # a JSONL file (its images inline as data: URLs)
+
+
 def test_a_regenerated_openai_file_is_the_one_written_with_its_images(version):
     from apps.datasets.downloads import export_for
     from apps.datasets.services import export_regenerate_stream
