@@ -23,7 +23,13 @@ from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX, INT32_MAX
 from apps.datasets.access import dataset_get_for_user, version_get_for_user
-from apps.datasets.downloads import ExportUnavailable, export_for, export_response
+from apps.datasets.downloads import (
+    PARQUET_TYPE,
+    ZIP_TYPE,
+    ExportUnavailable,
+    export_for,
+    export_response,
+)
 from apps.datasets.formats.rl_prompts import prompt_messages
 from apps.datasets.models import (
     DESCRIPTION_MAX_LENGTH,
@@ -740,6 +746,15 @@ class VersionExportApi(APIView):
                 description="JSONL, one example per line (streamed; Content-Length when "
                 "cached). Headers: ETag (the file's sha256), X-Dataset-Checksum, "
                 "X-Dataset-Rows.",
+            ),
+            (200, ZIP_TYPE): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="A split whose demonstrations show images (trl, sharegpt): a zip "
+                "of its rows and images (trl: metadata.jsonl with file_names and images/; "
+                "sharegpt: the file, dataset_info.json and images/). Save it as bytes.",
+            ),
+            (200, PARQUET_TYPE): OpenApiResponse(
+                OpenApiTypes.BINARY, description="format=verl: one Parquet file."
             ),
             (200, "text/markdown"): OpenApiResponse(OpenApiTypes.STR, description="format=card"),
             (200, "application/json"): OpenApiResponse(

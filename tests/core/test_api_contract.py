@@ -141,3 +141,13 @@ def test_slash_less_spellings_of_earlier_releases_still_answer(
             legacy, f'{{"project": {project.pk}, "spec": {spec}}}', content_type="application/json"
         )
         assert response.status_code == 201
+
+
+def test_file_downloads_declare_binary_bodies(schema):
+    """A generated client saves an export as bytes: a zip or Parquet body is never a string."""
+    [export] = [
+        op for _, _, op in operations(schema) if op["operationId"] == "dataset_versions_export"
+    ]
+    content = export["responses"]["200"]["content"]
+    for media_type in ("application/zip", "application/vnd.apache.parquet", "application/jsonl"):
+        assert content[media_type]["schema"] == {"type": "string", "format": "binary"}, media_type
