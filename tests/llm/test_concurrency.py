@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import warnings
 from datetime import timedelta
 
@@ -13,9 +12,13 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from apps.llm import concurrency
 from apps.llm.client import llm_chat
 from apps.llm.concurrency import (
     SlotTimeout,
+    _local_condition,
+    _redis_client,
+    _redis_keys,
     endpoint_slot,
     redis_in_flight,
     slot_acquire,
@@ -168,10 +171,9 @@ def test_each_backend_hands_out_exactly_the_limit_then_times_out(backend, endpoi
     second = slot_acquire(endpoint=endpoint, timeout=1)
     assert (first.backend, second.backend) == (backend, backend)
     assert first.holder != second.holder
-    started = time.monotonic()
-    with pytest.raises(SlotTimeout, match="All 2 concurrent-request slots"):
+    with pytest.raises(SlotTimeout, match="All 2 concurrent-request slots") as refused:
         slot_acquire(endpoint=endpoint, timeout=0.2)
-    assert time.monotonic() - started >= 0.2
+    assert refused.value.waited_s >= 0.2  # it waited out its timeout before giving up
     assert slot_release(lease=first) is True
     assert slot_release(lease=first) is False  # a second release frees nothing
     third = slot_acquire(endpoint=endpoint, timeout=1)
@@ -206,30 +208,39 @@ def test_lock_files_try_the_slot_this_process_freed_first(settings, endpoint, mo
         slot_release(lease=lease)
 
 
+def _waiters(backend, endpoint_id):
+    """How many acquires of this process are blocked until a release (or a poll) wakes them."""
+    if backend == "redis":
+        return int(_redis_client(REDIS_URL).get(_redis_keys(endpoint_id)[2]) or 0)
+    return len(_local_condition(endpoint_id)._waiters)
+
+
 @pytest.mark.django_db(transaction=True)  # the waiting thread has a connection of its own
-def test_a_waiter_is_woken_by_a_release_at_once(backend, endpoint):
+def test_a_waiter_is_woken_by_the_release_itself(backend, endpoint, monkeypatch):
+    """With its polls an hour apart, a waiter gets the freed slot only if the release wakes it."""
+    monkeypatch.setattr(concurrency, "POLL_MIN_S", 3600.0)
+    monkeypatch.setattr(concurrency, "POLL_MAX_S", 3600.0)
+    monkeypatch.setattr(concurrency, "REDIS_WAKE_S", 3600.0)
     held = [slot_acquire(endpoint=endpoint, timeout=1) for _ in range(2)]
     got = []
 
     def waiter():
         try:
-            lease = slot_acquire(endpoint=endpoint, timeout=5)
-            got.append(time.monotonic())
+            lease = slot_acquire(endpoint=endpoint, timeout=3600)
+            got.append(lease)
             slot_release(lease=lease)
         finally:
             connection.close()
 
-    thread = threading.Thread(target=waiter)
+    thread = threading.Thread(target=waiter, daemon=True)
     thread.start()
-    time.sleep(0.3)  # the waiter is blocked on its wait now
-    released = time.monotonic()
+    wait_for(
+        lambda: _waiters(backend, endpoint.pk) == 1, timeout=10, interval=0.01, message="a waiter"
+    )
     slot_release(lease=held[0])
-    thread.join(5)
+    thread.join(10)
     slot_release(lease=held[1])
-    assert len(got) == 1
-    # The old polling slept up to 250 ms; a release now wakes a waiter of this process
-    # within a few milliseconds (generous bound for a loaded machine).
-    assert got[0] - released < 0.15
+    assert len(got) == 1, "the waiter slept through the release"
 
 
 @pytest.mark.django_db
@@ -284,7 +295,7 @@ def test_threads_never_exceed_the_limit(backend, slow_endpoint, llm_server):
         # Two requests get in (the limit is reachable) ...
         wait_for(lambda: llm_server.in_flight == 2, timeout=15, message="2 requests in flight")
         # ... and while they are held, the other three wait for a slot.
-        time.sleep(0.5)
+        wait_for(lambda: _waiters(backend, slow_endpoint.pk) == 3, timeout=15, message="3 waiters")
         assert llm_server.in_flight == 2
         assert len(llm_server.chat_requests()) == 2
     finally:
