@@ -5,7 +5,7 @@ driven by openenv-core's client, httpx and websockets."""
 from __future__ import annotations
 
 import json
-import time
+import threading
 
 import httpx
 import pytest
@@ -16,6 +16,7 @@ from websockets.sync.client import connect
 
 from apps.environments.models import Environment, EnvironmentStatus
 from tests.engine.serving import running
+from tests.workers import wait_for
 
 from .conftest import SAMPLES
 from .test_serving import (
@@ -113,10 +114,12 @@ def test_a_withdrawn_environment_is_gone_after_a_refresh(app_url, served, projec
         ws.send(json.dumps({"type": "reset", "data": {"environment": valid.name}}))
         assert json.loads(ws.recv(timeout=30))["type"] == "observation"
     Environment.objects.filter(pk=valid.pk).update(status=EnvironmentStatus.DRAFT)
-    deadline = time.monotonic() + 20
-    while _tasks(url, token).json()["environments"]:
-        assert time.monotonic() < deadline, "the catalogue was not refreshed in time"
-        time.sleep(0.05)
+    wait_for(
+        lambda: not _tasks(url, token).json()["environments"],
+        timeout=20,
+        interval=0.05,
+        message="the catalogue to drop the withdrawn environment",
+    )
     with connect(ws_url) as ws:
         ws.send(json.dumps({"type": "reset", "data": {"environment": valid.name}}))
         refused = json.loads(ws.recv(timeout=30))
@@ -124,9 +127,12 @@ def test_a_withdrawn_environment_is_gone_after_a_refresh(app_url, served, projec
     assert refused["data"]["message"] == f"no environment named {valid.name!r}"
     # validated again: served again at the next refresh
     Environment.objects.filter(pk=valid.pk).update(status=EnvironmentStatus.VALID)
-    while not _tasks(url, token).json()["environments"]:
-        assert time.monotonic() < deadline + 20, "the catalogue was not refreshed in time"
-        time.sleep(0.05)
+    wait_for(
+        lambda: _tasks(url, token).json()["environments"],
+        timeout=20,
+        interval=0.05,
+        message="the catalogue to serve the environment again",
+    )
 
 
 def test_an_image_environments_view_tool_sends_the_stored_image_as_a_data_url(
@@ -194,32 +200,38 @@ def test_the_session_limit_of_the_settings_holds_through_the_mount(served, proje
             assert reset.status_code == 503
             assert reset.json()["code"] == "CAPACITY_REACHED"
         # both WebSockets closed: their slots are free again
-        deadline = time.monotonic() + 20
-        while True:
-            reset = httpx.post(f"{mine}/reset", json={"task_key": task_key}, headers=headers)
-            if reset.status_code == 200 or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        assert reset.status_code == 200
+        wait_for(
+            lambda: (
+                httpx.post(
+                    f"{mine}/reset", json={"task_key": task_key}, headers=headers
+                ).status_code
+                == 200
+            ),
+            timeout=20,
+            interval=0.05,
+            message="a freed session slot",
+        )
 
 
-class SlowStorage(FileSystemStorage):
-    """The attachments storage of the tests, each read taking ``DELAY`` seconds first: what an
-    S3 bucket far away looks like to the server."""
+class GatedStorage(FileSystemStorage):
+    """The attachments storage of the tests, each read held until the test opens ``gate``:
+    what an S3 bucket far away looks like to the server. ``reads`` counts the reads begun."""
 
-    DELAY = 1.5
+    gate = threading.Event()
+    reading = threading.Event()
+    reads = 0
 
     def _open(self, name, mode="rb"):
-        time.sleep(self.DELAY)
+        type(self).reads += 1
+        type(self).reading.set()
+        assert type(self).gate.wait(60), "the test never let the read finish"
         return super()._open(name, mode)
 
 
 def test_a_slow_image_read_stalls_only_the_session_viewing_it(transactional_db, project, author):
-    """Session A views a receipt whose image takes 1.5 s to read from storage; meanwhile
-    session B's steps keep coming back in well under that (the read runs in a worker thread,
-    not on the event loop). A's second view of the same image is served from the cache."""
-    import threading
-
+    """Session A views a receipt whose image read is held in storage; meanwhile session B's
+    steps keep coming back (the read runs in a worker thread, not on the event loop). A's
+    second view of the same image is served from the cache, with no second read."""
     from django.conf import settings as django_settings
 
     from apps.accounts.services import api_token_create
@@ -238,52 +250,38 @@ def test_a_slow_image_read_stalls_only_the_session_viewing_it(transactional_db, 
     expected_url = data_url("image/png", files[sha])
     view = {"tool_calls": [{"name": "view_receipt", "arguments": {"receipt_id": receipt["id"]}}]}
     listing = {"tool_calls": [{"name": "list_receipts", "arguments": {}}]}
-    slow = {
+    gated = {
         **django_settings.STORAGES,
         "attachments": {
             **django_settings.STORAGES["attachments"],
-            "BACKEND": f"{__name__}.SlowStorage",
+            "BACKEND": f"{__name__}.GatedStorage",
         },
     }
-    with override_settings(STORAGES=slow), running(application) as url:
+    GatedStorage.gate.clear()
+    GatedStorage.reading.clear()
+    GatedStorage.reads = 0
+    with override_settings(STORAGES=gated), running(application) as url:
         ws_url = url.replace("http://", "ws://") + f"/envs/{project.slug}/t/{token}/ws"
         with connect(ws_url) as a, connect(ws_url) as b:
             for ws in (a, b):
                 ws.send(json.dumps({"type": "reset", "data": {"task_key": task_key}}))
                 assert json.loads(ws.recv(timeout=30))["type"] == "observation"
-            a_sent, a_done, a_reply = threading.Event(), threading.Event(), {}
-
-            def viewer():
+            try:
                 a.send(json.dumps({"type": "step", "data": view}))
-                a_reply["at"] = time.monotonic()
-                a_sent.set()
-                a_reply["message"] = json.loads(a.recv(timeout=60))
-                a_reply["took"] = time.monotonic() - a_reply["at"]
-                a_done.set()
-
-            thread = threading.Thread(target=viewer)
-            thread.start()
-            assert a_sent.wait(30)
-            latencies = []
-            while not a_done.is_set() and len(latencies) < 30:
-                started = time.monotonic()
-                b.send(json.dumps({"type": "step", "data": listing}))
-                reply = json.loads(b.recv(timeout=60))
-                assert reply["type"] == "observation"
-                if not a_done.is_set():
-                    latencies.append(time.monotonic() - started)
-            thread.join(60)
-            parts = a_reply["message"]["data"]["observation"]["tool_results"][0]["content"]
-            assert {"type": "image_url", "image_url": {"url": expected_url}} in parts
-            assert a_reply["took"] >= SlowStorage.DELAY
-            assert len(latencies) >= 5, latencies
-            assert max(latencies) < SlowStorage.DELAY / 2, latencies
+                assert GatedStorage.reading.wait(30), "A's view never read the image"
+                for _ in range(5):  # A's read is still held: B is served all the same
+                    b.send(json.dumps({"type": "step", "data": listing}))
+                    assert json.loads(b.recv(timeout=30))["type"] == "observation"
+                assert GatedStorage.reads == 1
+            finally:
+                GatedStorage.gate.set()
+            first = json.loads(a.recv(timeout=60))["data"]["observation"]["tool_results"][0]
+            assert {"type": "image_url", "image_url": {"url": expected_url}} in first["content"]
             # the same image again: from the cache, no storage read
-            started = time.monotonic()
             a.send(json.dumps({"type": "step", "data": view}))
             again = json.loads(a.recv(timeout=60))["data"]["observation"]["tool_results"][0]
-            assert time.monotonic() - started < SlowStorage.DELAY / 2
             assert {"type": "image_url", "image_url": {"url": expected_url}} in again["content"]
+            assert GatedStorage.reads == 1
 
 
 ROUTES = [
