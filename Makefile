@@ -28,6 +28,7 @@ run: migrate
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/dead_code.py
 
 format: install
 	$(BIN)/ruff check --fix .

@@ -3,14 +3,6 @@ from django.db import models
 from django.db.models import F, Q
 
 
-class TimestampedModel(models.Model):
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        abstract = True
-
-
 class JobStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"

@@ -110,9 +110,6 @@ class Task(models.Model):
     def __str__(self) -> str:
         return self.title or self.key
 
-    def total_weight(self) -> float:
-        return sum(grader.weight for grader in self.graders.all())
-
 
 class TaskCapability(models.Model):
     """The ordered link between a task and the capabilities it exercises."""

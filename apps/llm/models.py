@@ -290,10 +290,6 @@ class LLMCall(models.Model):
     def __str__(self) -> str:
         return f"{self.purpose} #{self.attempt} ({self.status})"
 
-    @property
-    def tokens_total(self) -> int:
-        return self.tokens_in + self.tokens_out
-
 
 class ProjectJudge(models.Model):
     """The project's LLM judge: the model endpoint that scores ``judge`` graders in its runs,

@@ -274,15 +274,6 @@ class Run(models.Model):
     def __str__(self) -> str:
         return f"{self.task_key} #{self.trial} (attempt {self.attempt}, {self.status})"
 
-    @property
-    def is_final(self) -> bool:
-        """Whether this attempt closes its slot."""
-        if self.status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED):
-            return True
-        if self.status == RunStatus.ERRORED:
-            return not self.retryable or self.attempt >= self.batch.max_attempts
-        return False
-
 
 class RolloutGroup(models.Model):
     """The G runs of one task in one student batch, scored together once all are final.

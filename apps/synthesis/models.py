@@ -204,14 +204,6 @@ class SynthesisSlot(models.Model):
     def __str__(self) -> str:
         return f"Synthesis #{self.synthesis_id} slot {self.index} ({self.status})"
 
-    @property
-    def is_finished(self) -> bool:
-        return self.status in FINISHED_SLOT_STATUSES
-
-    @property
-    def is_duplicate(self) -> bool:
-        return self.duplicate_of_id is not None
-
 
 class SynthesisAttempt(models.Model):
     """One draft or repair answer: what came back, and what validation said about it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from apps.environments.models import Environment, EnvironmentStatus
-from apps.training.models import TrainedModel, TrainingJob, TrainingMetric
+from apps.training.models import TrainingJob, TrainingMetric
 
 
 def training_job_list(*, project) -> QuerySet[TrainingJob]:
@@ -79,14 +79,6 @@ def loss_series(
     for job_id, step, loss, eval_loss in rows:
         series[job_id].append((step, loss, eval_loss))
     return {job_id: chart_sample(points, lambda p: p[2]) for job_id, points in series.items()}
-
-
-def trained_model_list(*, project) -> QuerySet[TrainedModel]:
-    return (
-        TrainedModel.objects.filter(project=project)
-        .select_related("training_job", "endpoint", "eval_batch", "base_batch")
-        .order_by("-created_at", "-id")
-    )
 
 
 def runnable_environments(*, project) -> QuerySet[Environment]:

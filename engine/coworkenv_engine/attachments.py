@@ -73,10 +73,6 @@ class Attachment:
     def is_image(self) -> bool:
         return self.media_type in IMAGE_TYPES
 
-    @property
-    def extension(self) -> str:
-        return EXTENSIONS.get(self.media_type, "bin")
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "sha256": self.sha256,

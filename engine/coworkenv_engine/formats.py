@@ -78,7 +78,3 @@ def validator_for(schema: dict) -> Draft202012Validator:
     import json
 
     return _cached(json.dumps(schema, sort_keys=True))
-
-
-def error_path(err: Any) -> list[str | int]:
-    return list(err.absolute_path)

@@ -91,9 +91,6 @@ class WorldState:
     def has(self, service: str, collection: str) -> bool:
         return (service, collection) in self._cols
 
-    def has_service(self, service: str) -> bool:
-        return any(s == service for s, _ in self._base.order)
-
     def records(self, service: str, collection: str) -> list[dict[str, Any]]:
         return self._cols[(service, collection)].records
 

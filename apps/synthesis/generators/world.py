@@ -66,14 +66,6 @@ def rx(text: str) -> str:
     return re.escape(text).replace("\\ ", r"\s")
 
 
-def amount_rx(amount: int) -> str:
-    """``12500`` matches 12500, 12,500 and 12.500."""
-    digits = str(amount)
-    if len(digits) <= 3:
-        return digits
-    return digits[:-3] + "[,.]?" + digits[-3:]
-
-
 def money(amount: int) -> str:
     return f"{amount:,} EUR"
 

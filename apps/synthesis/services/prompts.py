@@ -20,10 +20,6 @@ SAMPLES_DIR = Path(__file__).resolve().parents[3] / "samples"
 MAX_PROBLEMS_IN_REPAIR = 40
 
 
-def prompt_versions() -> list[str]:
-    return sorted(p.name for p in PROMPTS_DIR.iterdir() if (p / "system.md").is_file())
-
-
 @lru_cache(maxsize=8)
 def _engine(version: str) -> Engine:
     directory = PROMPTS_DIR / version
