@@ -75,28 +75,21 @@ def _scalar_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _compile(schema: Any) -> Check:
-    if schema is True:
-        return lambda v: True
-    if schema is False:
-        return lambda v: False
-    if type(schema) is not dict:
-        raise _Unsupported
-    if not schema.keys() <= _KEYWORDS:
-        raise _Unsupported
-    checks: list[Check] = []
-
+def _type_checks(schema: dict) -> list[Check]:
     kind = schema.get("type")
-    if kind is not None:
-        names = [kind] if isinstance(kind, str) else kind
-        if not isinstance(names, list) or not all(n in _TYPES for n in names):
-            raise _Unsupported
-        tests = [_TYPES[n] for n in names]
-        if len(tests) == 1:
-            checks.append(tests[0])
-        else:
-            checks.append(lambda v, tests=tests: any(t(v) for t in tests))
+    if kind is None:
+        return []
+    names = [kind] if isinstance(kind, str) else kind
+    if not isinstance(names, list) or not all(n in _TYPES for n in names):
+        raise _Unsupported
+    tests = [_TYPES[n] for n in names]
+    if len(tests) == 1:
+        return [tests[0]]
+    return [lambda v, tests=tests: any(t(v) for t in tests)]
 
+
+def _value_checks(schema: dict) -> list[Check]:
+    checks: list[Check] = []
     for key in ("enum", "const"):
         if key not in schema:
             continue
@@ -111,22 +104,32 @@ def _compile(schema: Any) -> Check:
                 and any(_scalar_equal(v, a) for a in allowed)
             )
         )
+    return checks
 
+
+_BOUNDS = (
+    ("minimum", lambda v, b: v >= b),
+    ("maximum", lambda v, b: v <= b),
+    ("exclusiveMinimum", lambda v, b: v > b),
+    ("exclusiveMaximum", lambda v, b: v < b),
+)
+
+
+def _bound_checks(schema: dict) -> list[Check]:
     bounds = []
-    for key, test in (
-        ("minimum", lambda v, b: v >= b),
-        ("maximum", lambda v, b: v <= b),
-        ("exclusiveMinimum", lambda v, b: v > b),
-        ("exclusiveMaximum", lambda v, b: v < b),
-    ):
+    for key, test in _BOUNDS:
         if key in schema:
             bound = schema[key]
             if not _is_number(bound):
                 raise _Unsupported
             bounds.append((test, bound))
-    if bounds:
-        checks.append(lambda v, bounds=bounds: not _is_number(v) or all(t(v, b) for t, b in bounds))
+    if not bounds:
+        return []
+    return [lambda v, bounds=bounds: not _is_number(v) or all(t(v, b) for t, b in bounds)]
 
+
+def _length_checks(schema: dict) -> list[Check]:
+    checks: list[Check] = []
     for lo_key, hi_key, typ in (("minLength", "maxLength", str), ("minItems", "maxItems", list)):
         lo, hi = schema.get(lo_key), schema.get(hi_key)
         for b in (lo, hi):
@@ -139,52 +142,80 @@ def _compile(schema: Any) -> Check:
                     type(v) is not typ or lo_v <= len(v) <= hi_v
                 )
             )
+    return checks
 
+
+def _format_checks(schema: dict) -> list[Check]:
     fmt = schema.get("format")
-    if fmt is not None:
-        if not isinstance(fmt, str):
-            raise _Unsupported
-        if fmt in FORMAT_CHECKER.checkers:
-            checks.append(lambda v, fmt=fmt: FORMAT_CHECKER.conforms(v, fmt))
+    if fmt is None:
+        return []
+    if not isinstance(fmt, str):
+        raise _Unsupported
+    if fmt in FORMAT_CHECKER.checkers:
+        return [lambda v, fmt=fmt: FORMAT_CHECKER.conforms(v, fmt)]
+    return []
 
-    if "items" in schema:
-        item = _compile(schema["items"])
-        checks.append(lambda v, item=item: type(v) is not list or all(item(x) for x in v))
 
+def _add_object_check(schema: dict, checks: list[Check]) -> None:
+    """Append the check of an object's properties; it absorbs a lone leading ``object``
+    type check (a non-object fails right there)."""
     props = schema.get("properties")
     required = schema.get("required")
     extra = schema.get("additionalProperties", True)
-    if props is not None or required is not None or extra is not True:
-        if props is not None and type(props) is not dict:
-            raise _Unsupported
-        if required is not None and (
-            type(required) is not list or not all(type(r) is str for r in required)
-        ):
-            raise _Unsupported
-        compiled = {name: _compile(sub) for name, sub in (props or {}).items()}
-        need = tuple(required or ())
-        rest = None if extra is True else _compile(extra)
+    if props is None and required is None and extra is True:
+        return
+    if props is not None and type(props) is not dict:
+        raise _Unsupported
+    if required is not None and (
+        type(required) is not list or not all(type(r) is str for r in required)
+    ):
+        raise _Unsupported
+    compiled = {name: _compile(sub) for name, sub in (props or {}).items()}
+    need = tuple(required or ())
+    rest = None if extra is True else _compile(extra)
 
-        strict = bool(checks) and checks[-1] is _TYPES["object"] and kind is not None
-        if strict:
-            checks.pop()  # folded into check_object: a non-object fails right there
+    strict = bool(checks) and checks[-1] is _TYPES["object"] and schema.get("type") is not None
+    if strict:
+        checks.pop()
 
-        def check_object(v: Any, compiled=compiled, need=need, rest=rest, strict=strict) -> bool:
-            if type(v) is not dict:
-                return not strict
-            for name in need:
-                if name not in v:
+    def check_object(v: Any, compiled=compiled, need=need, rest=rest, strict=strict) -> bool:
+        if type(v) is not dict:
+            return not strict
+        for name in need:
+            if name not in v:
+                return False
+        for name, value in v.items():
+            sub = compiled.get(name)
+            if sub is None:
+                if rest is not None and not rest(value):
                     return False
-            for name, value in v.items():
-                sub = compiled.get(name)
-                if sub is None:
-                    if rest is not None and not rest(value):
-                        return False
-                elif not sub(value):
-                    return False
-            return True
+            elif not sub(value):
+                return False
+        return True
 
-        checks.append(check_object)
+    checks.append(check_object)
+
+
+def _compile(schema: Any) -> Check:
+    if schema is True:
+        return lambda v: True
+    if schema is False:
+        return lambda v: False
+    if type(schema) is not dict:
+        raise _Unsupported
+    if not schema.keys() <= _KEYWORDS:
+        raise _Unsupported
+    checks: list[Check] = [
+        *_type_checks(schema),
+        *_value_checks(schema),
+        *_bound_checks(schema),
+        *_length_checks(schema),
+        *_format_checks(schema),
+    ]
+    if "items" in schema:
+        item = _compile(schema["items"])
+        checks.append(lambda v, item=item: type(v) is not list or all(item(x) for x in v))
+    _add_object_check(schema, checks)
 
     if not checks:
         return lambda v: True

@@ -163,95 +163,119 @@ def _check_size(ctx: OpContext, size: int, delta: int) -> None:
         raise ToolError("state_limit", "the service's storage is full")
 
 
-def execute(
-    binding: Binding, args: dict[str, Any], ctx: OpContext
-) -> tuple[Any, list[dict[str, Any]]]:
+Outcome = tuple[Any, list[dict[str, Any]]]
+
+
+def _list(binding: Binding, args: dict[str, Any], ctx: OpContext) -> Outcome:
+    where = _where(binding, args, ctx.now)
+    records = ctx.state.records(binding.service, binding.collection)
+    matched = [r for r in records if _matches_where(r, where)]
+    return _page(matched, _limit(binding, args)), []
+
+
+def _search(binding: Binding, args: dict[str, Any], ctx: OpContext) -> Outcome:
+    query = resolve(binding.query, args, ctx.now)
+    if query is MISSING:
+        query = ""
+    if not isinstance(query, str):
+        raise ToolError("bad_arguments", "the search query must be a string")
+    terms = normalize_text(query).split()
+    where = _where(binding, args, ctx.now)
+    fields = tuple(binding.fields or ())
+    matched = []
+    for r in ctx.state.records(binding.service, binding.collection):
+        if where and not _matches_where(r, where):
+            continue
+        text = ctx.state.search_text(r, fields, _search_text)
+        if all(t in text for t in terms):
+            matched.append(r)
+    return _page(matched, _limit(binding, args)), []
+
+
+def _existing(binding: Binding, args: dict[str, Any], ctx: OpContext) -> tuple[str, dict]:
+    record_id = _id_arg(binding, args, ctx.now)
+    record = ctx.state.get(binding.service, binding.collection, record_id)
+    if record is None:
+        raise ToolError("not_found", f"no {binding.collection} record with id '{record_id}'")
+    return record_id, record
+
+
+def _get(binding: Binding, args: dict[str, Any], ctx: OpContext) -> Outcome:
+    return _existing(binding, args, ctx)[1], []
+
+
+def _create(binding: Binding, args: dict[str, Any], ctx: OpContext) -> Outcome:
+    state, svc, col = ctx.state, binding.service, binding.collection
+    record = _changes(binding, args, ctx.now)
+    if "id" in record:
+        if not isinstance(record["id"], str) or not record["id"]:
+            raise ToolError("bad_arguments", "the record id must be a non-empty string")
+        if state.get(svc, col, record["id"]) is not None:
+            raise ToolError("conflict", f"a {col} record with id '{record['id']}' exists")
+    else:
+        record = {"id": _new_id(ctx, binding), **record}
+    size = json_size(record)
+    _check_size(ctx, size, size + 1)
+    state.insert(svc, col, record)
+    state.size_bytes += size + 1
+    diff = {"op": "create", "service": svc, "collection": col, "id": record["id"], "after": record}
+    return record, [diff]
+
+
+def _update(binding: Binding, args: dict[str, Any], ctx: OpContext) -> Outcome:
+    record_id, old = _existing(binding, args, ctx)
+    changes = _changes(binding, args, ctx.now)
+    changes.pop("id", None)
+    changed = {
+        k: {"before": old.get(k), "after": v}
+        for k, v in changes.items()
+        if k not in old or old[k] != v or type(old[k]) is not type(v)
+    }
+    if not changed:
+        return old, []
+    new = {**old, **changes}
+    size = json_size(new)
+    delta = size - json_size(old)
+    _check_size(ctx, size, delta)
+    ctx.state.replace(binding.service, binding.collection, new)
+    ctx.state.size_bytes += delta
+    diff = {
+        "op": "update",
+        "service": binding.service,
+        "collection": binding.collection,
+        "id": record_id,
+        "changes": changed,
+    }
+    return new, [diff]
+
+
+def _delete(binding: Binding, args: dict[str, Any], ctx: OpContext) -> Outcome:
+    record_id, old = _existing(binding, args, ctx)
+    ctx.state.remove(binding.service, binding.collection, record_id)
+    ctx.state.size_bytes -= json_size(old) + 1
+    diff = {
+        "op": "delete",
+        "service": binding.service,
+        "collection": binding.collection,
+        "id": record_id,
+        "before": old,
+    }
+    return {"deleted": record_id}, [diff]
+
+
+_OPERATIONS = {
+    "list": _list,
+    "search": _search,
+    "get": _get,
+    "create": _create,
+    "update": _update,
+    "delete": _delete,
+}
+
+
+def execute(binding: Binding, args: dict[str, Any], ctx: OpContext) -> Outcome:
     """Run one operation. Returns (content, diff); raises ToolError; never half-applies."""
-    state, svc, col, now = ctx.state, binding.service, binding.collection, ctx.now
-    op = binding.op
-    if op == "list":
-        where = _where(binding, args, now)
-        matched = [r for r in state.records(svc, col) if _matches_where(r, where)]
-        return _page(matched, _limit(binding, args)), []
-    if op == "search":
-        query = resolve(binding.query, args, now)
-        if query is MISSING:
-            query = ""
-        if not isinstance(query, str):
-            raise ToolError("bad_arguments", "the search query must be a string")
-        terms = normalize_text(query).split()
-        where = _where(binding, args, now)
-        fields = tuple(binding.fields or ())
-        matched = []
-        for r in state.records(svc, col):
-            if where and not _matches_where(r, where):
-                continue
-            text = state.search_text(r, fields, _search_text)
-            if all(t in text for t in terms):
-                matched.append(r)
-        return _page(matched, _limit(binding, args)), []
-    if op == "get":
-        record_id = _id_arg(binding, args, now)
-        record = state.get(svc, col, record_id)
-        if record is None:
-            raise ToolError("not_found", f"no {col} record with id '{record_id}'")
-        return record, []
-    if op == "create":
-        record = _changes(binding, args, now)
-        if "id" in record:
-            if not isinstance(record["id"], str) or not record["id"]:
-                raise ToolError("bad_arguments", "the record id must be a non-empty string")
-            if state.get(svc, col, record["id"]) is not None:
-                raise ToolError("conflict", f"a {col} record with id '{record['id']}' exists")
-        else:
-            record = {"id": _new_id(ctx, binding), **record}
-        size = json_size(record)
-        _check_size(ctx, size, size + 1)
-        state.insert(svc, col, record)
-        state.size_bytes += size + 1
-        diff = {
-            "op": "create",
-            "service": svc,
-            "collection": col,
-            "id": record["id"],
-            "after": record,
-        }
-        return record, [diff]
-    if op == "update":
-        record_id = _id_arg(binding, args, now)
-        old = state.get(svc, col, record_id)
-        if old is None:
-            raise ToolError("not_found", f"no {col} record with id '{record_id}'")
-        changes = _changes(binding, args, now)
-        changes.pop("id", None)
-        changed = {
-            k: {"before": old.get(k), "after": v}
-            for k, v in changes.items()
-            if k not in old or old[k] != v or type(old[k]) is not type(v)
-        }
-        if not changed:
-            return old, []
-        new = {**old, **changes}
-        size = json_size(new)
-        delta = size - json_size(old)
-        _check_size(ctx, size, delta)
-        state.replace(svc, col, new)
-        state.size_bytes += delta
-        diff = {
-            "op": "update",
-            "service": svc,
-            "collection": col,
-            "id": record_id,
-            "changes": changed,
-        }
-        return new, [diff]
-    if op == "delete":
-        record_id = _id_arg(binding, args, now)
-        old = state.get(svc, col, record_id)
-        if old is None:
-            raise ToolError("not_found", f"no {col} record with id '{record_id}'")
-        state.remove(svc, col, record_id)
-        state.size_bytes -= json_size(old) + 1
-        diff = {"op": "delete", "service": svc, "collection": col, "id": record_id, "before": old}
-        return {"deleted": record_id}, [diff]
-    raise ToolError("server_error", f"unsupported operation {op!r}")
+    operation = _OPERATIONS.get(binding.op)
+    if operation is None:
+        raise ToolError("server_error", f"unsupported operation {binding.op!r}")
+    return operation(binding, args, ctx)
