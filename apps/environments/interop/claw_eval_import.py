@@ -17,6 +17,7 @@ import lzma
 import re
 import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -59,6 +60,9 @@ class TaskDirectory:
 # --------------------------------------------------------------------------- reading
 
 
+Reader = Callable[[object], bytes]
+
+
 def read_archive(
     content: bytes, *, source: str, member_limit: int, total_limit: int
 ) -> list[TaskDirectory]:
@@ -66,64 +70,21 @@ def read_archive(
 
     Refuses (ImportProblem) absolute paths, ``..``, links and devices, and any member or total
     over its limit — before reading that member."""
-    entries: list[tuple[str, int, object]] = []
     if content[:4] == b"PK\x03\x04":
-        try:
-            archive = zipfile.ZipFile(io.BytesIO(content))
-        except (zipfile.BadZipFile, ValueError):
-            raise ImportProblem(f"{source} is not a readable archive.", source) from None
-        infos = [i for i in archive.infolist() if not i.is_dir()]
-        _check_count(len(infos), source)
-        for info in infos:
-            entries.append((info.filename, info.file_size, info))
-
-        def read(handle, name):
-            with archive.open(handle) as member:
-                return member.read(member_limit + 1)
+        entries, read = _zip_entries(content, source=source, member_limit=member_limit)
     else:
         content = _decompressed(content, source=source, limit=total_limit)
-        try:
-            archive = tarfile.open(fileobj=io.BytesIO(content), mode="r:")  # noqa: SIM115
-            members = archive.getmembers()
-        except (tarfile.TarError, EOFError, OSError):
-            raise ImportProblem(
-                f"{source} is not a readable archive (.zip, .tar or .tar.gz).", source
-            ) from None
-        _check_count(len(members), source)
-        for member in members:
-            if member.isdir():
-                continue
-            if not member.isfile():
-                raise ImportProblem(
-                    f"{source}: {member.name} is a link or special file; the archive may hold "
-                    "only regular files.",
-                    source,
-                )
-            entries.append((member.name, member.size, member))
-
-        def read(handle, name):
-            extracted = archive.extractfile(handle)
-            return extracted.read(member_limit + 1) if extracted else b""
-
-    total = 0
-    directories: dict[str, TaskDirectory] = {}
-    wanted = []
-    for name, size, handle in entries:
-        path = _safe_path(name, source)
-        if not _WANTED.search(path):
-            continue
-        if size > member_limit:
-            raise ImportProblem(f"{source}: {path} is larger than {member_limit} bytes.", source)
-        total += size
-        if total > total_limit:
-            raise ImportProblem(f"{source} unpacks to more than {total_limit} bytes.", source)
-        wanted.append((path, handle))
+        entries, read = _tar_entries(content, source=source, member_limit=member_limit)
+    wanted = _wanted_members(
+        entries, source=source, member_limit=member_limit, total_limit=total_limit
+    )
     roots = sorted({p.rsplit("/", 1)[0] if "/" in p else "" for p, _ in wanted if _is_yaml(p)})
+    directories: dict[str, TaskDirectory] = {}
     for path, handle in wanted:
         root = _root_of(path, roots)
         if root is None:
             continue
-        data = read(handle, path)
+        data = read(handle)
         if len(data) > member_limit:
             raise ImportProblem(f"{source}: {path} is larger than {member_limit} bytes.", source)
         directory = directories.setdefault(root, TaskDirectory(root or source))
@@ -135,6 +96,72 @@ def read_archive(
             f"{source} holds {len(directories)} tasks; import at most {MAX_TASKS} at once.", source
         )
     return [directories[r] for r in sorted(directories)]
+
+
+def _zip_entries(
+    content: bytes, *, source: str, member_limit: int
+) -> tuple[list[tuple[str, int, object]], Reader]:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(content))
+    except (zipfile.BadZipFile, ValueError):
+        raise ImportProblem(f"{source} is not a readable archive.", source) from None
+    infos = [i for i in archive.infolist() if not i.is_dir()]
+    _check_count(len(infos), source)
+
+    def read(handle):
+        with archive.open(handle) as member:
+            return member.read(member_limit + 1)
+
+    return [(info.filename, info.file_size, info) for info in infos], read
+
+
+def _tar_entries(
+    content: bytes, *, source: str, member_limit: int
+) -> tuple[list[tuple[str, int, object]], Reader]:
+    try:
+        archive = tarfile.open(fileobj=io.BytesIO(content), mode="r:")  # noqa: SIM115
+        members = archive.getmembers()
+    except (tarfile.TarError, EOFError, OSError):
+        raise ImportProblem(
+            f"{source} is not a readable archive (.zip, .tar or .tar.gz).", source
+        ) from None
+    _check_count(len(members), source)
+    entries = []
+    for member in members:
+        if member.isdir():
+            continue
+        if not member.isfile():
+            raise ImportProblem(
+                f"{source}: {member.name} is a link or special file; the archive may hold "
+                "only regular files.",
+                source,
+            )
+        entries.append((member.name, member.size, member))
+
+    def read(handle):
+        extracted = archive.extractfile(handle)
+        return extracted.read(member_limit + 1) if extracted else b""
+
+    return entries, read
+
+
+def _wanted_members(
+    entries: list[tuple[str, int, object]], *, source: str, member_limit: int, total_limit: int
+) -> list[tuple[str, object]]:
+    """The members an import reads, their paths checked and their sizes within the limits."""
+    total = 0
+    wanted = []
+    for name, size, handle in entries:
+        path = _safe_path(name, source)
+        if not _WANTED.search(path):
+            continue
+        if size > member_limit:
+            raise ImportProblem(f"{source}: {path} is larger than {member_limit} bytes.", source)
+        total += size
+        if total > total_limit:
+            raise ImportProblem(f"{source} unpacks to more than {total_limit} bytes.", source)
+        wanted.append((path, handle))
+    return wanted
 
 
 _COMPRESSED = ((b"\x1f\x8b", gzip.GzipFile), (b"BZh", bz2.BZ2File), (b"\xfd7zXZ", lzma.LZMAFile))
