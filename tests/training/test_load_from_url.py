@@ -1,7 +1,7 @@
 """With the train extra, `datasets.load_dataset("json", data_files=EXPORT_URL,
 storage_options={"headers": …})` reads an export straight from the API (fsspec's HTTP
 filesystem needs aiohttp and requests); a bad token surfaces as an HTTP 401 when the URL is
-checked with fsspec first (the recipe in apps/training/README.md)."""
+checked with fsspec first (the recipe in docs/training.md)."""
 
 import json
 
