@@ -58,20 +58,20 @@ from pathlib import Path
 from typing import Any
 
 from apps.training.credit import recording_class, trainer_class
+from apps.training.entry import (
+    entry_point,
+    finish_training,
+    last_checkpoint,
+    make_callback,
+    sha256_file,
+)
 from apps.training.hyperparameters import (
     ADVANTAGES,
     TINY_PRESET_MODEL,
     validate_grpo_hyperparameters,
 )
+from apps.training.presets import build_tiny_preset
 from apps.training.reporting import reporter_from_config
-from apps.training.sft import (
-    _last_checkpoint,
-    build_tiny_preset,
-    entry_point,
-    finish_training,
-    make_callback,
-    sha256_file,
-)
 from coworkenv_engine.rewards import episode_reward, sample_std
 from coworkenv_engine.spec import load_spec
 from coworkenv_engine.trl_env import OVER, coworkenv_reward, environment_class
@@ -364,7 +364,7 @@ def run(config: dict[str, Any]) -> int:
         factories = {name: recording_class(cls) for name, cls in factories.items()}
     use_cuda = torch.cuda.is_available()
     checkpoints = output_dir / "checkpoints"
-    resume_path, resumed_from = _last_checkpoint(checkpoints)
+    resume_path, resumed_from = last_checkpoint(checkpoints)
     model_kwargs: dict[str, Any] = {}
     if hp["bf16"] and use_cuda:
         model_kwargs["dtype"] = torch.bfloat16

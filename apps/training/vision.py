@@ -27,19 +27,14 @@ Rows are encoded when collated, fitted to ``max_length`` with every image block 
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from apps.training.encoding import read_rows, tools_of, weighted_spans
 from apps.training.hyperparameters import TINY_VLM_PRESET_MODEL
-
-VISION_TEMPLATE = Path(__file__).parent / "chat_templates" / "chatml_vision_training.jinja"
-IMAGE_PAD = "<|image_pad|>"
-VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", IMAGE_PAD]
-TINY_IMAGE_SIZE = 32
-TINY_PATCH_SIZE = 8
+from apps.training.vision_templates import vision_chat_template
 
 
 def has_images(rows: list[dict[str, Any]]) -> bool:
@@ -50,8 +45,6 @@ def read_bundle_or_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSONL file, or of a TRL bundle zip (``metadata.jsonl`` + ``images/``,
     extracted beside it); each row's ``images`` become absolute paths (they are relative to
     the data file, as the export writes them)."""
-    from apps.training.sft import read_rows
-
     if zipfile.is_zipfile(path):
         folder = path.with_name(path.stem + "-bundle")
         if not (folder / "metadata.jsonl").exists():
@@ -69,211 +62,6 @@ def read_bundle_or_rows(path: Path) -> list[dict[str, Any]]:
         if row.get("images"):
             row["images"] = [str((base / name).resolve()) for name in row["images"]]
     return rows
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
-
-
-def build_tiny_vlm_preset(rows: list[dict[str, Any]], directory: Path, seed: int) -> Path:
-    """The tiny LLaVA and its processor, saved to ``directory`` (reused when it exists: a
-    resumed run must see the same vocabulary)."""
-    if (directory / "config.json").exists():
-        return directory
-    import transformers
-
-    from apps.training.sft import (
-        SPECIAL_TOKENS,
-        save_tiny_model,
-        tiny_qwen2_config,
-        train_bpe_tokenizer,
-    )
-
-    def texts():
-        for row in rows:
-            tools = row.get("tools")
-            yield tools if isinstance(tools, str) else json.dumps(tools)
-            for message in row["messages"]:
-                yield _text_of(message.get("content"))
-                if message.get("tool_calls"):
-                    yield json.dumps(message["tool_calls"], ensure_ascii=False)
-
-    tokenizer = train_bpe_tokenizer(texts(), [*SPECIAL_TOKENS, *VISION_TOKENS])
-    template = VISION_TEMPLATE.read_text()
-    tokenizer.chat_template = template
-    image_processor = transformers.CLIPImageProcessorPil(
-        size={"shortest_edge": TINY_IMAGE_SIZE},
-        crop_size={"height": TINY_IMAGE_SIZE, "width": TINY_IMAGE_SIZE},
-    )
-    processor = transformers.LlavaProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        chat_template=template,
-        patch_size=TINY_PATCH_SIZE,
-        vision_feature_select_strategy="default",
-        image_token=IMAGE_PAD,
-        num_additional_image_tokens=1,
-    )
-    config = transformers.LlavaConfig(
-        vision_config=transformers.CLIPVisionConfig(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            image_size=TINY_IMAGE_SIZE,
-            patch_size=TINY_PATCH_SIZE,
-            projection_dim=32,
-        ),
-        text_config=tiny_qwen2_config(tokenizer),
-        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_PAD),
-        vision_feature_select_strategy="default",
-        vision_feature_layer=-1,
-        tie_word_embeddings=True,
-    )
-    return save_tiny_model(
-        transformers.LlavaForConditionalGeneration, config, seed, tokenizer, directory, processor
-    )
-
-
-class VisionTemplateError(ValueError):
-    """No chat template of this model can mark the assistant tokens: refused, never guessed."""
-
-
-GENERATION_MARKER = re.compile(r"\{%-?\s*generation\s*-?%\}")
-
-
-def has_generation_markers(template: str) -> bool:
-    """Whether ``template`` wraps generations in ``{% generation %}`` (not merely mentions
-    ``add_generation_prompt``, which every template does)."""
-    return GENERATION_MARKER.search(template or "") is not None
-
-
-def vision_chat_template(processor, name: str = "the model", *, tools: bool = False) -> str:
-    """The training template of a vision-language processor, checked on a probe conversation.
-
-    1. The processor's own template when it marks generations (``{% generation %}``).
-    2. Qwen2-VL / Qwen2.5-VL (their byte-identical template, as TRL stores it): CoworkEnv's
-       ChatML vision template (``chatml_vision_training.jinja``), which also renders tools,
-       tool calls and tool results the way Qwen2.5 does (TRL's variant drops tool calls).
-    3. TRL's training variant of a template it knows (Qwen3-VL, SmolVLM, Idefics3,
-       LLaVA-NeXT, Gemma 3, …: ``trl.chat_template_utils.get_training_chat_template``).
-    4. Otherwise ``VisionTemplateError``: add ``{% generation %}`` markers to the model's
-       ``chat_template.jinja``.
-
-    The chosen template must then mark one span per assistant message, each holding its
-    message's text (and, when the rows call tools, its tool call) and nothing of the other
-    turns; one that does not is refused (``VisionTemplateError``) rather than mis-masked.
-    """
-    own = processor.chat_template or ""
-    if isinstance(own, dict):
-        own = own.get("default", "")
-    if has_generation_markers(own):
-        template, origin = own, "its own chat template"
-    elif own and own == _trl_vl_template("qwen2_5_vl"):
-        template, origin = VISION_TEMPLATE.read_text(), "CoworkEnv's ChatML vision template"
-    else:
-        from trl.chat_template_utils import get_training_chat_template
-
-        try:
-            template = get_training_chat_template(processor) if own else None
-        except ValueError:
-            template = None
-        if not template:
-            raise VisionTemplateError(
-                f"The chat template of {name} marks no assistant generations "
-                "({% generation %}), and neither TRL nor CoworkEnv has a training variant of it "
-                "(CoworkEnv's fits Qwen2-VL / Qwen2.5-VL; TRL's Qwen3-VL, SmolVLM, Idefics3, "
-                "LLaVA-NeXT, Gemma 3 …): add {% generation %}…{% endgeneration %} around each "
-                "assistant message in the model's chat_template.jinja."
-            )
-        origin = "TRL's training variant of its chat template"
-    check_assistant_masks(processor, template, f"{origin} ({name})", tools=tools)
-    return template
-
-
-def _trl_vl_template(stem: str) -> str:
-    import trl
-
-    path = Path(trl.__file__).parent / "chat_templates" / f"{stem}.jinja"
-    return path.read_text(encoding="utf-8") if path.exists() else ""
-
-
-PROBE_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "probe_lookup",
-        "description": "Probe.",
-        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}},
-    },
-}
-
-
-def _probe_spans(processor, template: str, messages: list, tools=None) -> list[str]:
-    from apps.training.sft import _spans
-
-    out = processor.apply_chat_template(
-        [messages],
-        tools=tools,
-        chat_template=template,
-        tokenize=True,
-        return_dict=True,
-        return_assistant_tokens_mask=True,
-        processor_kwargs={"add_special_tokens": False},
-    )
-    ids = [int(t) for t in out["input_ids"][0]]
-    mask = [int(bit) for bit in out["assistant_masks"][0]]
-    return [processor.tokenizer.decode(ids[a:b]) for a, b in _spans(mask)]
-
-
-def check_assistant_masks(processor, template: str, what: str, *, tools: bool = False) -> None:
-    """Refuse (``VisionTemplateError``) a template whose assistant mask is not one span per
-    assistant message, in order, each with its own text only."""
-
-    def text(value: str) -> list[dict]:
-        return [{"type": "text", "text": value}]
-
-    plain = [
-        {"role": "user", "content": text("probe question one")},
-        {"role": "assistant", "content": text("probe answer one")},
-        {"role": "user", "content": text("probe question two")},
-        {"role": "assistant", "content": text("probe answer two")},
-    ]
-    spans = _probe_spans(processor, template, plain)
-    wrong = (
-        len(spans) != 2
-        or "probe answer one" not in spans[0]
-        or "probe answer two" not in spans[1]
-        or any("question" in span for span in spans)
-    )
-    if wrong:
-        raise VisionTemplateError(
-            f"{what} does not mark each assistant message as one generation span "
-            f"(a probe of 2 assistant messages gave {len(spans)} spans: {spans!r}); "
-            "per-turn weights and assistant-only loss cannot be applied with it."
-        )
-    if not tools:
-        return
-    call = {
-        "id": "call_probe",
-        "type": "function",
-        "function": {"name": "probe_lookup", "arguments": {"key": "probe"}},
-    }
-    with_call = [
-        {"role": "user", "content": text("probe question one")},
-        {"role": "assistant", "content": text(""), "tool_calls": [call]},
-        {"role": "tool", "name": "probe_lookup", "tool_call_id": "call_probe",
-         "content": text("probe result")},
-        {"role": "assistant", "content": text("probe answer two")},
-    ]  # fmt: skip
-    spans = _probe_spans(processor, template, with_call, [PROBE_TOOL])
-    if len(spans) != 2 or "probe_lookup" not in spans[0] or "probe result" in "".join(spans):
-        raise VisionTemplateError(
-            f"{what} does not render an assistant message's tool calls inside its generation "
-            f"span (probe spans: {spans!r}); the rows call tools, so they cannot be trained "
-            "with it: give the model a template that renders tool calls."
-        )
 
 
 def load_vision(base: str, model_kwargs: dict[str, Any], *, tools: bool = False):
@@ -373,8 +161,6 @@ class VisionCollator:
         import torch
         from PIL import Image
 
-        from apps.training.sft import _tools_of, weighted_spans
-
         images = []
         for path in row.get("images") or []:
             with Image.open(path) as image:
@@ -397,7 +183,7 @@ class VisionCollator:
             raise ValueError(f"A row names {len(images)} images for {placed} placeholders.")
         out = self.processor.apply_chat_template(
             [messages],
-            tools=_tools_of(row),
+            tools=tools_of(row),
             chat_template=self.template,
             tokenize=True,
             return_dict=True,

@@ -11,14 +11,8 @@ from apps.llm.models import LLMCall
 from apps.synthesis.generators import generate_environment
 from apps.synthesis.models import SlotStatus, SynthesisAttempt
 from apps.synthesis.services import synthesis_run_inline, synthesis_start
-from apps.synthesis.services.staged import (
-    FINAL,
-    OUTLINE,
-    drafts_in_stages,
-    graders_step,
-    owner_of,
-    turn_step,
-)
+from apps.synthesis.services.staged import drafts_in_stages
+from apps.synthesis.staged_document import FINAL, OUTLINE, graders_step, owner_of, turn_step
 from coworkenv_engine.validation import validate_spec
 from tests.llm_server import Reply
 from tests.synthesis.conftest import CAPS

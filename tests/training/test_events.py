@@ -72,7 +72,7 @@ def test_the_counts_a_finished_event_carries_land_on_the_last_attempt(
 
 
 def test_text_counts_are_what_trl_cuts_and_drops():
-    from apps.training.sft import text_counts
+    from apps.training.encoding import text_counts
 
     tokenized = [
         # 10 tokens cut to 8: labels remain

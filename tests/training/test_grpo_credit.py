@@ -319,7 +319,7 @@ def test_call_spans_on_the_tiny_presets_tokens(tmp_path):
     import transformers
 
     from apps.training.grpo import tokenizer_rows
-    from apps.training.sft import build_tiny_preset
+    from apps.training.presets import build_tiny_preset
 
     directory = build_tiny_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
@@ -371,7 +371,7 @@ def _scripted_trainer(credit: str, tmp_path):
     from apps.training.credit import trainer_class
     from apps.training.grpo import grpo_config, make_reward, task_dataset_rows, tokenizer_rows
     from apps.training.hyperparameters import validate_grpo_hyperparameters
-    from apps.training.sft import build_tiny_preset
+    from apps.training.presets import build_tiny_preset
 
     base = build_tiny_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
     tokenizer = transformers.AutoTokenizer.from_pretrained(base, padding_side="left")

@@ -9,12 +9,12 @@ import pytest
 pytest.importorskip("trl")  # the `train` extra
 transformers = pytest.importorskip("transformers")
 
-from apps.training.sft import (  # noqa: E402
+from apps.training.encoding import (  # noqa: E402
     WeightMaskError,
-    build_tiny_preset,
     tokenize_row,
     training_chat_template,
 )
+from apps.training.presets import build_tiny_preset  # noqa: E402
 
 ROW = {
     "messages": [

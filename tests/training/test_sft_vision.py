@@ -16,10 +16,9 @@ torch = pytest.importorskip("torch")
 
 from PIL import Image  # noqa: E402
 
+from apps.training.presets import IMAGE_PAD, build_tiny_vlm_preset  # noqa: E402
 from apps.training.vision import (  # noqa: E402
-    IMAGE_PAD,
     VisionCollator,
-    build_tiny_vlm_preset,
     load_vision,
     read_bundle_or_rows,
 )

@@ -14,17 +14,14 @@ pytest.importorskip("trl")  # the `train` extra
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
+from apps.training.presets import IMAGE_PAD, VISION_TEMPLATE, build_tiny_vlm_preset  # noqa: E402
 from apps.training.vision import (  # noqa: E402
     DROP_IMAGES,
     DROP_NO_LABELS,
-    IMAGE_PAD,
-    VISION_TEMPLATE,
     VisionCollator,
-    VisionTemplateError,
-    build_tiny_vlm_preset,
     load_vision,
-    vision_chat_template,
 )
+from apps.training.vision_templates import VisionTemplateError, vision_chat_template  # noqa: E402
 from tests.training.test_sft_vision import receipt_png, run_entry_point  # noqa: E402
 
 BLOCK = "<|vision_start|>" + IMAGE_PAD * 16 + "<|vision_end|>"

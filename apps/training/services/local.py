@@ -32,6 +32,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.services import JobCancelled, JobContext
 from apps.datasets.services import export_lines
 from apps.environments.attachments import attachment_bytes
+from apps.training.entry import EXIT_CANCELLED
 from apps.training.models import ModelKind, TrainingJob, TrainingMethod
 from apps.training.services.reports import (
     trained_model_register,
@@ -39,7 +40,6 @@ from apps.training.services.reports import (
     training_log_append,
     training_progress_message,
 )
-from apps.training.sft import EXIT_CANCELLED
 
 logger = logging.getLogger(__name__)
 
