@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from apps.training.hyperparameters import TINY_PRESET_MODEL
+from apps.training.hyperparameters import PRESET_MODELS
 from apps.training.reporting import Reporter, reporter_from_config
 
 logger = logging.getLogger("apps.training")
@@ -172,7 +172,7 @@ def finish_training(
                     "final": str(final),
                     "kind": "adapter" if lora else "full",
                     "base_model": config["base_model"]
-                    if config["base_model"] != TINY_PRESET_MODEL
+                    if config["base_model"] not in PRESET_MODELS
                     else base,
                     "steps": trainer.state.global_step,
                     "data_sha256": data_sha256,

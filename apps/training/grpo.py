@@ -67,10 +67,10 @@ from apps.training.entry import (
 )
 from apps.training.hyperparameters import (
     ADVANTAGES,
-    TINY_PRESET_MODEL,
+    TEXT_PRESET_MODELS,
     validate_grpo_hyperparameters,
 )
-from apps.training.presets import build_tiny_preset
+from apps.training.presets import build_text_preset
 from apps.training.reporting import reporter_from_config
 from coworkenv_engine.rewards import episode_reward, sample_std
 from coworkenv_engine.spec import load_spec
@@ -342,8 +342,9 @@ def run(config: dict[str, Any]) -> int:
 
     base = config["base_model"]
     with state.main_process_first():
-        if base == TINY_PRESET_MODEL:
-            base = str(build_tiny_preset(tokenizer_rows(specs), output_dir / "base", hp["seed"]))
+        if base in TEXT_PRESET_MODELS:
+            rows = tokenizer_rows(specs)
+            base = str(build_text_preset(rows, output_dir / "base", hp["seed"], model=base))
     tokenizer = transformers.AutoTokenizer.from_pretrained(base, padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -18,7 +18,11 @@ TINY_PRESET_MODEL = "preset:tiny-qwen2"
 # A tiny vision-language model (a LLaVA: a 1-layer CLIP vision tower, a 2-layer Qwen2) built
 # from a config with a locally trained tokenizer: the CPU smoke test for image versions.
 TINY_VLM_PRESET_MODEL = "preset:tiny-llava"
-PRESET_MODELS = (TINY_PRESET_MODEL, TINY_VLM_PRESET_MODEL)
+# A decoder of about 20M parameters (8 layers, hidden 384) with an 8,192-token tokenizer,
+# both built locally like the tiny one: large enough to learn tool use on a laptop's CPU.
+SMALL_PRESET_MODEL = "preset:small-qwen2"
+TEXT_PRESET_MODELS = (TINY_PRESET_MODEL, SMALL_PRESET_MODEL)
+PRESET_MODELS = (*TEXT_PRESET_MODELS, TINY_VLM_PRESET_MODEL)
 
 DEFAULTS: dict[str, Any] = {
     "epochs": 1.0,
@@ -59,6 +63,21 @@ PRESETS: dict[str, dict[str, Any]] = {
             "warmup_ratio": 0.0,
             "lr_scheduler_type": "linear",
             "save_steps": 10,
+        },
+    },
+    "laptop-cpu": {
+        "label": "Small model that learns on a laptop (CPU, built from a config, ~20M parameters)",
+        "base_model": SMALL_PRESET_MODEL,
+        "hyperparameters": {
+            "epochs": 4.0,
+            "learning_rate": 1e-3,
+            "batch_size": 4,
+            "gradient_accumulation_steps": 1,
+            "max_length": 2048,
+            "warmup_ratio": 0.05,
+            "lr_scheduler_type": "cosine",
+            "weight_decay": 0.01,
+            "save_steps": 50,
         },
     },
     "tiny-vlm-cpu": {
@@ -330,6 +349,21 @@ GRPO_DEFAULTS: dict[str, Any] = {
 }
 
 GRPO_PRESETS: dict[str, dict[str, Any]] = {
+    "laptop-cpu": {
+        "label": "Small model on a laptop (CPU; start from its SFT checkpoint)",
+        "base_model": SMALL_PRESET_MODEL,
+        "hyperparameters": {
+            "max_steps": 40,
+            "learning_rate": 2e-5,
+            "group_size": 4,
+            "batch_size": 4,
+            "temperature": 1.0,
+            "max_completion_length": 384,
+            "max_tool_calls": 6,
+            "beta": 0.0,
+            "save_steps": 20,
+        },
+    },
     "tiny-cpu": {
         "label": "Tiny smoke test (CPU, built from a config, a few steps)",
         "base_model": TINY_PRESET_MODEL,

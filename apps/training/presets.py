@@ -1,6 +1,8 @@
 """The models built from configs, with tokenizers trained on the job's own rows (no download).
 
-``preset:tiny-qwen2`` (a 2-layer Qwen2, hidden 64, Qwen2.5's chat template) and
+``preset:tiny-qwen2`` (a 2-layer Qwen2, hidden 64, Qwen2.5's chat template; the tests'),
+``preset:small-qwen2`` (8 layers, hidden 384, an 8,192-token tokenizer: ~20M parameters, what
+a laptop's CPU trains to use tools in under an hour) and
 ``preset:tiny-llava`` (a LLaVA with a 1-layer CLIP vision tower, 32x32 pixels, 8x8 patches:
 16 image tokens per image, over the same tiny Qwen2). What the tests and CPU smoke runs train.
 """
@@ -8,10 +10,34 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from apps.training.encoding import trl_template
+from apps.training.hyperparameters import SMALL_PRESET_MODEL, TINY_PRESET_MODEL
+
+
+@dataclass(frozen=True)
+class TextModelSize:
+    """A Qwen2 decoder's shape, and the vocabulary of the tokenizer trained for it."""
+
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    vocab: int
+
+
+TEXT_MODEL_SIZES = {
+    TINY_PRESET_MODEL: TextModelSize(
+        hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, vocab=2000
+    ),
+    SMALL_PRESET_MODEL: TextModelSize(
+        hidden=384, intermediate=1536, layers=8, heads=6, kv_heads=2, vocab=8192
+    ),
+}
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VISION_TEMPLATE = Path(__file__).parent / "chat_templates" / "chatml_vision_training.jinja"
@@ -21,14 +47,17 @@ TINY_IMAGE_SIZE = 32
 TINY_PATCH_SIZE = 8
 
 
-def build_tiny_preset(rows: list[dict[str, Any]], directory: Path, seed: int) -> Path:
-    """A 2-layer Qwen2 (hidden 64) and a byte-level BPE tokenizer trained on ``rows`` (the
-    job's train and eval files), with
-    Qwen2.5's chat template, saved to ``directory`` (reused when it exists: a resumed run
-    must see the same vocabulary)."""
+def build_text_preset(
+    rows: list[dict[str, Any]], directory: Path, seed: int, *, model: str = TINY_PRESET_MODEL
+) -> Path:
+    """The preset ``model`` (``TEXT_MODEL_SIZES``) and a byte-level BPE tokenizer trained on
+    ``rows`` (the job's train and eval files), with Qwen2.5's chat template, saved to
+    ``directory`` (reused when it exists: a resumed run must see the same vocabulary)."""
     if (directory / "config.json").exists():
         return directory
     import transformers
+
+    size = TEXT_MODEL_SIZES[model]
 
     def texts():
         for row in rows:
@@ -40,16 +69,16 @@ def build_tiny_preset(rows: list[dict[str, Any]], directory: Path, seed: int) ->
             for message in row["messages"]:
                 yield json.dumps(message, ensure_ascii=False)
 
-    tokenizer = train_bpe_tokenizer(texts(), SPECIAL_TOKENS)
+    tokenizer = train_bpe_tokenizer(texts(), SPECIAL_TOKENS, vocab_size=size.vocab)
     tokenizer.chat_template = trl_template("qwen2_5")
-    return save_tiny_model(
-        transformers.Qwen2ForCausalLM, tiny_qwen2_config(tokenizer), seed, tokenizer, directory
+    return save_preset_model(
+        transformers.Qwen2ForCausalLM, qwen2_config(tokenizer, size), seed, tokenizer, directory
     )
 
 
-def train_bpe_tokenizer(texts, special_tokens: list[str]):
-    """A byte-level BPE tokenizer (2000 tokens) trained on ``texts``, ChatML's end of turn as
-    its EOS and ``<|endoftext|>`` as its padding (the tiny presets')."""
+def train_bpe_tokenizer(texts, special_tokens: list[str], *, vocab_size: int = 2000):
+    """A byte-level BPE tokenizer trained on ``texts``, ChatML's end of turn as its EOS and
+    ``<|endoftext|>`` as its padding (the presets')."""
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -59,7 +88,7 @@ def train_bpe_tokenizer(texts, special_tokens: list[str]):
     bpe.train_from_iterator(
         texts,
         trainers.BpeTrainer(
-            vocab_size=2000,
+            vocab_size=vocab_size,
             special_tokens=special_tokens,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
@@ -70,17 +99,17 @@ def train_bpe_tokenizer(texts, special_tokens: list[str]):
     )
 
 
-def tiny_qwen2_config(tokenizer):
-    """The tiny presets' language model: a 2-layer Qwen2, hidden 64, over ``tokenizer``."""
+def qwen2_config(tokenizer, size: TextModelSize):
+    """A Qwen2 decoder of ``size`` over ``tokenizer``."""
     import transformers
 
     return transformers.Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        hidden_size=size.hidden,
+        intermediate_size=size.intermediate,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.kv_heads,
         max_position_embeddings=32768,
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
@@ -89,7 +118,7 @@ def tiny_qwen2_config(tokenizer):
     )
 
 
-def save_tiny_model(model_class, config, seed: int, tokenizer, directory: Path, saver=None):
+def save_preset_model(model_class, config, seed: int, tokenizer, directory: Path, saver=None):
     """``model_class(config)`` initialised from ``seed``, stopping and padding as ``tokenizer``
     does, saved to ``directory`` with ``saver`` (its tokenizer or processor)."""
     import torch
@@ -152,12 +181,12 @@ def build_tiny_vlm_preset(rows: list[dict[str, Any]], directory: Path, seed: int
             patch_size=TINY_PATCH_SIZE,
             projection_dim=32,
         ),
-        text_config=tiny_qwen2_config(tokenizer),
+        text_config=qwen2_config(tokenizer, TEXT_MODEL_SIZES[TINY_PRESET_MODEL]),
         image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_PAD),
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
         tie_word_embeddings=True,
     )
-    return save_tiny_model(
+    return save_preset_model(
         transformers.LlavaForConditionalGeneration, config, seed, tokenizer, directory, processor
     )

@@ -47,11 +47,11 @@ from apps.training.entry import (
     sha256_file,
 )
 from apps.training.hyperparameters import (
-    TINY_PRESET_MODEL,
+    TEXT_PRESET_MODELS,
     TINY_VLM_PRESET_MODEL,
     validate_hyperparameters,
 )
-from apps.training.presets import build_tiny_preset, build_tiny_vlm_preset
+from apps.training.presets import build_text_preset, build_tiny_vlm_preset
 from apps.training.reporting import reporter_from_config
 from apps.training.vision import (
     VisionCollator,
@@ -137,9 +137,9 @@ def run(config: dict[str, Any]) -> int:
     data = _read_data(config, state, output_dir / "data")
     base = config["base_model"]
     vision = has_images(data.rows) or tiny_vlm_base(base)
-    if vision and base == TINY_PRESET_MODEL:
+    if vision and base in TEXT_PRESET_MODELS:
         raise ValueError(
-            f"The rows show images and {TINY_PRESET_MODEL} is a text model: train "
+            f"The rows show images and {base} is a text model: train "
             f"{TINY_VLM_PRESET_MODEL} or a vision-language model on them."
         )
     with state.main_process_first():
@@ -213,8 +213,8 @@ def _read_data(config: dict[str, Any], state, data_dir: Path) -> Data:
 
 def _built_preset(base: str, rows: list[dict[str, Any]], directory: Path, seed: int) -> str:
     """The base model's path: a preset is built from configs (once, into ``directory``)."""
-    if base == TINY_PRESET_MODEL:
-        return str(build_tiny_preset(rows, directory, seed))
+    if base in TEXT_PRESET_MODELS:
+        return str(build_text_preset(rows, directory, seed, model=base))
     if tiny_vlm_base(base):
         return str(build_tiny_vlm_preset(rows, directory, seed))
     return base

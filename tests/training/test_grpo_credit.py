@@ -319,9 +319,9 @@ def test_call_spans_on_the_tiny_presets_tokens(tmp_path):
     import transformers
 
     from apps.training.grpo import tokenizer_rows
-    from apps.training.presets import build_tiny_preset
+    from apps.training.presets import build_text_preset
 
-    directory = build_tiny_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
+    directory = build_text_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     first = {"name": "list_events", "arguments": {"start": "2026-03-02"}}
     second = {"name": "send_email", "arguments": {"to": ["dana@acme.test"], "subject": "Moved"}}
@@ -371,9 +371,9 @@ def _scripted_trainer(credit: str, tmp_path):
     from apps.training.credit import trainer_class
     from apps.training.grpo import grpo_config, make_reward, task_dataset_rows, tokenizer_rows
     from apps.training.hyperparameters import validate_grpo_hyperparameters
-    from apps.training.presets import build_tiny_preset
+    from apps.training.presets import build_text_preset
 
-    base = build_tiny_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
+    base = build_text_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
     tokenizer = transformers.AutoTokenizer.from_pretrained(base, padding_side="left")
     task = ACME.task(TASK)
     oracle = []

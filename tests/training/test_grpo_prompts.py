@@ -45,9 +45,9 @@ def _prompts_through_trl(env_class, rows, tmp_path) -> list[str]:
 
     from apps.training.grpo import grpo_config, make_reward, tokenizer_rows
     from apps.training.hyperparameters import validate_grpo_hyperparameters
-    from apps.training.presets import build_tiny_preset
+    from apps.training.presets import build_text_preset
 
-    base = build_tiny_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
+    base = build_text_preset(tokenizer_rows({ACME.name: ACME}), tmp_path / "tiny", 0)
     tokenizer = transformers.AutoTokenizer.from_pretrained(base, padding_side="left")
     call = ACME.task(TASK).reference_solution[0].calls[0]
     text = f"<tool_call>\n{json.dumps({'name': call.tool, 'arguments': call.arguments})}\n"

@@ -14,7 +14,7 @@ from apps.training.encoding import (  # noqa: E402
     tokenize_row,
     training_chat_template,
 )
-from apps.training.presets import build_tiny_preset  # noqa: E402
+from apps.training.presets import build_text_preset  # noqa: E402
 
 ROW = {
     "messages": [
@@ -54,7 +54,7 @@ ROW = {
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    directory = build_tiny_preset([ROW], tmp_path_factory.mktemp("preset") / "base", seed=0)
+    directory = build_text_preset([ROW], tmp_path_factory.mktemp("preset") / "base", seed=0)
     return transformers.AutoTokenizer.from_pretrained(directory)
 
 

@@ -14,7 +14,7 @@ from apps.environments.models import Environment, EnvironmentStatus, Task, ToolS
 from apps.environments.specs import environment_spec
 from apps.training.hyperparameters import (
     GRPO_PRESETS,
-    TINY_PRESET_MODEL,
+    TEXT_PRESET_MODELS,
     HyperparameterError,
     validate_grpo_hyperparameters,
 )
@@ -55,9 +55,10 @@ def grpo_job_check(
     )
     if not base_model:
         raise _field_error("base_model", "Name a base model (a hub id, a local path or a preset).")
-    if base_model.startswith("preset:") and base_model != TINY_PRESET_MODEL:
+    if base_model.startswith("preset:") and base_model not in TEXT_PRESET_MODELS:
         raise _field_error(
-            "base_model", f"Unknown preset model; the built-in one is {TINY_PRESET_MODEL}."
+            "base_model",
+            f"Unknown preset model; the built-in ones are {', '.join(TEXT_PRESET_MODELS)}.",
         )
     try:
         hp = validate_grpo_hyperparameters(hyperparameters or {}, preset=preset)

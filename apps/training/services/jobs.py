@@ -28,7 +28,7 @@ from apps.training.command_templates import command_template_get
 from apps.training.hyperparameters import (
     PRESET_MODELS,
     PRESETS,
-    TINY_PRESET_MODEL,
+    TEXT_PRESET_MODELS,
     TINY_VLM_PRESET_MODEL,
     HyperparameterError,
     planned_steps,
@@ -250,10 +250,10 @@ def training_job_create(
     # The local trainer writes the images beside its data file and trains a vision-language
     # model on them (apps.training.vision); a command's script gets them too: beside its
     # data files, or as the split's image bundle by URL ({train_bundle_url}).
-    if backend != Backend.OPENAI and multimodal and base_model == TINY_PRESET_MODEL:
+    if backend != Backend.OPENAI and multimodal and base_model in TEXT_PRESET_MODELS:
         raise _field_error(
             "base_model",
-            f"This version's demonstrations show images and {TINY_PRESET_MODEL} is a text "
+            f"This version's demonstrations show images and {base_model} is a text "
             f"model: train {TINY_VLM_PRESET_MODEL} (preset tiny-vlm-cpu) or a vision-language "
             "model on it.",
         )

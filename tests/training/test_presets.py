@@ -1,0 +1,81 @@
+"""The models built from configs: their sizes, their tokenizers, and reuse on resume."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from apps.training.hyperparameters import (
+    GRPO_PRESETS,
+    PRESETS,
+    SMALL_PRESET_MODEL,
+    TINY_PRESET_MODEL,
+    validate_grpo_hyperparameters,
+    validate_hyperparameters,
+)
+from apps.training.presets import TEXT_MODEL_SIZES, build_text_preset
+
+ROWS = [
+    {
+        "messages": [
+            {"role": "user", "content": f"Archive ticket T-{n} and tell me when done."},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "archive_ticket", "arguments": {"id": f"T-{n}"}},
+                    }
+                ],
+            },
+            {"role": "tool", "content": '{"ok": true}'},
+            {"role": "assistant", "content": f"Ticket T-{n} is archived."},
+        ],
+        "tools": [{"type": "function", "function": {"name": "archive_ticket"}}],
+    }
+    for n in range(40)
+]
+
+
+def _parameters(directory):
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory)
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_the_small_preset_is_a_decoder_of_10_to_40_million_parameters(tmp_path):
+    directory = build_text_preset(ROWS, tmp_path / "small", seed=0, model=SMALL_PRESET_MODEL)
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(directory)
+    size = TEXT_MODEL_SIZES[SMALL_PRESET_MODEL]
+    assert (config.num_hidden_layers, config.hidden_size) == (size.layers, size.hidden)
+    assert 10e6 <= _parameters(directory) <= 40e6
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    # a tokenizer trained on 40 short rows stops short of the vocabulary it may grow to
+    assert len(tokenizer) <= size.vocab
+    assert "<tool_call>" in tokenizer.chat_template  # Qwen2.5's template: tools render
+
+
+def test_the_tiny_preset_stays_the_tests_model(tmp_path):
+    directory = build_text_preset(ROWS, tmp_path / "tiny", seed=0)
+    assert _parameters(directory) < 1e6
+
+
+def test_a_built_preset_is_reused_so_a_resumed_run_keeps_its_vocabulary(tmp_path):
+    first = build_text_preset(ROWS, tmp_path / "base", seed=0, model=SMALL_PRESET_MODEL)
+    before = (first / "tokenizer.json").read_bytes()
+    again = build_text_preset(ROWS[:1], tmp_path / "base", seed=1, model=SMALL_PRESET_MODEL)
+    assert again == first
+    assert (again / "tokenizer.json").read_bytes() == before
+
+
+def test_the_laptop_presets_name_the_small_model_and_validate():
+    assert PRESETS["laptop-cpu"]["base_model"] == SMALL_PRESET_MODEL
+    assert GRPO_PRESETS["laptop-cpu"]["base_model"] == SMALL_PRESET_MODEL
+    sft = validate_hyperparameters({}, preset="laptop-cpu")
+    assert (sft["learning_rate"], sft["epochs"]) == (1e-3, 4.0)
+    grpo = validate_grpo_hyperparameters({}, preset="laptop-cpu")
+    assert (grpo["group_size"], grpo["batch_size"]) == (4, 4)
+    assert PRESETS["tiny-cpu"]["base_model"] == TINY_PRESET_MODEL
