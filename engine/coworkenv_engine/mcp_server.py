@@ -167,11 +167,11 @@ class McpFace:
         if request.state.owner is not None:
             token = AccessToken(token="", client_id=request.state.owner, scopes=[])
             scope["user"] = AuthenticatedUser(token)
+        if request.method == "DELETE":  # the client ends the session: free its slot first
+            slot = self.episodes.get(request.headers.get(MCP_SESSION_ID_HEADER, ""))
+            if slot is not None and slot.owner == request.state.owner:
+                self.forget(request.headers[MCP_SESSION_ID_HEADER])
         await self.manager.handle_request(scope, receive, send)
-        if scope.get("method") == "DELETE":  # the client ended the session: free its slot
-            for name, value in scope.get("headers", ()):
-                if name.decode("latin-1") == MCP_SESSION_ID_HEADER.lower():
-                    self.forget(value.decode("latin-1"))
 
     async def running(self) -> asyncio.Task:
         """The session manager, run in a task of its own until the task is cancelled: its
@@ -187,6 +187,12 @@ class McpFace:
         task = asyncio.create_task(hold())
         await started.wait()
         return task
+
+    def prune(self) -> None:
+        """Forget the sessions whose episodes the store dropped (expired: the SDK ends such
+        a session after the same idle time)."""
+        live = self.store.slots
+        self.episodes = {k: s for k, s in self.episodes.items() if live.get(s.id) is s}
 
     def forget(self, session_id: str) -> None:
         slot = self.episodes.pop(session_id, None)
@@ -270,6 +276,7 @@ class McpFace:
             if slot is None or self.store.slots.get(slot.id) is not slot:
                 state = ctx.request.state
                 slot = self.store.open(state.owner, state.group)
+                self.prune()
             wire = self.start(slot, kwargs)
         except ProtocolError as exc:
             if self.episodes.get(sid) is not slot and slot is not None:

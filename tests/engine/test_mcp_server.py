@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 
 import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from coworkenv_engine.mcp_server import mcp_content
 from coworkenv_engine.server import create_app
 from coworkenv_engine.spec import load_spec
 
 from . import mcp_drive
-from .helpers import SAMPLES, load_json
+from .helpers import SAMPLES, load_json, mini_doc
 from .serving import running
 
 TOKEN = "s3cret-token"
@@ -188,3 +190,60 @@ def test_a_session_answers_only_the_token_that_opened_it():
     assert other.status_code == 404
     assert own.status_code == 200
     assert '"name":"grade"' in own.text
+
+
+def test_an_expired_episode_is_an_mcp_error_and_its_slot_is_gone():
+    now = [0.0]
+    app = create_app(SPECS, token=TOKEN, idle_timeout=600, clock=lambda: now[0])
+
+    async def expire(url):
+        async with mcp_session(task_url(url)) as session:
+            await session.list_tools()
+            now[0] += 601
+            with pytest.raises(MCPError, match="the episode expired") as caught:
+                await session.call_tool("list_events", {})
+            return caught.value.code
+
+    with running(app) as url:
+        assert run(expire(url)) == -32600
+    assert app.state.store.slots == {}
+
+
+def test_bad_reset_arguments_in_the_url_are_an_mcp_error(base_url, app_store):
+    async def bad(query):
+        async with mcp_session(f"{base_url}/mcp?{query}") as session:
+            with pytest.raises(MCPError) as caught:
+                await session.list_tools()
+            return caught.value.message
+
+    assert run(bad("seed=abc")) == "seed must be an integer >= 0"
+    assert run(bad("faults=yes")) == "faults must be true or false"
+    assert run(bad("task_key=nope")) == "no task 'nope'"
+    assert app_store.slots == {}
+
+
+def test_mcp_content_turns_image_parts_into_image_content():
+    parts = [
+        {"type": "text", "text": '{"id": "r1"}'},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "image_url", "image_url": {"url": "attachment:sha256:ab12"}},
+    ]
+    shown = mcp_content(parts)
+    assert [c.type for c in shown] == ["text", "image", "text"]
+    assert (shown[1].mime_type, shown[1].data) == ("image/png", "iVBORw0KGgo=")
+    assert shown[2].text == "attachment:sha256:ab12"
+    assert [c.text for c in mcp_content("plain")] == ["plain"]
+
+
+def test_an_environment_with_a_tool_named_grade_is_refused_clearly():
+    doc = json.loads(json.dumps(mini_doc()).replace('"search_people"', '"grade"'))
+    app = create_app([load_spec(doc)], token=TOKEN)
+
+    async def clash(url):
+        async with mcp_session(f"{url}/mcp") as session:
+            with pytest.raises(MCPError, match="a tool named 'grade', which the MCP face"):
+                await session.list_tools()
+
+    with running(app) as url:
+        run(clash(url))
+    assert app.state.store.slots == {}
