@@ -8,7 +8,9 @@ seed}, ``extra_info.tools``: the row's own tool schemas); the verl config points
 (docs/verl.md):
 
 - ``CoworkEnvInteraction`` (``interaction_config_path``; config ``specs``: spec file paths or
-  globs): ``start_interaction`` starts the row's episode under verl's request id; each
+  globs, for the engine in process, or ``server``: an environment server's URL, such as the
+  app's ``/envs/<slug>``, with ``token_env`` naming the variable that holds the token):
+  ``start_interaction`` starts the row's episode under verl's request id; each
   assistant message without tool calls is the reply that ends a turn
   (``generate_response``: the user's next message and the turn's reward, or the end).
 - ``CoworkEnvTool`` (``tool_config_path``, one entry per tool name: ``verl_tool_config``
@@ -33,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from verl.interactions.base import BaseInteraction
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
@@ -46,12 +49,68 @@ SCORE_KEY = "coworkenv"
 MAX_EPISODES = 4096  # trajectories that stopped before their end are forgotten past this
 
 
+class LocalEpisode:
+    """An ``EpisodeSession`` in this process, behind the surface ``RemoteEpisode`` has."""
+
+    def __init__(self, session: EpisodeSession):
+        self.session = session
+        self.tools = session.tools
+        self.done = False
+
+    async def start(self) -> dict[str, Any]:
+        return self.session.start()
+
+    async def act(self, reply: str | None = None, tool_calls=()) -> dict[str, Any]:
+        obs = self.session.act(reply, tool_calls)
+        self.done = obs["done"]
+        return obs
+
+
+class RemoteEpisode:
+    """An HTTP episode on an environment server (``server.py``'s routes, the app's
+    ``/envs/<slug>/`` included): observations as ``EpisodeSession`` gives them."""
+
+    def __init__(self, url: str, token: str, reset: dict[str, Any]):
+        self.url = url.rstrip("/")
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.reset = {**reset, "evidence": False}
+        self.episode_id: str | None = None
+        self.tools: list[dict[str, Any]] = []
+        self.done = False
+
+    async def _send(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            response = await client.post(self.url + route, json=body, headers=self.headers)
+        if response.status_code != 200:
+            raise ValueError(f"{route} answered {response.status_code}: {response.text[:300]}")
+        return response.json()
+
+    async def _post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
+        payload = await self._send(route, body)
+        obs = {**payload["observation"], "reward": payload["reward"], "done": payload["done"]}
+        self.done = obs["done"]
+        return obs
+
+    async def start(self) -> dict[str, Any]:
+        obs = await self._post("/reset", self.reset)
+        self.episode_id, self.tools = obs["episode_id"], obs["tools"]
+        return obs
+
+    async def act(self, reply: str | None = None, tool_calls=()) -> dict[str, Any]:
+        calls = [{"name": c.name, "arguments": c.arguments} for c in tool_calls]
+        action = {"reply": reply, "tool_calls": calls}
+        obs = await self._post("/step", {"episode_id": self.episode_id, "action": action})
+        if obs["done"]:  # free the server's session slot now, not at its idle timeout
+            await self._send("/close", {"episode_id": self.episode_id})
+        return obs
+
+
 @dataclass
 class Trajectory:
     """One rollout's episode and the scores dict verl carries to the reward function (the
     same object, filled in when the episode ends, so verl sends the final score)."""
 
-    session: EpisodeSession
+    session: LocalEpisode | RemoteEpisode
     scores: dict[str, Any] = field(default_factory=dict)
 
 
@@ -150,7 +209,11 @@ class CoworkEnvInteraction(BaseInteraction):
 
     def __init__(self, config: dict[str, Any]):
         super().__init__(config)
+        self.server = config.get("server")
+        self.token = os.environ.get(config.get("token_env") or "", "")
         self.specs = load_specs(config.get("specs") or [])
+        if not self.server and not self.specs:
+            raise ValueError("give the interaction specs (spec files) or a server (its URL)")
         self.faults = bool(config.get("faults", True))
 
     async def start_interaction(
@@ -163,12 +226,20 @@ class CoworkEnvInteraction(BaseInteraction):
         **kwargs: Any,
     ) -> str:
         instance_id = await super().start_interaction(instance_id)
-        spec = self.specs.get(environment)
-        if spec is None:
-            raise ValueError(f"no environment named {environment!r} among the specs configured")
-        session = EpisodeSession(spec, task_key, int(seed), faults=self.faults, evidence=False)
-        session.start()
-        _track(instance_id, Trajectory(session))
+        if self.server:
+            reset = {"environment": environment, "task_key": task_key, "seed": int(seed)}
+            episode: LocalEpisode | RemoteEpisode = RemoteEpisode(
+                self.server, self.token, reset | {"faults": self.faults}
+            )
+        else:
+            spec = self.specs.get(environment)
+            if spec is None:
+                raise ValueError(f"no environment named {environment!r} among the specs")
+            episode = LocalEpisode(
+                EpisodeSession(spec, task_key, int(seed), faults=self.faults, evidence=False)
+            )
+        await episode.start()
+        _track(instance_id, Trajectory(episode))
         return instance_id
 
     async def generate_response(
@@ -182,7 +253,7 @@ class CoworkEnvInteraction(BaseInteraction):
             (m.get("content") or "" for m in reversed(messages) if m.get("role") == "assistant"),
             "",
         )
-        obs = trajectory.session.act(reply if isinstance(reply, str) else json.dumps(reply))
+        obs = await trajectory.session.act(reply if isinstance(reply, str) else json.dumps(reply))
         if obs["done"]:
             _finish(trajectory, obs)
             EPISODES.pop(instance_id, None)
@@ -207,7 +278,7 @@ class CoworkEnvTool(BaseTool):
         session = trajectory.session
         if self.name not in {t["function"]["name"] for t in session.tools}:
             return ToolResponse(text=f"Error: no tool {self.name!r} here."), 0.0, {}
-        obs = session.act(None, [ToolCall(self.name, parameters)])
+        obs = await session.act(None, [ToolCall(self.name, parameters)])
         if obs["done"]:  # the round or call limit ended the episode
             _finish(trajectory, obs)
         result = obs["tool_results"][0]

@@ -27,7 +27,7 @@ def _imports(path: Path):
 EXTRAS = {
     "server.py": {"starlette", "uvicorn", "orjson"},
     "mcp_server.py": {"mcp", "mcp_types", "starlette"},
-    "verl_adapter.py": {"verl"},
+    "verl_adapter.py": {"verl", "httpx"},
     "trl_env.py": {"PIL"},
     "safe_regex.py": {"re2"},
     "verifiers_env.py": {"verifiers"},

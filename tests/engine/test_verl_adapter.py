@@ -24,9 +24,11 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.utils.tool_registry import initialize_tools_from_config
 
 from coworkenv_engine import verl_adapter
+from coworkenv_engine.server import create_app
 from coworkenv_engine.spec import load_spec
 
 from .helpers import SAMPLES, load_json
+from .serving import running
 
 SPECS = [load_spec(load_json(p)) for p in SAMPLES]
 SPEC, OTHER = SPECS[0], SPECS[1]
@@ -143,7 +145,7 @@ def test_another_environments_tool_is_a_tool_error(loaded):
     response, reward, _ = asyncio.run(call(tools[foreign], {}, agent_data))
     assert response.text == f"Error: no tool {foreign!r} here."
     assert reward == 0.0
-    state = verl_adapter.EPISODES[agent_data.request_id].session.state()
+    state = verl_adapter.EPISODES[agent_data.request_id].session.session.state()
     assert state["step_count"] == 0
 
 
@@ -209,3 +211,40 @@ def test_the_round_limit_ends_the_episode_and_the_score_still_reaches_verl(loade
     assert done is True and scores == agent_data.extra_fields["reward_scores"]
     assert scores["coworkenv"] < 0.75
     assert agent_data.request_id not in verl_adapter.EPISODES
+
+
+def test_the_interaction_can_run_episodes_on_an_environment_server(loaded, monkeypatch):
+    """``config.server``: the episode is an HTTP episode on a real server on loopback (the
+    token read from the variable ``token_env`` names); the same tools and reward function."""
+    tools, _ = loaded
+    monkeypatch.setenv("COWORKENV_TOKEN", "verl-token")
+    app = create_app(SPECS, token="verl-token")
+    agent_data = AgentData("remote-1")
+
+    async def play(url):
+        interaction = verl_adapter.CoworkEnvInteraction(
+            {"name": "coworkenv", "server": url, "token_env": "COWORKENV_TOKEN", "faults": False}
+        )
+        kwargs = {"environment": SPEC.name, "task_key": TASK.key, "seed": 0}
+        await interaction.start_interaction(agent_data.request_id, **kwargs)
+        for turn in range(len(TASK.turns)):
+            step = TASK.step_for_turn(turn)
+            for ref in step.calls if step else ():
+                _, _, metrics = await call(tools[ref.tool], ref.arguments, agent_data)
+                assert metrics == {"ok": True}
+            reply = step.reply if step and step.reply else "Done."
+            done, *_ = await interaction.generate_response(
+                agent_data.request_id, [{"role": "assistant", "content": reply}]
+            )
+        return done
+
+    with running(app) as url:
+        assert asyncio.run(play(url)) is True
+    assert app.state.store.slots == {}
+    extra = {"rollout_reward_scores": agent_data.extra_fields["reward_scores"]}
+    assert verl_adapter.compute_score("coworkenv", "", TASK.key, extra)["score"] == 1.0
+
+
+def test_an_interaction_needs_specs_or_a_server():
+    with pytest.raises(ValueError, match="give the interaction specs"):
+        verl_adapter.CoworkEnvInteraction({"name": "coworkenv"})
