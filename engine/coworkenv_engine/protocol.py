@@ -41,6 +41,14 @@ RESET_KEYS = {
 ACTION_KEYS = {"tool_calls", "reply", "metadata"}
 
 
+REFUSED = {"detail": "missing or wrong token"}  # whatever is wrong with the token
+
+
+class Unavailable(Exception):
+    """Raised by an ``authorise`` callable that cannot decide now (its database is down):
+    the request gets 503 with the message, and may be tried again."""
+
+
 class ProtocolError(ValueError):
     """A request that does not fit the protocol: (code, message, errors)."""
 

@@ -21,6 +21,8 @@ OpenEnv's ``EnvClient``, whose base URL may then be ``http://host:port/t/<token>
     GET  /state           ?episode_id=... -> State (episode_id, step_count, extra fields)
     POST /close           {"episode_id": "..."} -> {"episode_id", "closed": true}
     WS   /ws              OpenEnv's session protocol: reset / step / state / close messages
+    *    /mcp             the MCP face (streamable HTTP): one MCP session = one episode
+                          (``mcp_server.py``)
 
 OpenEnv 0.3.0's HTTP routes are stateless; here an HTTP episode is kept under its
 ``episode_id`` (our extension) so that plain HTTP clients can run whole episodes, while the
@@ -70,9 +72,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .attachments import Resolver
 from .body_limit import BodyLimit
+from .mcp_server import McpFace
 from .protocol import (
     ACTION_SCHEMA,
     OBSERVATION_SCHEMA,
+    REFUSED,
     STATE_SCHEMA,
     VERSION,
     Catalog,
@@ -80,6 +84,7 @@ from .protocol import (
     ProtocolError,
     SessionStore,
     Slot,
+    Unavailable,
     invalid,
     parse_action,
     state_of,
@@ -113,12 +118,6 @@ class _JSON(JSONResponse):
 # --------------------------------------------------------------------------- app
 
 HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 503}
-REFUSED = {"detail": "missing or wrong token"}  # whatever is wrong with the token
-
-
-class Unavailable(Exception):
-    """Raised by an ``authorise`` callable that cannot decide now (its database is down):
-    the request gets 503 with the message, and may be tried again."""
 
 
 def create_app(
@@ -388,6 +387,10 @@ def create_app(
         except SessionError as exc:
             return _ws_error("EXECUTION_ERROR", str(exc))
 
+    face = McpFace(
+        store=store, start=start, step=step, authorised=authorised, idle_timeout=idle_timeout
+    )
+
     async def reaper() -> None:
         while True:
             await asyncio.sleep(reap_interval)
@@ -410,6 +413,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         tasks = [asyncio.create_task(reaper())]
+        tasks.append(await face.running())
         if refresh is not None:
             tasks.append(asyncio.create_task(refresher()))
         try:
@@ -430,6 +434,7 @@ def create_app(
         Route("/state", guarded(http_state)),
         Route("/close", guarded(close), methods=["POST"]),
         WebSocketRoute("/ws", ws_endpoint),
+        Route("/mcp", face, methods=["GET", "POST", "DELETE"]),
     ]
     app = Starlette(
         routes=[Route("/health", health), *routes, Mount("/t/{token}", routes=routes)],

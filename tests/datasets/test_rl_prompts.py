@@ -112,6 +112,7 @@ def test_verl_row():
                 "task_key": "book-q3-review",
                 "seed": 2,
             },
+            "tools": json.dumps([TOOL]),
         },
         "agent_name": "tool_agent",
     }
@@ -307,6 +308,7 @@ def test_version_rows_exports_and_checksum(prompts_dataset, author, sample_envir
     verl = load_dataset("parquet", data_files=str(parquet_path), split="train")
     assert verl[3]["extra_info"]["task_key"] == rows[3].task_key
     assert verl[3]["extra_info"]["interaction_kwargs"]["seed"] == rows[3].seed
+    assert json.loads(verl[3]["extra_info"]["tools"]) == rows[3].entry["tools"]
 
     card = export_absolute_path(exports["card"]).read_text()
     assert f"- Checksum: `{version.checksum}`" in card

@@ -26,6 +26,8 @@ def _imports(path: Path):
 # orjson (server.py: the per-step JSON) and PIL (trl_env.py: images for VLM processors)
 EXTRAS = {
     "server.py": {"starlette", "uvicorn", "orjson"},
+    "mcp_server.py": {"mcp", "mcp_types", "starlette"},
+    "verl_adapter.py": {"verl", "httpx"},
     "trl_env.py": {"PIL"},
     "safe_regex.py": {"re2"},
     "verifiers_env.py": {"verifiers"},

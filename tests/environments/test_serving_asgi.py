@@ -4,6 +4,7 @@ driven by openenv-core's client, httpx and websockets."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 
@@ -15,6 +16,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from apps.environments.models import Environment, EnvironmentStatus
+from tests.engine import mcp_drive
 from tests.engine.serving import running
 from tests.workers import wait_for
 
@@ -42,6 +44,21 @@ def _tasks(url: str, token: str) -> httpx.Response:
 
 def test_openenv_client_through_the_web_app(app_url, served, project):
     oracle_and_do_nothing(f"{app_url}/envs/{project.slug}/t/{served['member']}", served["spec"])
+
+
+def test_an_mcp_client_through_the_web_app(app_url, served, project):
+    """The MCP face under the mount, opened by a member's token: the reference solution
+    scores 1.0; another project's token is refused before any session."""
+    task = served["spec"].tasks[0]
+    url = f"{app_url}/envs/{project.slug}/mcp?task_key={task.key}&faults=false"
+
+    async def oracle():
+        async with mcp_drive.mcp_session(url, served["member"]) as session:
+            return await mcp_drive.play_reference(session, task)
+
+    assert asyncio.run(oracle()).structured_content["reward"] == 1.0
+    refused = httpx.post(url, json={}, headers={"Authorization": f"Bearer {served['outsider']}"})
+    assert (refused.status_code, refused.json()) == (401, REFUSED)
 
 
 def test_the_mount_is_per_project_and_django_still_serves_the_rest(
@@ -292,6 +309,7 @@ ROUTES = [
     ("POST", "/step", {"episode_id": "x", "action": {"reply": "hi"}}),
     ("GET", "/state?episode_id=x", None),
     ("POST", "/close", {"episode_id": "x"}),
+    ("POST", "/mcp", {}),
 ]
 
 

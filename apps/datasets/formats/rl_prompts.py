@@ -19,8 +19,11 @@ row names the environment and the task, so the trainer's environment resets that
   rows), ``prompt`` (messages), ``ability`` ("agent"), ``reward_model`` ({"style": "rule",
   "ground_truth": task key}), ``extra_info`` ({split, index, environment, task_key, seed,
   revision, spec_hash, interaction_kwargs: {name: "coworkenv", environment, task_key,
-  seed}}), ``agent_name`` ("tool_agent"). One schema for every row, so Arrow needs no
-  unions; the tools are not in the row (verl reads tool schemas from its tool config).
+  seed}, tools: the row's tool schemas as a JSON string}), ``agent_name`` ("tool_agent").
+  One schema for every row, so Arrow needs no unions. ``coworkenv_engine.verl_adapter``
+  is what these names point at: ``compute_score`` for the data source, the
+  ``CoworkEnvInteraction`` named "coworkenv", ``CoworkEnvTool`` in the tool config (verl
+  presents one tool list to every row; the row's own is ``extra_info.tools``).
 - ``nemo_gym`` — NeMo Gym rows: ``id`` (the index), ``responses_create_params`` ({input:
   messages, tools: Responses-API function tools ``{type, name, description, parameters}``}),
   plus ``environment``, ``task_key``, ``seed`` for the resources server's verify.
@@ -138,6 +141,7 @@ def verl_row(entry: dict[str, Any], index: int) -> dict[str, Any]:
                 "task_key": entry["task_key"],
                 "seed": entry["seed"],
             },
+            "tools": json.dumps(entry["tools"], ensure_ascii=False),
         },
         "agent_name": "tool_agent",
     }
