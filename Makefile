@@ -7,10 +7,12 @@ EXTRAS ?= test,train
 
 .PHONY: run test install lint format migrate seed bench clean
 
-$(VENV)/.installed-$(EXTRAS): pyproject.toml
+$(VENV)/.installed-$(EXTRAS): pyproject.toml requirements/verl-import.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	@case ',$(EXTRAS),' in *,test,*) \
+	  $(BIN)/python -m pip install --quiet --no-deps -r requirements/verl-import.txt;; esac
 	@touch $@
 
 install: $(VENV)/.installed-$(EXTRAS)
