@@ -28,6 +28,23 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.0f}%"
 
 
+def step_ticks(low: int, high: int, most: int = 10) -> list[int]:
+    """Integer ticks for an axis from ``low`` to ``high``: both ends and the multiples of an
+    even step (1, 2 or 5 times a power of ten; at most ``most`` ticks) between them, so the
+    axis never jumps over a value its neighbours would show. A multiple within half a step
+    of an end is left out (its label would run into the end's)."""
+    span = high - low
+    if span <= 0:
+        return [low]
+    step, factors = 1, (2, 2.5, 2)
+    while span / step + 1 > most:
+        step = round(step * factors[0])
+        factors = factors[1:] + factors[:1]
+    first = -(-low // step) * step
+    inner = [t for t in range(first, high, step) if t - low > step / 2 and high - t > step / 2]
+    return [low, *inner, high]
+
+
 def series_style(index: int) -> dict:
     css, dash, marker = SERIES_STYLES[index % len(SERIES_STYLES)]
     return {"css": css, "dash": dash, "marker": marker}
@@ -162,7 +179,7 @@ def line_chart(
         "lines": lines,
         "legend": [{"name": s["name"], **series_style(i)} for i, s in enumerate(series)],
         "x_label": x_label,
-        "x_ticks": [{"x": round(sx(k), 1), "label": str(k)} for k in xs],
+        "x_ticks": [{"x": round(sx(k), 1), "label": str(k)} for k in step_ticks(x_min, x_max)],
         "y_ticks": [
             {"y": round(sy(t), 1), "label": f"{round(t * 100)}%"} for t in (0, 0.25, 0.5, 0.75, 1)
         ],

@@ -34,6 +34,16 @@ def sft_versions_ready(*, project) -> QuerySet[DatasetVersion]:
     )
 
 
+def version_ids_with_images(*, versions) -> set[int]:
+    """Which of ``versions`` hold images: their train split exports a TRL bundle (the rows
+    and their images, zipped), so a text model cannot train on them."""
+    return set(
+        DatasetExport.objects.filter(
+            version__in=versions, format=ExportFormat.TRL, split="train", path__endswith=".zip"
+        ).values_list("version_id", flat=True)
+    )
+
+
 def dataset_list(*, project) -> QuerySet[Dataset]:
     """The project's datasets with their version count and latest version number."""
     latest = DatasetVersion.objects.filter(dataset=OuterRef("pk")).order_by("-number")

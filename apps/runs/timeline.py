@@ -241,6 +241,30 @@ def run_timeline(
     return items
 
 
+def turn_days(items: list[dict]) -> list[dict]:
+    """The user turns of a timeline grouped by the day they fell on, for jump links on a long
+    run: ``[{"day": 1, "date": "2026-03-02", "turns": [{"turn", "anchor"}]}]``. A turn's day
+    is the environment clock's date at its first tool call (a long-horizon task's later turns
+    fall on later working days); a turn without calls joins the day before it."""
+    days: list[dict] = []
+    for item in items:
+        if item["kind"] == "user":
+            turn = {"turn": item["turn"], "anchor": item["anchor"]}
+            days.append({"date": "", "turns": [turn]})
+        elif item["kind"] == "assistant" and days and not days[-1]["date"]:
+            dated = [str(call["at"])[:10] for call in item["calls"] if call.get("at")]
+            days[-1]["date"] = dated[0] if dated else ""
+    merged: list[dict] = []
+    for entry in days:
+        if merged and entry["date"] in ("", merged[-1]["date"]):
+            merged[-1]["turns"].extend(entry["turns"])
+        else:
+            merged.append(entry)
+    for number, entry in enumerate(merged, start=1):
+        entry["day"] = number
+    return merged
+
+
 def failures(items: list[dict], verdicts: list[dict]) -> list[dict]:
     """Jump targets: failed graders, then tool calls that returned an error."""
     out = [

@@ -45,7 +45,7 @@ from apps.runs.selectors import (
     task_anchor,
 )
 from apps.runs.services import run_batch_cancel, run_batch_create, run_batch_resume
-from apps.runs.timeline import failures, run_timeline, verdict_rows
+from apps.runs.timeline import failures, run_timeline, turn_days, verdict_rows
 
 RUNS_PER_PAGE = 50
 BATCHES_PER_PAGE = 25
@@ -370,6 +370,7 @@ def run_detail_view(request, pk):
         "only_failures": request.GET.get("only") == "failures",
         **_run_view_data(run),
     }
+    context["turn_days"] = turn_days(context["items"])
     return render_page(request, "runs/run_detail.html", context, partial="timeline")
 
 

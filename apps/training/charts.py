@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from apps.core.charts import step_ticks
+
 SERIES = 6  # CSS classes chart-series-0 … chart-series-5 (static/css/app.css)
 
 
@@ -69,7 +71,7 @@ def loss_chart(
     for t in (0, 0.25, 0.5, 0.75, 1):
         value = y_min + (y_max - y_min) * t
         y_ticks.append({"y": round(sy(value), 1), "label": _fmt(value)})
-    x_ticks = sorted({x_min, x_max, round((x_min + x_max) / 2)})
+    x_ticks = step_ticks(x_min, x_max, most=8)
     return {
         "width": width,
         "height": height,

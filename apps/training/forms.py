@@ -10,14 +10,38 @@ from apps.training.hyperparameters import (
     PRESETS,
     REWARD_VARIANTS,
     SCHEDULERS,
+    TINY_PRESET_MODEL,
     grpo_integer_bounds,
     integer_bounds,
 )
 from apps.training.models import Backend, TrainingMethod
 
+# The tiny smoke tests: a text model, and its vision-language counterpart for versions with
+# images. The form swaps one for the other as the chosen version asks.
+TEXT_PRESET, VISION_PRESET = "tiny-cpu", "tiny-vlm-cpu"
+IMAGES_NEED_VISION = (
+    "This version's rows show images and the tiny smoke test trains a text model: choose "
+    "the tiny vision-language preset, or name a vision-language base model."
+)
+
 PRESET_CHOICES = [("", "None (set everything below)")] + [
     (key, preset["label"]) for key, preset in PRESETS.items()
 ]
+
+
+class VersionSelect(forms.Select):
+    """The dataset version select; an option whose version holds images says so
+    (``data-images``), for the script that swaps the tiny presets."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.with_images: set[str] = set()
+
+    def create_option(self, name, value, *args, **kwargs):
+        option = super().create_option(name, value, *args, **kwargs)
+        if str(value) in self.with_images:
+            option["attrs"]["data-images"] = "true"
+        return option
 
 
 def _short_choices(labels: dict[str, str]) -> list[tuple[str, str]]:
@@ -38,7 +62,11 @@ class LaunchForm(forms.Form):
     method = forms.ChoiceField(
         choices=TrainingMethod.choices, initial=TrainingMethod.SFT, required=False
     )
-    dataset_version = forms.ChoiceField(label="Dataset version (SFT)", required=False)
+    dataset_version = forms.ChoiceField(
+        label="Dataset version (SFT)",
+        required=False,
+        widget=VersionSelect(attrs={"data-swap-preset": f"{TEXT_PRESET}|{VISION_PRESET}"}),
+    )
     # GRPO: the environments whose tasks are rolled out, and how rewards become advantages.
     environments = forms.MultipleChoiceField(
         required=False, label="Environments (GRPO)", widget=forms.CheckboxSelectMultiple
@@ -104,7 +132,7 @@ class LaunchForm(forms.Form):
         required=False, **grpo_integer_bounds("max_tool_calls"), label="Max model turns"
     )
     backend = forms.ChoiceField(choices=Backend.choices, initial=Backend.LOCAL)
-    preset = forms.ChoiceField(choices=PRESET_CHOICES, required=False, initial="tiny-cpu")
+    preset = forms.ChoiceField(choices=PRESET_CHOICES, required=False, initial=TEXT_PRESET)
     base_model = forms.CharField(
         max_length=300,
         required=False,
@@ -185,8 +213,22 @@ class LaunchForm(forms.Form):
         "learning_rate_multiplier",
     )
 
-    def __init__(self, *args, versions=(), endpoints=(), templates=(), environments=(), **kwargs):
+    def __init__(
+        self,
+        *args,
+        versions=(),
+        endpoints=(),
+        templates=(),
+        environments=(),
+        with_images=(),
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
+        # Versions whose rows show images: the tiny text preset cannot train on them.
+        self.with_images = {str(pk) for pk in with_images}
+        self.fields["dataset_version"].widget.with_images = self.with_images
+        if str(self.initial.get("dataset_version", "")) in self.with_images:
+            self.initial.setdefault("preset", VISION_PRESET)
         self.fields["environments"].choices = [
             (str(e.pk), f"{e.name} ({e.get_status_display().lower()})") for e in environments
         ]
@@ -222,6 +264,20 @@ class LaunchForm(forms.Form):
 
     def clean_method(self) -> str:
         return self.cleaned_data.get("method") or TrainingMethod.SFT
+
+    def clean(self):
+        data = super().clean()
+        text_model = data.get("base_model") == TINY_PRESET_MODEL or (
+            not data.get("base_model") and data.get("preset") == TEXT_PRESET
+        )
+        if (
+            data.get("method") == TrainingMethod.SFT
+            and data.get("backend") != Backend.OPENAI
+            and data.get("dataset_version") in self.with_images
+            and text_model
+        ):
+            self.add_error("preset", IMAGES_NEED_VISION)
+        return data
 
     def hyperparameters(self) -> dict:
         """The filled-in hyperparameters of the chosen method. A field the method has no use

@@ -17,7 +17,7 @@ from apps.core.http import (
     render_page,
 )
 from apps.core.safeinput import is_id, parse_id
-from apps.datasets.selectors import sft_versions_ready
+from apps.datasets.selectors import sft_versions_ready, version_ids_with_images
 from apps.llm.selectors import endpoint_list
 from apps.training.access import (
     can_read_log,
@@ -26,7 +26,7 @@ from apps.training.access import (
 )
 from apps.training.charts import job_loss_chart, loss_chart, rl_compare_chart, rl_job_chart
 from apps.training.command_templates import TemplateFileError, command_templates
-from apps.training.forms import EvaluateForm, LaunchForm
+from apps.training.forms import IMAGES_NEED_VISION, EvaluateForm, LaunchForm
 from apps.training.hyperparameters import (
     ADVANTAGES,
     CREDITS,
@@ -105,6 +105,7 @@ def job_create_view(request, slug):
         endpoints=endpoints,
         templates=templates,
         environments=environments,
+        with_images=version_ids_with_images(versions=versions),
     )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -139,6 +140,7 @@ def job_create_view(request, slug):
         "membership": check_project_role(request.user, project),
         "form": form,
         "presets": PRESETS,
+        "images_need_vision": IMAGES_NEED_VISION,
         "advanced": [form[name] for name in LaunchForm.ADVANCED],
         "grpo_fields": [form[name] for name in LaunchForm.GRPO],
         "parameter_fields": form.parameter_fields(),

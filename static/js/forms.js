@@ -12,6 +12,9 @@
  * 4. When a posted form comes back with problems (htmx swaps it in place, the page stays where
  *    it was), the first problem is brought into view and its field focused: the reply to a
  *    click at the foot of a long form may be an error far above, out of sight.
+ * 5. select[data-swap-preset="text|vision"] (the training form's dataset version): choosing
+ *    a version whose option has data-images swaps the text preset for the vision one, and a
+ *    version without swaps it back; any other preset is the user's own choice and stays.
  */
 (function () {
   "use strict";
@@ -152,6 +155,22 @@
     });
   }
 
+  function swapPresets(root) {
+    root.querySelectorAll("select[data-swap-preset]").forEach(function (select) {
+      var preset = select.form && select.form.elements.namedItem("preset");
+      if (!preset || select.dataset.swapBound) return;
+      select.dataset.swapBound = "1";
+      var pair = select.dataset.swapPreset.split("|");
+      select.addEventListener("change", function () {
+        var option = select.options[select.selectedIndex];
+        var want = option && option.dataset.images ? pair[1] : pair[0];
+        if (pair.indexOf(preset.value) < 0 || preset.value === want) return;
+        preset.value = want;
+        preset.dispatchEvent(new Event("change", { bubbles: true }));
+      });
+    });
+  }
+
   function copyButtons(root) {
     root.querySelectorAll("[data-copy]").forEach(function (button) {
       if (button.dataset.copyBound) return;
@@ -209,6 +228,7 @@
   function init(root) {
     var scope = root.querySelectorAll ? root : document;
     scope.querySelectorAll("select[multiple]").forEach(enhanceSelect);
+    swapPresets(scope);
     showIf(scope);
     copyButtons(scope);
   }

@@ -1,15 +1,20 @@
 """Every page of the main flow fits the screen: at a laptop's 1366x900 and a phone's 390x844
-nothing scrolls sideways (long values and JSON wrap or scroll inside their own box)."""
+nothing scrolls sideways (long values and JSON wrap or scroll inside their own box); at the
+laptop's width the metric tables show every column; identifiers never wrap; no page asks a
+host other than the app's own for anything (issue 27)."""
 
 import io
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
 from apps.accounts.models import Project
+from apps.capabilities.models import Capability
 from apps.core.models import Job
 from apps.curation.models import Demonstration
+from apps.datasets.models import DatasetVersion
 from apps.environments.models import Environment, Grader, ToolSchema
 from apps.runs.models import Run, RunBatch
 from apps.synthesis.models import SynthesisJob, SynthesisSlot
@@ -18,6 +23,11 @@ from tests.browser.conftest import htmx_settled
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 VIEWPORTS = [(1366, 900), (390, 844)]
+
+
+def longest_run(project) -> Run:
+    """The demo's run with the most messages: the tallest trajectory page."""
+    return max(Run.objects.filter(batch__project=project), key=lambda r: len(r.transcript))
 
 
 def main_flow_paths() -> list[str]:
@@ -35,6 +45,9 @@ def main_flow_paths() -> list[str]:
     synthesis = SynthesisJob.objects.filter(project=project).order_by("pk").first()
     slot = SynthesisSlot.objects.filter(synthesis=synthesis).order_by("pk").first()
     job = Job.objects.filter(project=project).order_by("pk").first()
+    version = DatasetVersion.objects.filter(dataset__project=project).order_by("pk").first()
+    grouped = RunBatch.objects.filter(project=project, group_size__isnull=False).first()
+    capability = Capability.objects.filter(project=project).order_by("pk").first()
     paths = [
         reverse("workspace:dashboard", args=[slug]),
         reverse("environments:list", args=[slug]),
@@ -44,6 +57,7 @@ def main_flow_paths() -> list[str]:
         reverse("environments:grader_edit", args=[grader.pk]),
         reverse("environments:tool_edit", args=[tool.pk]),
         reverse("capabilities:list", args=[slug]),
+        reverse("capabilities:detail", args=[capability.pk]),
         reverse("capabilities:coverage", args=[slug]),
         reverse("synthesis:list", args=[slug]),
         reverse("synthesis:create", args=[slug]),
@@ -52,7 +66,9 @@ def main_flow_paths() -> list[str]:
         reverse("runs:batch_list", args=[slug]),
         reverse("runs:batch_create", args=[slug]),
         reverse("runs:batch_detail", args=[batch.pk]),
+        reverse("runs:batch_groups", args=[grouped.pk]),
         reverse("runs:detail", args=[runs[0].pk]),
+        reverse("runs:detail", args=[longest_run(project).pk]),
         reverse("runs:compare") + f"?a={runs[0].pk}&b={runs[1].pk}",
         reverse("runs:evaluation", args=[slug]),
         reverse("runs:leaderboard", args=[slug]),
@@ -62,6 +78,14 @@ def main_flow_paths() -> list[str]:
         reverse("curation:review", args=[slug, demonstration.pk]),
         reverse("datasets:list", args=[slug]),
         reverse("datasets:create", args=[slug]),
+        reverse("datasets:detail", args=[version.dataset_id]),
+        reverse("datasets:version_detail", args=[version.dataset_id, version.number]),
+        reverse("datasets:version_create", args=[version.dataset_id]),
+        reverse("training:list", args=[slug]),
+        reverse("training:create", args=[slug]),
+        reverse("training:templates", args=[slug]),
+        reverse("environments:envserver", args=[slug]),
+        reverse("curation:settings", args=[slug]),
         reverse("core:job_list", args=[slug]),
         reverse("core:job_detail", args=[job.pk]),
         reverse("llm:endpoint_list", args=[slug]),
@@ -75,24 +99,90 @@ def main_flow_paths() -> list[str]:
     return paths
 
 
-def test_no_page_of_the_main_flow_scrolls_sideways(page, live_server, login):
+@pytest.fixture
+def demo(page, live_server):
+    """The seeded demo project, its user logged in: the page on the dashboard."""
     call_command("seed_demo", url=live_server.url, stdout=io.StringIO())
-    paths = main_flow_paths()
     page.goto(f"{live_server.url}/login/")
     page.get_by_label("Username").fill("demo")
     page.get_by_label("Password").fill("cowork-demo")
     page.get_by_role("button", name="Log in").click()
     page.wait_for_load_state()
+    return page
+
+
+def visit(page, live_server, path: str) -> None:
+    response = page.goto(f"{live_server.url}{path}")
+    assert response.status == 200, path
+    # Parts loaded by htmx after the page (the environment's Runs tab) count too.
+    htmx_settled(page)
+
+
+def test_no_page_of_the_main_flow_scrolls_sideways(demo, live_server):
+    paths = main_flow_paths()
     too_wide = []
     for width, height in VIEWPORTS:
-        page.set_viewport_size({"width": width, "height": height})
+        demo.set_viewport_size({"width": width, "height": height})
         for path in paths:
-            response = page.goto(f"{live_server.url}{path}")
-            assert response.status == 200, path
-            # Parts loaded by htmx after the page (the environment's Runs tab) count too.
-            htmx_settled(page)
-            scroll_width = page.evaluate("document.documentElement.scrollWidth")
-            inner_width = page.evaluate("innerWidth")
+            visit(demo, live_server, path)
+            scroll_width = demo.evaluate("document.documentElement.scrollWidth")
+            inner_width = demo.evaluate("innerWidth")
             if scroll_width > inner_width:
                 too_wide.append((width, path, scroll_width))
     assert too_wide == []
+
+
+# Every table-scroll box whose table is wider than the box, and every identifier cell (task
+# key, model name) whose text takes more than one line.
+CUT_TABLES = """[...document.querySelectorAll('.table-scroll')]
+  .filter(box => box.scrollWidth > box.clientWidth + 1)
+  .map(box => box.querySelector('table').dataset.testid || box.querySelector('th').textContent)"""
+WRAPPED_KEYS = """[...document.querySelectorAll('td.key')].filter(td => {
+  const range = document.createRange();
+  range.selectNodeContents(td);
+  return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size > 1;
+}).map(td => td.textContent.trim())"""
+
+
+def test_metric_tables_show_every_column_and_keep_keys_whole(demo, live_server):
+    """The Overview's task scores, evaluation By horizon and the leaderboard used to be cut
+    at a laptop's width (a horizontal scrollbar hid Sensitivity and pass^k), and task keys
+    wrapped a letter a line; on a phone the tables scroll inside their box, keys whole."""
+    environment = Environment.objects.filter(project__slug="demo").order_by("pk").first()
+    batch = RunBatch.objects.filter(project__slug="demo").order_by("pk").first()
+    paths = [
+        reverse("environments:tab", args=[environment.pk, "overview"]),
+        reverse("environments:tab", args=[environment.pk, "validation"]),
+        reverse("runs:evaluation", args=["demo"]) + f"?batch={batch.pk}",
+        reverse("runs:batch_detail", args=[batch.pk]),
+        reverse("runs:leaderboard", args=["demo"]),
+    ]
+    cut, wrapped = [], []
+    for width, height in VIEWPORTS:
+        demo.set_viewport_size({"width": width, "height": height})
+        for path in paths:
+            visit(demo, live_server, path)
+            demo.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            assert demo.locator("td.key").count(), path
+            if width >= 1366:
+                cut += [(path, table) for table in demo.evaluate(CUT_TABLES)]
+            wrapped += [(width, path, key) for key in demo.evaluate(WRAPPED_KEYS)]
+    assert cut == []
+    assert wrapped == []
+
+
+def test_no_page_asks_another_host(demo, live_server):
+    """Scripts, styles, fonts and images are the app's own (vendored): nothing is fetched
+    from a CDN or any other host, so the app works offline and leaks no visit."""
+    own = urlsplit(live_server.url).netloc
+    elsewhere = []
+
+    def note(request):
+        parts = urlsplit(request.url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.netloc != own:
+            elsewhere.append((demo.url, request.url))
+
+    demo.on("request", note)
+    for path in main_flow_paths():
+        visit(demo, live_server, path)
+    assert elsewhere == []

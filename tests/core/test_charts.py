@@ -3,7 +3,7 @@ marker, grouped bars, and the shared templates that draw them."""
 
 from django.template.loader import render_to_string
 
-from apps.core.charts import bar_chart, line_chart, series_style
+from apps.core.charts import bar_chart, line_chart, series_style, step_ticks
 
 
 def test_bar_chart_geometry():
@@ -69,3 +69,17 @@ def test_chart_templates_draw_dashes_markers_and_escaped_legends():
     html = render_to_string("_bar_chart.html", {"chart": bars, "title": "B"})
     assert 'class="chart-bar chart-series-1"' in html
     assert f'width="{bars["width"]}"' in html  # drawn at its own size, never stretched
+
+
+def test_step_ticks_keep_an_even_step_between_the_ends():
+    assert step_ticks(1, 4) == [1, 2, 3, 4]
+    assert step_ticks(1, 24) == [1, 5, 10, 15, 20, 24]
+    assert step_ticks(0, 100) == [0, 20, 40, 60, 80, 100]
+    assert step_ticks(2, 2000) == [2, 500, 1000, 1500, 2000]
+    assert step_ticks(1, 37, most=8) == [1, 10, 20, 30, 37]  # 35 would run into 37
+    assert step_ticks(5, 5) == [5]
+
+
+def test_a_line_chart_labels_every_k_even_where_a_series_skips_one():
+    chart = line_chart([{"name": "pass@k", "points": {1: 0.5, 2: 0.6, 4: 0.8}}])
+    assert [t["label"] for t in chart["x_ticks"]] == ["1", "2", "3", "4"]

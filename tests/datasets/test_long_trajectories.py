@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.urls import reverse
 
 from apps.core.exceptions import ApplicationError
 from apps.datasets.formats import openai_row
@@ -236,6 +237,23 @@ def test_a_version_can_drop_its_long_trajectories(dataset, author, approved_demo
     assert counts["rows"] == kept == version.exports.get(format="trl", split="train").rows
     card = export_absolute_path(version.exports.get(format="card")).read_text()
     assert "Longer trajectories are **dropped**." in card
+
+
+@pytest.mark.django_db
+def test_without_a_limit_the_longest_is_the_row_tables_max(
+    dataset, author, approved_demonstrations, client_for
+):
+    """The page gave the longest row twice, 5,150 tokens in its table and 20,599 below it:
+    the second was counted in characters. Both are the build's token count now."""
+    version = build_version(dataset, author, validation_fraction=0)
+    longest = max(version.rows.values_list("tokens", flat=True))
+    assert version.long_counts["train"]["longest"] == longest
+    assert version.token_stats["train"]["max"] == longest
+    url = reverse("datasets:version_detail", args=[dataset.pk, version.number])
+    page = client_for(author).get(url)
+    html = page.content.decode()
+    assert f'<td class="num">{longest:,}</td>' in html  # Tokens per row: Max
+    assert f"the longest has {longest:,} tokens" in html
 
 
 @pytest.mark.django_db

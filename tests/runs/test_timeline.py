@@ -1,7 +1,7 @@
 """The record diffs every trajectory page shows (run detail, compare, review) come from
 ``apps.runs.timeline.record_diff``; the diffs here are the engine's own, from real calls."""
 
-from apps.runs.timeline import record_diff, run_timeline
+from apps.runs.timeline import record_diff, run_timeline, turn_days
 from coworkenv_engine.simulator import Episode
 from tests.engine.helpers import mini_doc
 
@@ -151,3 +151,38 @@ def test_the_timeline_carries_the_update_diff_to_its_tool_call():
     (call,) = items[1]["calls"]
     assert [d["changed"] for d in call["diffs"]] == [1]
     assert call["diffs"][0]["fields"][0]["after"] == "dana@acme.test"
+
+
+def _call(call_id: str) -> dict:
+    return {"id": call_id, "function": {"name": "list_tickets", "arguments": "{}"}}
+
+
+def test_turns_are_grouped_by_the_day_their_first_call_fell_on():
+    transcript = [
+        {"role": "user", "content": "Monday: sort the queue."},
+        {"role": "assistant", "content": "", "tool_calls": [_call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "[]"},
+        {"role": "assistant", "content": "Sorted."},
+        {"role": "user", "content": "Thanks."},  # no call: stays on Monday
+        {"role": "assistant", "content": "You're welcome."},
+        {"role": "user", "content": "Wednesday: any news?"},
+        {"role": "assistant", "content": "", "tool_calls": [_call("c2")]},
+        {"role": "tool", "tool_call_id": "c2", "content": "[]"},
+    ]
+    audit_log = [
+        {"seq": 1, "ok": True, "at": "2026-03-02T09:01:00Z"},
+        {"seq": 2, "ok": True, "at": "2026-03-04T09:30:00Z"},
+    ]
+    items = run_timeline(transcript=transcript, audit_log=audit_log, exogenous_log=[])
+    days = turn_days(items)
+    assert [(d["day"], d["date"], [t["turn"] for t in d["turns"]]) for d in days] == [
+        (1, "2026-03-02", [0, 1]),
+        (2, "2026-03-04", [2]),
+    ]
+    assert [t["anchor"] for t in days[1]["turns"]] == ["turn-2"]
+
+
+def test_a_run_without_calls_is_one_undated_day():
+    transcript = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    days = turn_days(run_timeline(transcript=transcript, audit_log=[], exogenous_log=[]))
+    assert days == [{"date": "", "turns": [{"turn": 0, "anchor": "turn-0"}], "day": 1}]

@@ -331,7 +331,7 @@ def test_batch_detail_shows_metrics_and_filters_runs(client_for, viewer, finishe
     assert "No grader failed." in page
     # By horizon: the sample tasks are 1-2 turns; tables for turns and for days.
     turns = page.split('data-testid="by-turns"')[1].split("</table>")[0]
-    assert "<td>1 turn</td>" in turns and "<td>2 turns</td>" in turns
+    assert '<td class="key">1 turn</td>' in turns and '<td class="key">2 turns</td>' in turns
     assert 'data-testid="by-days"' in page
     rows = client.get(url + "?status=errored", **HTMX_HEADERS).content.decode()
     assert rows.lstrip().startswith('<div id="run-rows">')

@@ -134,7 +134,17 @@ def fitted_rows(
         messages, tool_list = normalize_messages(transcript), normalize_tools(tools)
         if count is None:
             if counts is not None:
-                fit(messages, tool_list, max_tokens=None, policy="", count=len, counts=counts)
+                # ``tokens``: the build's count, so "longest" agrees with the row table's Max
+                # (counting with ``len`` gave characters, about four times as many).
+                fit(
+                    messages,
+                    tool_list,
+                    max_tokens=None,
+                    policy="",
+                    count=len,
+                    tokens=tokens,
+                    counts=counts,
+                )
             yield demonstration_id, messages, tool_list
             continue
         for row in fit(
