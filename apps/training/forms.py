@@ -10,7 +10,7 @@ from apps.training.hyperparameters import (
     PRESETS,
     REWARD_VARIANTS,
     SCHEDULERS,
-    TINY_PRESET_MODEL,
+    TEXT_PRESET_MODELS,
     grpo_integer_bounds,
     integer_bounds,
 )
@@ -20,8 +20,8 @@ from apps.training.models import Backend, TrainingMethod
 # images. The form swaps one for the other as the chosen version asks.
 TEXT_PRESET, VISION_PRESET = "tiny-cpu", "tiny-vlm-cpu"
 IMAGES_NEED_VISION = (
-    "This version's rows show images and the tiny smoke test trains a text model: choose "
-    "the tiny vision-language preset, or name a vision-language base model."
+    "This version's rows show images and this preset trains a text model built from a "
+    "config: choose the tiny vision-language preset, or name a vision-language base model."
 )
 
 PRESET_CHOICES = [("", "None (set everything below)")] + [
@@ -267,9 +267,8 @@ class LaunchForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        text_model = data.get("base_model") == TINY_PRESET_MODEL or (
-            not data.get("base_model") and data.get("preset") == TEXT_PRESET
-        )
+        preset_model = PRESETS.get(data.get("preset") or "", {}).get("base_model")
+        text_model = (data.get("base_model") or preset_model) in TEXT_PRESET_MODELS
         if (
             data.get("method") == TrainingMethod.SFT
             and data.get("backend") != Backend.OPENAI

@@ -40,10 +40,10 @@ def test_the_preset_follows_the_version_and_an_impossible_pair_is_refused(
 
     preset.select_option("tiny-cpu")
     expect(refused).to_be_visible()  # said before launching, not after
-    expect(refused).to_contain_text("tiny smoke test trains a text model")
+    expect(refused).to_contain_text("trains a text model built from a config")
     page.get_by_test_id("launch").click()
     expect(page.locator("#launch-form .errorlist")).to_contain_text(
-        "tiny smoke test trains a text model"
+        "trains a text model built from a config"
     )
     assert not TrainingJob.objects.exists()
 
