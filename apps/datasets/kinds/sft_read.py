@@ -1,0 +1,214 @@
+"""Reading an SFT version's sources: the approved demonstrations its filter matches, oldest
+first, in chunks; eval-task ones kept out and counted; exact, then near duplicates removed
+(keeping the oldest, recording what was removed and why); each kept row hashed and
+counted, with its environment's lineage."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+
+from apps.core.services import JobContext
+from apps.curation.selectors import demonstrations_for_dataset
+from apps.datasets.formats import (
+    canonical_json,
+    normalize_messages,
+    normalize_tools,
+    transcript_sha256,
+)
+from apps.datasets.formats.similarity import (
+    leak_keys,
+    masked_signature,
+    near_duplicate_reason,
+    near_signature,
+    retry_signature,
+)
+from apps.datasets.formats.tokens import TokenCounter
+from apps.datasets.models import DatasetVersion
+from apps.datasets.services.datasets import VersionFilter
+from apps.datasets.services.exports import CHUNK_SIZE
+
+MAX_REMOVALS_KEPT = 1000
+COLUMNS = (
+    "pk",
+    "current_version_id",
+    "current_version__transcript",
+    "current_version__tools",
+    "current_version__environment_revision",
+    "current_version__spec_hash",
+    "split",
+    "task__split",
+    "environment_id",
+    "environment_name",
+    "environment__metadata__family",
+    "capability_slugs",
+    "model_name",
+    "policy",
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One matched demonstration as read (``COLUMNS``, in order)."""
+
+    pk: int
+    version_id: int
+    transcript: object
+    tools: object
+    revision: int | None
+    spec_hash: str
+    split: str
+    task_split: str | None
+    env_id: int | None
+    env_name: str
+    family: object
+    capabilities: list | None
+    model_name: str
+    policy: str
+
+    @property
+    def is_eval(self) -> bool:
+        return self.split == "eval" or self.task_split == "eval"
+
+    @property
+    def env_key(self) -> str:
+        return f"env:{self.env_id}" if self.env_id is not None else f"name:{self.env_name}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A kept row before the split."""
+
+    pk: int
+    version_id: int
+    env_key: str
+    tokens: int
+    content: str
+    capabilities: tuple[str, ...]
+
+
+@dataclass
+class Read:
+    """What one pass over the matching demonstrations kept, and what it left out."""
+
+    total: int
+    candidates: list[Candidate] = field(default_factory=list)
+    leak_rows: list[tuple] = field(default_factory=list)  # (demonstration, base group, keys)
+    environments: dict[str, dict] = field(default_factory=dict)
+    removals: list[dict] = field(default_factory=list)
+    excluded_eval: int = 0
+    removed_duplicates: int = 0
+    removed_near: int = 0
+
+    def remove(self, pk: int, kept: int, kind: str, reason: str) -> None:
+        if kind == "exact":
+            self.removed_duplicates += 1
+        else:
+            self.removed_near += 1
+        if len(self.removals) < MAX_REMOVALS_KEPT:
+            self.removals.append(
+                {"demonstration": pk, "kept": kept, "kind": kind, "reason": reason}
+            )
+
+    def environment(self, source: Source) -> dict:
+        family = source.family
+        env = self.environments.setdefault(
+            source.env_key,
+            {
+                "key": source.env_key,
+                "id": source.env_id,
+                "name": source.env_name,
+                "family": family if isinstance(family, str) and family else "",
+                "rows": 0,
+                "revisions": set(),
+                "spec_hashes": set(),
+                "models": Counter(),
+            },
+        )
+        env["rows"] += 1
+        if source.revision is not None:
+            env["revisions"].add(source.revision)
+        if source.spec_hash:
+            env["spec_hashes"].add(source.spec_hash)
+        env["models"][(source.model_name, source.policy)] += 1
+        return env
+
+
+def base_group(env: dict) -> str:
+    """A row's group before similarity joins: its template family, else its environment."""
+    return f"family:{env['family']}" if env["family"] else env["key"]
+
+
+def _matching(version: DatasetVersion):
+    filters = VersionFilter.from_dict(version.filters)
+    return demonstrations_for_dataset(
+        project=version.dataset.project,
+        capabilities=list(filters.capabilities) or None,
+        environment_ids=list(filters.environments) or None,
+        min_score=filters.min_score,
+        splits=None,  # eval ones are read to be counted, then kept out
+        min_agreement=filters.min_agreement,
+    )
+
+
+class _Duplicates:
+    """Exact then near duplicates of the rows seen so far (the oldest is kept)."""
+
+    def __init__(self, read: Read) -> None:
+        self.read = read
+        self.exact: dict[bytes, int] = {}
+        self.near: dict[bytes, tuple[int, tuple[str, str]]] = {}
+
+    def is_duplicate(self, pk: int, messages: list) -> bool:
+        digest = bytes.fromhex(transcript_sha256(messages))
+        if digest in self.exact:
+            reason = "the same messages (tool-call ids renumbered)"
+            self.read.remove(pk, self.exact[digest], "exact", reason)
+            return True
+        self.exact[digest] = pk
+        near = bytes.fromhex(near_signature(messages))
+        why = (retry_signature(messages), masked_signature(messages))
+        if near in self.near:
+            kept, kept_why = self.near[near]
+            self.read.remove(pk, kept, "near", near_duplicate_reason(kept_why, why))
+            return True
+        self.near[near] = (pk, why)
+        return False
+
+
+def read_demonstrations(
+    version: DatasetVersion, context: JobContext, counter: TokenCounter
+) -> Read:
+    """Read the matching demonstrations, keep eval-task ones out, drop exact and near
+    duplicates (recording why), hash and count each kept row."""
+    matching = _matching(version)
+    total = matching.count()
+    context.progress(0, max(total, 1), f"Reading {total} approved demonstrations…")
+    read = Read(total=total)
+    duplicates = _Duplicates(read)
+    rows = matching.values_list(*COLUMNS).iterator(chunk_size=CHUNK_SIZE)
+    for done, row in enumerate(rows, start=1):
+        source = Source(*row)
+        if done % CHUNK_SIZE == 0:
+            context.progress(done, max(total, 1))
+        if source.is_eval:
+            read.excluded_eval += 1
+            continue
+        messages, tool_list = normalize_messages(source.transcript), normalize_tools(source.tools)
+        if duplicates.is_duplicate(source.pk, messages):
+            continue
+        text = canonical_json({"messages": messages, "tools": tool_list})
+        env = read.environment(source)
+        read.candidates.append(
+            Candidate(
+                pk=source.pk,
+                version_id=source.version_id,
+                env_key=source.env_key,
+                tokens=counter.count(text),
+                content=hashlib.sha256(text.encode()).hexdigest(),
+                capabilities=tuple(sorted(set(source.capabilities or []))),
+            )
+        )
+        read.leak_rows.append((source.pk, base_group(env), leak_keys(messages)))
+    return read
