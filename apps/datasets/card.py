@@ -95,10 +95,11 @@ def _removals_section(removals: list[dict[str, Any]], counts: dict[str, Any]) ->
     if not removed:
         return [*lines, "None: every matched train-task demonstration is a distinct example."]
     lines += [
-        "Exact duplicates have the same messages once tool-call ids are renumbered; "
-        "near-duplicates are the same once tool calls an injected fault answered (and their "
-        "retries' shifted ids and timestamps) are collapsed and record ids and dates masked. "
-        "The oldest demonstration is kept.",
+        "Exact duplicates have the same messages once tool-call ids are renumbered "
+        "(weights aside); near-duplicates are the same once tool calls an injected fault "
+        "answered (and their retries' shifted ids and timestamps) are collapsed and record "
+        "ids and dates masked. The copy a reviewer corrected (or excluded a turn of) is "
+        "kept, with its weights; else the oldest.",
         "",
         *_table(
             ["removed demonstration", "kept demonstration", "kind", "why"],

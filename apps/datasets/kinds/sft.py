@@ -92,7 +92,6 @@ class _Split:
 
 def _split(version: DatasetVersion, read: Read) -> _Split:
     group_of = group_rows(read.leak_rows)
-    read.leak_rows.clear()
     groups: dict[str, list] = {}
     for c in read.candidates:
         entry = groups.setdefault(group_of[c.pk], [0, Counter(), set()])
@@ -232,7 +231,13 @@ class SftKind:
                 f"v{version.number}: {version.train_rows} train and {version.validation_rows} "
                 f"validation rows ({read.excluded_eval} eval-task kept out, "
                 f"{read.removed_duplicates} duplicates and {read.removed_near} "
-                "near-duplicates removed)"
+                "near-duplicates removed"
+                + (
+                    f"; {read.reviewed_kept} reviewed copies kept over their unreviewed twins"
+                    if read.reviewed_kept
+                    else ""
+                )
+                + ")"
             ),
         )
 

@@ -1,13 +1,18 @@
 """Reading an SFT version's sources: the approved demonstrations its filter matches, oldest
-first, in chunks; eval-task ones kept out and counted; exact, then near duplicates removed
-(keeping the oldest, recording what was removed and why); each kept row hashed and
-counted, with its environment's lineage."""
+first, in chunks; eval-task ones kept out and counted; exact, then near duplicates removed,
+recording what was removed and why; each kept row hashed and counted, with its
+environment's lineage.
+
+Exact duplicates are compared without their weights, and of two copies the **reviewed**
+one is kept (a correction by a reviewer: a demonstration version after the first, else a
+copy with a turn excluded from training), the oldest when both or neither are: otherwise an
+untouched twin would keep training the turn a reviewer excluded from the other copy."""
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from apps.core.services import JobContext
 from apps.curation.selectors import demonstrations_for_dataset
@@ -33,6 +38,7 @@ MAX_REMOVALS_KEPT = 1000
 COLUMNS = (
     "pk",
     "current_version_id",
+    "current_version__number",
     "current_version__transcript",
     "current_version__tools",
     "current_version__environment_revision",
@@ -54,6 +60,7 @@ class Source:
 
     pk: int
     version_id: int
+    version_number: int
     transcript: object
     tools: object
     revision: int | None
@@ -71,14 +78,26 @@ class Source:
     def is_eval(self) -> bool:
         return self.split == "eval" or self.task_split == "eval"
 
+    def light(self) -> Source:
+        return replace(self, transcript=None, tools=None)
+
     @property
     def env_key(self) -> str:
         return f"env:{self.env_id}" if self.env_id is not None else f"name:{self.env_name}"
 
 
+def _reviewed(source: Source, messages: list) -> bool:
+    """Whether a reviewer changed this copy: corrected, or with a turn excluded."""
+    return source.version_number > 1 or any(m.get("weight") == 0 for m in messages)
+
+
+def _weightless_sha256(messages: list) -> str:
+    return transcript_sha256([{k: v for k, v in m.items() if k != "weight"} for m in messages])
+
+
 @dataclass(frozen=True)
 class Candidate:
-    """A kept row before the split."""
+    """A kept row before the split, with what its lineage needs."""
 
     pk: int
     version_id: int
@@ -86,6 +105,10 @@ class Candidate:
     tokens: int
     content: str
     capabilities: tuple[str, ...]
+    source: Source  # its transcript and tools dropped (``Source.light``)
+    base_group: str
+    leak_keys: tuple[str, ...]
+    reviewed: bool
 
 
 @dataclass
@@ -94,12 +117,17 @@ class Read:
 
     total: int
     candidates: list[Candidate] = field(default_factory=list)
-    leak_rows: list[tuple] = field(default_factory=list)  # (demonstration, base group, keys)
     environments: dict[str, dict] = field(default_factory=dict)
     removals: list[dict] = field(default_factory=list)
     excluded_eval: int = 0
     removed_duplicates: int = 0
     removed_near: int = 0
+    reviewed_kept: int = 0  # duplicates where a later, reviewed copy replaced the first
+
+    @property
+    def leak_rows(self) -> list[tuple]:
+        """``(demonstration, base group, leak keys)`` of the kept rows (``group_rows``)."""
+        return [(c.pk, c.base_group, c.leak_keys) for c in self.candidates]
 
     def remove(self, pk: int, kept: int, kind: str, reason: str) -> None:
         if kind == "exact":
@@ -112,14 +140,13 @@ class Read:
             )
 
     def environment(self, source: Source) -> dict:
-        family = source.family
         env = self.environments.setdefault(
             source.env_key,
             {
                 "key": source.env_key,
                 "id": source.env_id,
                 "name": source.env_name,
-                "family": family if isinstance(family, str) and family else "",
+                "family": _family(source),
                 "rows": 0,
                 "revisions": set(),
                 "spec_hashes": set(),
@@ -140,6 +167,10 @@ def base_group(env: dict) -> str:
     return f"family:{env['family']}" if env["family"] else env["key"]
 
 
+def _family(source: Source) -> str:
+    return source.family if isinstance(source.family, str) and source.family else ""
+
+
 def _matching(version: DatasetVersion):
     filters = VersionFilter.from_dict(version.filters)
     return demonstrations_for_dataset(
@@ -152,29 +183,46 @@ def _matching(version: DatasetVersion):
     )
 
 
+EXACT_REASON = "the same messages (tool-call ids renumbered)"
+REVIEWED_REASON = "; the reviewed copy is kept, with its weights"
+
+
 class _Duplicates:
-    """Exact then near duplicates of the rows seen so far (the oldest is kept)."""
+    """Exact (weights aside) then near duplicates of the rows kept so far: each signature
+    maps to the index of its kept candidate."""
 
     def __init__(self, read: Read) -> None:
         self.read = read
         self.exact: dict[bytes, int] = {}
         self.near: dict[bytes, tuple[int, tuple[str, str]]] = {}
 
-    def is_duplicate(self, pk: int, messages: list) -> bool:
-        digest = bytes.fromhex(transcript_sha256(messages))
-        if digest in self.exact:
-            reason = "the same messages (tool-call ids renumbered)"
-            self.read.remove(pk, self.exact[digest], "exact", reason)
-            return True
-        self.exact[digest] = pk
+    def keep(self, candidate: Candidate, messages: list) -> None:
+        """Keep ``candidate`` unless it duplicates a kept row; a reviewed copy replaces an
+        unreviewed one in place (its removal recorded instead)."""
+        read = self.read
+        exact = bytes.fromhex(_weightless_sha256(messages))
         near = bytes.fromhex(near_signature(messages))
         why = (retry_signature(messages), masked_signature(messages))
-        if near in self.near:
-            kept, kept_why = self.near[near]
-            self.read.remove(pk, kept, "near", near_duplicate_reason(kept_why, why))
-            return True
-        self.near[near] = (pk, why)
-        return False
+        if exact in self.exact:
+            index, kind, reason = self.exact[exact], "exact", EXACT_REASON
+        elif near in self.near:
+            index, kept_why = self.near[near]
+            kind, reason = "near", near_duplicate_reason(kept_why, why)
+        else:
+            read.candidates.append(candidate)
+            index, kind = len(read.candidates) - 1, ""
+        # a replacing copy answers to its own signatures too
+        self.exact.setdefault(exact, index)
+        self.near.setdefault(near, (index, why))
+        if not kind:
+            return
+        kept = read.candidates[index]
+        if candidate.reviewed and not kept.reviewed:
+            read.candidates[index] = candidate
+            read.reviewed_kept += 1
+            read.remove(kept.pk, candidate.pk, kind, reason + REVIEWED_REASON)
+        else:
+            read.remove(candidate.pk, kept.pk, kind, reason)
 
 
 def read_demonstrations(
@@ -196,19 +244,21 @@ def read_demonstrations(
             read.excluded_eval += 1
             continue
         messages, tool_list = normalize_messages(source.transcript), normalize_tools(source.tools)
-        if duplicates.is_duplicate(source.pk, messages):
-            continue
         text = canonical_json({"messages": messages, "tools": tool_list})
-        env = read.environment(source)
-        read.candidates.append(
-            Candidate(
-                pk=source.pk,
-                version_id=source.version_id,
-                env_key=source.env_key,
-                tokens=counter.count(text),
-                content=hashlib.sha256(text.encode()).hexdigest(),
-                capabilities=tuple(sorted(set(source.capabilities or []))),
-            )
+        family = _family(source)
+        candidate = Candidate(
+            pk=source.pk,
+            version_id=source.version_id,
+            env_key=source.env_key,
+            tokens=counter.count(text),
+            content=hashlib.sha256(text.encode()).hexdigest(),
+            capabilities=tuple(sorted(set(source.capabilities or []))),
+            source=source.light(),
+            base_group=f"family:{family}" if family else source.env_key,
+            leak_keys=tuple(sorted(leak_keys(messages))),
+            reviewed=_reviewed(source, messages),
         )
-        read.leak_rows.append((source.pk, base_group(env), leak_keys(messages)))
+        duplicates.keep(candidate, messages)
+    for candidate in read.candidates:
+        read.environment(candidate.source)
     return read
