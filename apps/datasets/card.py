@@ -222,15 +222,28 @@ def _mix_section(mix: dict[str, Any]) -> list[str]:
             + ", ".join(f"`{md(slug)}`" for slug in validation_only)
             + ".",
         ]
+    has_validation = any(c.get("validation", 0) for c in mix.values())
+    missing = [
+        slug
+        for slug, c in mix.items()
+        if slug and has_validation and c.get("train", 0) and not c.get("validation", 0)
+    ]
+    if missing:
+        lines += [
+            "",
+            "No validation rows (their rows share groups that went to train; validation "
+            "metrics say nothing about them): " + ", ".join(f"`{md(s)}`" for s in missing) + ".",
+        ]
     return lines
 
 
 SPLIT_NOTE = (
-    "- The split is by group, stratified by capability: an environment synthesized from a "
-    "template belongs to its template family's group, and groups whose rows share a prompt "
-    "or a reply once names and numbers are masked are joined, so no group (and no "
-    "environment) has rows on both sides, and no capability is only in validation unless "
-    "its rows all share one group."
+    "- The split is by group, stratified by capability: each environment is a group, and "
+    "groups whose rows share a prompt or a reply once names and numbers are masked are "
+    "joined, so no group (and no environment) has rows on both sides; every capability "
+    "found in two or more groups gets validation rows where that leaves every capability "
+    "some train rows, and no capability is only in validation unless its rows all share "
+    "one group."
 )
 
 

@@ -22,7 +22,7 @@ from apps.datasets.formats import fingerprint, normalize_messages, normalize_too
 from apps.datasets.formats.media import Media
 from apps.datasets.formats.tokens import TokenCounter
 from apps.datasets.kinds.base import Built, Recheck
-from apps.datasets.kinds.sft_read import Candidate, Read, base_group, read_demonstrations
+from apps.datasets.kinds.sft_read import Candidate, Read, read_demonstrations
 from apps.datasets.models import DatasetExport, DatasetKind, DatasetRow, DatasetVersion
 from apps.datasets.services.exports import (
     CHUNK_SIZE,
@@ -153,7 +153,7 @@ def _groups(split: _Split, environments: dict) -> list[dict]:
                 "split": split.side(group),
                 "rows": size,
                 "environments": sorted(environments[key]["name"] for key in keys),
-                "joined_by_similarity": len({base_group(environments[key]) for key in keys}) > 1,
+                "joined_by_similarity": len(keys) > 1,
             }
             for group, (size, _caps, keys) in split.groups.items()
         ),

@@ -47,7 +47,6 @@ COLUMNS = (
     "task__split",
     "environment_id",
     "environment_name",
-    "environment__metadata__family",
     "capability_slugs",
     "model_name",
     "policy",
@@ -69,7 +68,6 @@ class Source:
     task_split: str | None
     env_id: int | None
     env_name: str
-    family: object
     capabilities: list | None
     model_name: str
     policy: str
@@ -146,7 +144,6 @@ class Read:
                 "key": source.env_key,
                 "id": source.env_id,
                 "name": source.env_name,
-                "family": _family(source),
                 "rows": 0,
                 "revisions": set(),
                 "spec_hashes": set(),
@@ -160,15 +157,6 @@ class Read:
             env["spec_hashes"].add(source.spec_hash)
         env["models"][(source.model_name, source.policy)] += 1
         return env
-
-
-def base_group(env: dict) -> str:
-    """A row's group before similarity joins: its template family, else its environment."""
-    return f"family:{env['family']}" if env["family"] else env["key"]
-
-
-def _family(source: Source) -> str:
-    return source.family if isinstance(source.family, str) and source.family else ""
 
 
 def _matching(version: DatasetVersion):
@@ -245,7 +233,6 @@ def read_demonstrations(
             continue
         messages, tool_list = normalize_messages(source.transcript), normalize_tools(source.tools)
         text = canonical_json({"messages": messages, "tools": tool_list})
-        family = _family(source)
         candidate = Candidate(
             pk=source.pk,
             version_id=source.version_id,
@@ -254,7 +241,9 @@ def read_demonstrations(
             content=hashlib.sha256(text.encode()).hexdigest(),
             capabilities=tuple(sorted(set(source.capabilities or []))),
             source=source.light(),
-            base_group=f"family:{family}" if family else source.env_key,
+            # its environment: a template family is no coarser group (similarity joins what
+            # would leak, not the family's every environment)
+            base_group=source.env_key,
             leak_keys=tuple(sorted(leak_keys(messages))),
             reviewed=_reviewed(source, messages),
         )
