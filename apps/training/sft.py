@@ -43,6 +43,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from apps.training.eval_rows import evaluation_rows
 from apps.training.hyperparameters import (
     TINY_PRESET_MODEL,
     TINY_VLM_PRESET_MODEL,
@@ -410,6 +411,9 @@ def run(config: dict[str, Any]) -> int:
         raise ValueError("The training file has no rows.")
 
     base = config["base_model"]
+    eval_rows, note = evaluation_rows(train_rows, eval_rows, base)
+    if note:
+        reporter.emit({"type": "log", "line": note})
     vision = has_images(train_rows + eval_rows) or tiny_vlm_base(base)
     if vision and base == TINY_PRESET_MODEL:
         raise ValueError(
