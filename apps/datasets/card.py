@@ -232,7 +232,9 @@ def _mix_section(mix: dict[str, Any]) -> list[str]:
         lines += [
             "",
             "No validation rows (their rows share groups that went to train; validation "
-            "metrics say nothing about them): " + ", ".join(f"`{md(s)}`" for s in missing) + ".",
+            "metrics say nothing about them): "
+            + ", ".join(f"`{md(slug)}`" for slug in missing)
+            + ".",
         ]
     return lines
 

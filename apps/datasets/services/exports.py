@@ -6,7 +6,9 @@ the version's rows from the database in chunks (``.iterator(chunk_size=…)``), 
 lints each line as it goes, writes it to a temporary file in the same folder and renames
 it into place once complete (``os.replace`` is atomic): memory stays constant whatever the
 size, and a reader never sees half a file. One pass over a split writes every format.
-The card (``card.md``) is written last, from the version's figures and the exports' hashes.
+The card (``card.md``) is written last by ``rendering.card_write``. These are the SFT
+kind's files (``kinds/sft.py``) and what every kind's files share: paths, ``Sink``, the
+version's token counter, the card's data.
 
 A split whose demonstrations show images (view tools over attachments) is written with
 ``formats.media.Media``: the ``openai`` file carries them as ``data:`` URLs; the ``trl`` and
