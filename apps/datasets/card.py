@@ -95,10 +95,11 @@ def _removals_section(removals: list[dict[str, Any]], counts: dict[str, Any]) ->
     if not removed:
         return [*lines, "None: every matched train-task demonstration is a distinct example."]
     lines += [
-        "Exact duplicates have the same messages once tool-call ids are renumbered; "
-        "near-duplicates are the same once tool calls an injected fault answered (and their "
-        "retries' shifted ids and timestamps) are collapsed and record ids and dates masked. "
-        "The oldest demonstration is kept.",
+        "Exact duplicates have the same messages once tool-call ids are renumbered "
+        "(weights aside); near-duplicates are the same once tool calls an injected fault "
+        "answered (and their retries' shifted ids and timestamps) are collapsed and record "
+        "ids and dates masked. The copy a reviewer corrected (or excluded a turn of) is "
+        "kept, with its weights; else the oldest.",
         "",
         *_table(
             ["removed demonstration", "kept demonstration", "kind", "why"],
@@ -160,18 +161,13 @@ def _long_section(version: dict[str, Any], counts: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_card(info: dict[str, Any]) -> str:
-    """``info`` keys: dataset (name, id, description), version (number, created_at,
-    created_by, seed, validation_fraction, filters, checksum, rebuilt_from), counts,
-    token_stats, capability_mix, environments, models, exports, dataset_info, api."""
+def _contents(info: dict[str, Any]) -> list[str]:
     dataset, version, counts = info["dataset"], info["version"], info["counts"]
-    lines = [
-        f"# {md(dataset['name'])} — version {version['number']}",
-        "",
-    ]
+    lines = [f"# {md(dataset['name'])} — version {version['number']}", ""]
     if dataset.get("description"):
         lines += [md(dataset["description"]), ""]
-    lines += [
+    return [
+        *lines,
         f"Built by CoworkEnv from approved demonstrations on {md(version['created_at'])}"
         + (f" by {md(version['created_by'])}" if version.get("created_by") else "")
         + ".",
@@ -203,37 +199,63 @@ def render_card(info: dict[str, Any]) -> str:
             ],
         ),
     ]
-    lines += _long_section(version, info.get("long_counts") or {})
-    lines += [
-        "",
-        "## Capability mix",
-        "",
+
+
+def _mix_section(mix: dict[str, Any]) -> list[str]:
+    lines = ["", "## Capability mix", ""]
+    if not mix:
+        return [*lines, "No capability tags on these demonstrations."]
+    lines += _table(
+        ["capability", "train", "validation"],
+        [
+            [f"`{md(slug)}`" if slug else "(none)", c.get("train", 0), c.get("validation", 0)]
+            for slug, c in mix.items()
+        ],
+    )
+    validation_only = [
+        slug for slug, c in mix.items() if c.get("validation", 0) and not c.get("train", 0)
     ]
-    mix = info["capability_mix"]
-    if mix:
-        lines += _table(
-            ["capability", "train", "validation"],
-            [
-                [f"`{md(slug)}`" if slug else "(none)", c.get("train", 0), c.get("validation", 0)]
-                for slug, c in mix.items()
-            ],
-        )
-        validation_only = [
-            slug for slug, c in mix.items() if c.get("validation", 0) and not c.get("train", 0)
+    if validation_only:
+        lines += [
+            "",
+            "Only in validation (no train rows): "
+            + ", ".join(f"`{md(slug)}`" for slug in validation_only)
+            + ".",
         ]
-        if validation_only:
-            lines += [
-                "",
-                "Only in validation (no train rows): "
-                + ", ".join(f"`{md(slug)}`" for slug in validation_only)
-                + ".",
-            ]
-    else:
-        lines.append("No capability tags on these demonstrations.")
-    lines += _removals_section(info.get("removals") or [], counts)
-    lines += ["", "## Lineage", ""]
+    has_validation = any(c.get("validation", 0) for c in mix.values())
+    missing = [
+        slug
+        for slug, c in mix.items()
+        if slug and has_validation and c.get("train", 0) and not c.get("validation", 0)
+    ]
+    if missing:
+        lines += [
+            "",
+            "No validation rows (their rows share groups that went to train; validation "
+            "metrics say nothing about them): "
+            + ", ".join(f"`{md(slug)}`" for slug in missing)
+            + ".",
+        ]
+    return lines
+
+
+SPLIT_NOTE = (
+    "- The split is by group, stratified by capability: each environment is a group, and "
+    "groups whose rows share a prompt or a reply once names and numbers are masked are "
+    "joined, so no group (and no environment) has rows on both sides; every capability "
+    "found in two or more groups gets validation rows where that leaves every capability "
+    "some train rows, and no capability is only in validation unless its rows all share "
+    "one group."
+)
+
+
+def _lineage_section(info: dict[str, Any]) -> list[str]:
+    dataset, version = info["dataset"], info["version"]
     filters = version["filters"]
-    lines += [
+    return [
+        "",
+        "## Lineage",
+        "",
         f"- Dataset: {md(dataset['name'])} (id {dataset['id']}), version {version['number']}"
         + (
             f", rebuilt from version {version['rebuilt_from']}"
@@ -247,11 +269,7 @@ def render_card(info: dict[str, Any]) -> str:
         + f"; environments: {', '.join(str(e) for e in filters.get('environments') or []) or 'any'}"
         + f"; min score: {_or_none(filters.get('min_score'))}"
         + f"; min reviewer agreement: {_or_none(filters.get('min_agreement'))}",
-        "- The split is by group, stratified by capability: an environment synthesized from a "
-        "template belongs to its template family's group, and groups whose rows share a prompt "
-        "or a reply once names and numbers are masked are joined, so no group (and no "
-        "environment) has rows on both sides, and no capability is only in validation unless "
-        "its rows all share one group.",
+        SPLIT_NOTE,
         "",
         *_table(
             ["group", "split", "rows", "environments", "joined by similarity"],
@@ -286,10 +304,28 @@ def render_card(info: dict[str, Any]) -> str:
             ["model", "policy", "rows"],
             [[md(m["model"]) or "—", md(m["policy"]) or "—", m["rows"]] for m in info["models"]],
         ),
-        "",
-        "## Files and formats",
-        "",
     ]
+
+
+FORMAT_NOTES = [
+    "- `openai`: OpenAI chat fine-tuning JSONL. `arguments` are JSON strings, every "
+    "assistant message has `weight` (0 = a turn a reviewer excluded from training), "
+    "`tools` and, when no step makes parallel calls, `parallel_tool_calls: false`.",
+    "- `trl`: TRL SFTTrainer rows `{messages, tools}`: `arguments` are objects, tool "
+    "messages carry `name`, `tools` is a JSON string (TRL decodes it). TRL has no "
+    "per-turn loss weight in this format: assistant messages keep `weight` for a custom "
+    "collator; SFTTrainer alone trains every assistant turn.",
+    "- `sharegpt`: LLaMA-Factory ShareGPT rows `{conversations, system, tools}` that obey "
+    'its alternation rule; excluded model turns carry `"loss": false`; text an '
+    "assistant wrote beside a tool call is not kept in this format.",
+    "",
+    *WEIGHTS_NOTE,
+    "",
+]
+
+
+def _files_section(info: dict[str, Any]) -> list[str]:
+    lines = ["", "## Files and formats", ""]
     exports = info.get("exports") or []
     if exports:
         lines += _table(
@@ -307,21 +343,7 @@ def render_card(info: dict[str, Any]) -> str:
             ],
         )
         lines.append("")
-    lines += [
-        "- `openai`: OpenAI chat fine-tuning JSONL. `arguments` are JSON strings, every "
-        "assistant message has `weight` (0 = a turn a reviewer excluded from training), "
-        "`tools` and, when no step makes parallel calls, `parallel_tool_calls: false`.",
-        "- `trl`: TRL SFTTrainer rows `{messages, tools}`: `arguments` are objects, tool "
-        "messages carry `name`, `tools` is a JSON string (TRL decodes it). TRL has no "
-        "per-turn loss weight in this format: assistant messages keep `weight` for a custom "
-        "collator; SFTTrainer alone trains every assistant turn.",
-        "- `sharegpt`: LLaMA-Factory ShareGPT rows `{conversations, system, tools}` that obey "
-        'its alternation rule; excluded model turns carry `"loss": false`; text an '
-        "assistant wrote beside a tool call is not kept in this format.",
-        "",
-        *WEIGHTS_NOTE,
-        "",
-    ]
+    lines += FORMAT_NOTES
     if info.get("dataset_info"):
         lines += [
             "LLaMA-Factory `dataset_info.json` entries (save the files under these names):",
@@ -343,4 +365,20 @@ def render_card(info: dict[str, Any]) -> str:
             "```",
             "",
         ]
-    return "\n".join(lines)
+    return lines
+
+
+def render_card(info: dict[str, Any]) -> str:
+    """``info`` keys: dataset (name, id, description), version (number, created_at,
+    created_by, seed, validation_fraction, filters, checksum, rebuilt_from), counts,
+    token_stats, capability_mix, environments, models, exports, dataset_info, api."""
+    return "\n".join(
+        [
+            *_contents(info),
+            *_long_section(info["version"], info.get("long_counts") or {}),
+            *_mix_section(info["capability_mix"]),
+            *_removals_section(info.get("removals") or [], info["counts"]),
+            *_lineage_section(info),
+            *_files_section(info),
+        ]
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.http import FileResponse, HttpResponse, HttpResponseNotModified, StreamingHttpResponse
 
 from apps.core.exceptions import ApplicationError
+from apps.datasets.kinds.prompts import PROMPT_FORMATS, prompt_export_refill
 from apps.datasets.models import (
     DatasetExport,
     DatasetVersion,
@@ -25,7 +26,6 @@ from apps.datasets.services import (
     export_regenerate_stream,
     is_bundle,
 )
-from apps.datasets.services.prompts import PROMPT_FORMATS, prompt_export_refill
 
 JSONL_TYPE = "application/jsonl; charset=utf-8"
 PARQUET_TYPE = "application/vnd.apache.parquet"

@@ -203,6 +203,18 @@ class DatasetVersion(models.Model):
         return self.train_rows + self.validation_rows
 
     @property
+    def capabilities_without_validation(self) -> list[str]:
+        """The capabilities with train rows and no validation row, when the version has a
+        validation split at all (its metrics say nothing about these)."""
+        if not self.validation_rows:
+            return []
+        return [
+            slug
+            for slug, c in (self.capability_mix or {}).items()
+            if slug and c.get("train", 0) and not c.get("validation", 0)
+        ]
+
+    @property
     def kind(self) -> str:
         """Its dataset's kind (``DatasetKind``): a version has no kind of its own."""
         return self.dataset.kind

@@ -1,20 +1,22 @@
 """Pure rules of a dataset version: the grouped, stratified split, row order, token
 statistics, the checksum. No Django: the build service feeds these plain values.
 
-- **Groups.** Every row starts in its environment's group: the environment's template family
-  when it was synthesized from one (``family:<key>``: near-identical environments), else the
-  environment itself. Rows that share a leak key (``formats.similarity.leak_keys``: the same
-  prompt or reply once names and numbers are masked) join their groups (union-find), so a
-  near-duplicate cluster cannot straddle the split. A group is named by its smallest key.
+- **Groups.** Every row starts in its environment's group (``env:<id>``); rows that share a
+  leak key (``formats.similarity.leak_keys``: the same prompt or reply once names and numbers
+  are masked) join their groups (union-find), so a near-duplicate cluster cannot straddle
+  the split. Groups are no coarser than that: the environments a template generated share a
+  group only where their masked prompts or replies do. A group is named by its smallest key.
 - **Split by group, stratified by capability.** Groups are ordered by
-  ``sha256(f"{seed}:{key}")``. Walking that order, a group moves to validation when that
-  lowers the cost: the distance of the validation share of rows from the requested
-  fraction, plus the mean of the same distance per capability, plus a penalty for each
-  capability left with validation rows and no train rows (so that happens only when every
-  group holds some capability's last train rows). With two or more groups and a fraction
-  above 0, each side gets at least one group; with one group everything is train. So no
-  group (and no environment) is on both sides, and the same seed over the same rows gives
-  the same split.
+  ``sha256(f"{seed}:{key}")``. First, **coverage**: each capability found in two or more
+  groups and still without validation rows (fewest groups first) sends its smallest group
+  (first in seeded order on ties) to validation, unless that takes some capability's last
+  train rows. Then, walking the seeded order, a group moves to validation when that lowers
+  the cost: the distance of the validation share of rows from the requested fraction, plus
+  the mean of the same distance per capability, plus a penalty for each capability left
+  with validation rows and no train rows. With two or more groups and a fraction above 0,
+  each side gets at least one group; with one group everything is train. So no group (and
+  no environment) is on both sides, and the same seed over the same rows gives the same
+  split.
 - **Row order** inside a split is ``sha256(f"{seed}:row:{demonstration id}")``: shuffled,
   but reproducible.
 - **Checksum**: sha256 over one line per row, ``"{split}\\t{demonstration}\\t{version}\\t
@@ -85,6 +87,31 @@ def _cost(rows: int, by_cap: Counter, totals: tuple[int, Counter], fraction: flo
     return cost
 
 
+def _takes_last_train_rows(by_cap: Counter, caps: Counter) -> bool:
+    return any(by_cap[c] >= n for c, n in caps.items())
+
+
+def _cover(keys: list[str], groups: dict[str, tuple[int, Counter]], caps: Counter) -> set[str]:
+    """The coverage phase: a validation group for every capability that two or more groups
+    hold, where one can go without taking a capability's last train rows."""
+    holders = {c: [k for k in keys if groups[k][1][c] > 0] for c in caps}
+    chosen: set[str] = set()
+    by_cap: Counter = Counter()
+    for cap in sorted(
+        (c for c in holders if len(holders[c]) > 1), key=lambda c: (len(holders[c]), c)
+    ):
+        if by_cap[cap] or len(chosen) == len(keys) - 1:
+            continue
+        options = [
+            k for k in holders[cap] if not _takes_last_train_rows(by_cap + groups[k][1], caps)
+        ]
+        if options:
+            best = min(options, key=lambda k: groups[k][0])  # ties: the seeded order
+            chosen.add(best)
+            by_cap += groups[best][1]
+    return chosen
+
+
 def choose_validation(
     groups: dict[str, tuple[int, Counter]], *, seed: int, fraction: float
 ) -> set[str]:
@@ -97,14 +124,18 @@ def choose_validation(
     caps: Counter = Counter()
     for _, by_cap in groups.values():
         caps.update(by_cap)
-    totals = (total, Counter({c: n for c, n in caps.items() if n > 0}))
+    caps = Counter({c: n for c, n in caps.items() if n > 0})
+    totals = (total, caps)
 
-    chosen: set[str] = set()
-    rows, by_cap = 0, Counter()
+    chosen = _cover(keys, groups, caps)
+    rows = sum(groups[key][0] for key in chosen)
+    by_cap = sum((groups[key][1] for key in chosen), Counter())
     cost = _cost(rows, by_cap, totals, fraction)
     for key in keys:
         if len(chosen) == len(keys) - 1:
             break
+        if key in chosen:
+            continue
         size, group_caps = groups[key]
         after = by_cap + group_caps
         new_cost = _cost(rows + size, after, totals, fraction)

@@ -46,6 +46,7 @@ from apps.training.entry import (
     make_callback,
     sha256_file,
 )
+from apps.training.eval_rows import evaluation_rows
 from apps.training.hyperparameters import (
     TEXT_PRESET_MODELS,
     TINY_VLM_PRESET_MODEL,
@@ -136,6 +137,9 @@ def run(config: dict[str, Any]) -> int:
     output_dir = Path(config["output_dir"])
     data = _read_data(config, state, output_dir / "data")
     base = config["base_model"]
+    data.eval_rows, note = evaluation_rows(data.train_rows, data.eval_rows, base)
+    if note:
+        reporter.emit({"type": "log", "line": note})
     vision = has_images(data.rows) or tiny_vlm_base(base)
     if vision and base in TEXT_PRESET_MODELS:
         raise ValueError(

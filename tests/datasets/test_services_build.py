@@ -119,16 +119,99 @@ def test_exact_duplicates_are_removed(dataset, author, sample_environments):
         if message["role"] == "tool":
             message["tool_call_id"] = message["tool_call_id"].replace("call_", "tc-")
     make_demonstration(env, "book-q3-review", transcript=copy, tools=tools)
-    # An excluded turn makes it a different example.
-    weighted = json.loads(json.dumps(transcript))
-    weighted[2]["weight"] = 0
-    third = make_demonstration(env, "book-q3-review", transcript=weighted, tools=tools)
     version = build(dataset, author)
     assert version.removed_duplicates == 1
     kept = set(
         DatasetRow.objects.filter(version=version).values_list("demonstration_id", flat=True)
     )
-    assert kept == {original.pk, third.pk}
+    assert kept == {original.pk}
+
+
+def _correct(demonstration, transcript):
+    """A reviewer's correction: the demonstration's next version becomes its current one."""
+    from apps.curation.models import DemonstrationVersion
+
+    first = demonstration.current_version
+    corrected = DemonstrationVersion.objects.create(
+        demonstration=demonstration,
+        number=2,
+        transcript=transcript,
+        tools=first.tools,
+        score=first.score,
+        passed=True,
+        strict=True,
+        environment_revision=first.environment_revision,
+        spec_hash=first.spec_hash,
+    )
+    demonstration.current_version = corrected
+    demonstration.save(update_fields=["current_version"])
+    return corrected
+
+
+def _exported_weights(version, split="train"):
+    """The weights of the assistant messages of each trl line, by position."""
+    export = version.exports.get(format="trl", split=split)
+    lines = export_absolute_path(export).read_text().splitlines()
+    return [
+        [m["weight"] for m in json.loads(line)["messages"] if m["role"] == "assistant"]
+        for line in lines
+    ]
+
+
+def test_a_reviewed_copy_wins_over_its_untouched_twin(dataset, author, sample_environments):
+    env = sample_environments[0]
+    transcript, tools, _score = oracle_transcript(env, "book-q3-review")
+    assistants = [i for i, m in enumerate(transcript) if m["role"] == "assistant"]
+    untouched = make_demonstration(env, "book-q3-review", transcript=transcript, tools=tools)
+    # the same run approved twice; the reviewer excluded the first assistant turn of the
+    # later copy (a correction: its version 2)
+    twin = make_demonstration(env, "book-q3-review", transcript=transcript, tools=tools)
+    excluded = json.loads(json.dumps(transcript))
+    excluded[assistants[0]]["weight"] = 0
+    corrected = _correct(twin, excluded)
+    # a third copy, untouched and younger: removed too
+    younger = make_demonstration(env, "book-q3-review", transcript=transcript, tools=tools)
+    version = build(dataset, author, validation_fraction=0)
+
+    assert (version.train_rows, version.removed_duplicates) == (1, 2)
+    row = DatasetRow.objects.get(version=version)
+    assert (row.demonstration_id, row.demonstration_version_id) == (twin.pk, corrected.pk)
+    reason = "the same messages (tool-call ids renumbered)"
+    assert version.removals == [
+        {
+            "demonstration": untouched.pk,
+            "kept": twin.pk,
+            "kind": "exact",
+            "reason": reason + "; the reviewed copy is kept, with its weights",
+        },
+        {"demonstration": younger.pk, "kept": twin.pk, "kind": "exact", "reason": reason},
+    ]
+    assert "1 reviewed copies kept over their unreviewed twins" in version.job.message
+    expected = [1] * len(assistants)
+    expected[0] = 0
+    assert _exported_weights(version) == [expected]
+
+
+def test_an_excluded_turn_wins_over_an_untouched_twin_and_two_reviews_keep_the_oldest(
+    dataset, author, sample_environments
+):
+    env = sample_environments[0]
+    transcript, tools, _score = oracle_transcript(env, "book-q3-review")
+    assistants = [i for i, m in enumerate(transcript) if m["role"] == "assistant"]
+    plain = make_demonstration(env, "book-q3-review", transcript=transcript, tools=tools)
+    first_cut = json.loads(json.dumps(transcript))
+    first_cut[assistants[0]]["weight"] = 0
+    excluded = make_demonstration(env, "book-q3-review", transcript=first_cut, tools=tools)
+    last_cut = json.loads(json.dumps(transcript))
+    last_cut[assistants[-1]]["weight"] = 0
+    later = make_demonstration(env, "book-q3-review", transcript=last_cut, tools=tools)
+    version = build(dataset, author, validation_fraction=0)
+
+    assert [r["demonstration"] for r in version.removals] == [plain.pk, later.pk]
+    assert [r["kept"] for r in version.removals] == [excluded.pk, excluded.pk]
+    assert list(
+        DatasetRow.objects.filter(version=version).values_list("demonstration", flat=True)
+    ) == [excluded.pk]
 
 
 def test_only_approved_demonstrations_enter(dataset, author, sample_environments):
@@ -220,7 +303,10 @@ def test_too_few_rows_for_openai_train_is_refused(dataset, author, sample_enviro
     ]
     assert version.exports.get(format="trl", split="train").status == ExportStatus.READY
     assert version.exports.get(format="openai", split="validation").status == ExportStatus.EMPTY
-    assert "1 failed their linter" in version.job.message
+    assert version.job.message.endswith(
+        "; 2 of 6 exports offered; not offered: openai (The training file has 1 examples; "
+        "openai needs at least 10.)."
+    )
 
 
 def test_verify(dataset, author, approved_demonstrations):

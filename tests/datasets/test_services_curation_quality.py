@@ -118,42 +118,65 @@ def test_differently_worded_takes_are_not_near_duplicates(dataset, author, sampl
 # ----------------------------------------------------------------------------- groups
 
 
-def test_a_template_family_stays_on_one_side(dataset, author, approved_demonstrations):
+def test_a_template_family_is_no_coarser_group_than_its_environments(
+    dataset, author, approved_demonstrations, client_for, viewer
+):
     ops, finance, support = Environment.objects.order_by("id")
     for env in (ops, finance):
         Environment.objects.filter(pk=env.pk).update(metadata={"family": "office"})
     version = build_version(dataset, author, validation_fraction=0.3)
-    sides = {}
-    for key, group, split in DatasetRow.objects.filter(version=version).values_list(
-        "environment_key", "group_key", "split"
+    for key, group in DatasetRow.objects.filter(version=version).values_list(
+        "environment_key", "group_key"
     ):
-        sides.setdefault(group, set()).add(split)
-        assert group == ("family:office" if key != f"env:{support.pk}" else key)
-    assert sides == {"family:office": {"train"}, f"env:{support.pk}": {"validation"}}
-    assert version.groups == [
-        {
-            "key": "family:office",
-            "split": "train",
-            "rows": 12,
-            "environments": sorted([ops.name, finance.name]),
-            "joined_by_similarity": False,
-        },
-        {
-            "key": f"env:{support.pk}",
-            "split": "validation",
-            "rows": 6,
-            "environments": [support.name],
-            "joined_by_similarity": False,
-        },
+        assert group == key  # no masked prompt or reply joins them
+    # once, the family's two environments were one group of 12 rows, always on one side
+    assert [(g["key"], g["split"], g["rows"], g["environments"]) for g in version.groups] == [
+        (f"env:{finance.pk}", "train", 6, [finance.name]),
+        (f"env:{support.pk}", "train", 6, [support.name]),
+        (f"env:{ops.pk}", "validation", 6, [ops.name]),
     ]
-    assert {e["name"]: e["group"] for e in version.environments} == {
-        ops.name: "family:office",
-        finance.name: "family:office",
-        support.name: f"env:{support.pk}",
-    }
+    missing = [
+        "extract-from-documents",
+        "follow-knowledge-base",
+        "follow-policy",
+        "recover-from-tool-errors",
+        "respect-confidentiality",
+        "write-back-to-systems",
+    ]
+    assert version.capabilities_without_validation == missing
     card = _card(version)
-    assert "| `family:office` | train | 12 |" in card
     assert "The split is by group, stratified by capability" in card
+    assert "No validation rows (their rows share groups that went to train" in card
+    html = (
+        client_for(viewer)
+        .get(reverse("datasets:version_detail", args=[dataset.pk, version.number]))
+        .content.decode()
+    )
+    assert html.count('data-testid="no-validation"') == len(missing)
+    assert 'data-testid="no-validation-warning"' in html
+    assert "No validation row for 6 capabilities: " + ", ".join(missing) in html
+    fragment = client_for(viewer).get(
+        reverse("datasets:version_detail", args=[dataset.pk, version.number]) + "?split=train",
+        HTTP_HX_REQUEST="true",
+    )
+    assert fragment.status_code == 200
+
+
+def test_a_version_whose_capabilities_all_have_validation_rows_warns_of_none(
+    dataset, author, sample_environments, client_for, viewer
+):
+    ops = sample_environments[0]
+    make_demonstration(ops, "book-q3-review", capabilities=["tagged"])
+    make_demonstration(sample_environments[1], "book-invoices", capabilities=["tagged"])
+    version = build_version(dataset, author, validation_fraction=0.5)
+    assert version.capability_mix == {"tagged": {"train": 1, "validation": 1}}
+    assert version.capabilities_without_validation == []
+    html = (
+        client_for(viewer)
+        .get(reverse("datasets:version_detail", args=[dataset.pk, version.number]))
+        .content.decode()
+    )
+    assert 'data-testid="no-validation' not in html
 
 
 def test_environments_sharing_a_masked_reply_are_joined(dataset, author, sample_environments):

@@ -98,13 +98,17 @@ def wait_for_stand_in_job(job, tmp_path, timeout: float) -> None:
         print(log.read_text()[-3000:] if log.exists() else "no log")
 
 
-def run_sft_entry_point(tmp_path, base_model: str, train: Path, hyperparameters: dict):
-    """``python -m apps.training.sft`` on ``train`` in a fresh process (no Django, no worker),
-    its output under ``tmp_path/run``: the finished process and the events it reported."""
+def run_sft_entry_point(
+    tmp_path, base_model: str, train: Path, hyperparameters: dict, eval_file: Path | None = None
+):
+    """``python -m apps.training.sft`` on ``train`` (and ``eval_file``) in a fresh process (no
+    Django, no worker), its output under ``tmp_path/run``: the finished process and the
+    events it reported."""
     events = tmp_path / "events.jsonl"
     config = {
         "base_model": base_model,
         "train_file": str(train),
+        "eval_file": str(eval_file) if eval_file else None,
         "output_dir": str(tmp_path / "run"),
         "hyperparameters": hyperparameters,
         "report": {"events_file": str(events)},

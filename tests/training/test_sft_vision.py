@@ -207,6 +207,34 @@ def test_the_text_preset_refuses_image_rows(data, tmp_path):
     assert "preset:tiny-llava" in reported[-1]["message"]
 
 
+def test_a_validation_split_of_images_does_not_fail_a_text_launch(data, tmp_path):
+    """The version's validation rows all show images, its training rows none: the text
+    model trains, evaluates on no image row, and the log says what to change."""
+    from tests.training.test_sft import ROW
+
+    train = tmp_path / "text-train.jsonl"
+    train.write_text(json.dumps(ROW) + "\n" + json.dumps(ROW) + "\n")
+    hyperparameters = {
+        "max_steps": 1,
+        "batch_size": 2,
+        "gradient_accumulation_steps": 1,
+        "learning_rate": 0.01,
+        "max_length": 512,
+        "save_steps": 1,
+    }
+    result, reported = run_sft_entry_point(
+        tmp_path, "preset:tiny-qwen2", train, hyperparameters, eval_file=data
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (reported[-1]["type"], reported[-1]["status"]) == ("finished", "succeeded")
+    logged = [e["line"] for e in reported if e["type"] == "log"]
+    assert any(
+        line.startswith("1 of 1 validation rows show images and no training row does")
+        and "rebuild the version with text rows in validation" in line
+        for line in logged
+    ), logged
+
+
 def test_text_rows_go_through_the_vision_collator_without_pixels(tmp_path):
     from tests.training.test_sft import ROW
 

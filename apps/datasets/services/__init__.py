@@ -18,23 +18,20 @@ from apps.datasets.services.datasets import (
     dataset_version_verify_start,
 )
 from apps.datasets.services.exports import (
-    card_current,
-    card_markdown,
-    card_write,
     dataset_info,
     download_filename,
     export_absolute_path,
-    export_lines,
-    export_regenerate_stream,
     exports_write,
     is_bundle,
     split_has_images,
 )
-from apps.datasets.services.prompts import (
-    PromptFilter,
-    prompt_export_bytes,
-    prompt_export_name,
-    prompt_version_create,
+from apps.datasets.services.prompts import PromptFilter, prompt_version_create
+from apps.datasets.services.rendering import (
+    card_current,
+    card_markdown,
+    card_write,
+    export_lines,
+    export_regenerate_stream,
 )
 from apps.datasets.services.rollouts import rollout_version_create, rollout_version_rebuild
 
@@ -63,8 +60,6 @@ __all__ = [
     "export_regenerate_stream",
     "exports_write",
     "is_bundle",
-    "prompt_export_bytes",
-    "prompt_export_name",
     "prompt_version_create",
     "rollout_version_create",
     "rollout_version_rebuild",

@@ -6,7 +6,9 @@ the version's rows from the database in chunks (``.iterator(chunk_size=…)``), 
 lints each line as it goes, writes it to a temporary file in the same folder and renames
 it into place once complete (``os.replace`` is atomic): memory stays constant whatever the
 size, and a reader never sees half a file. One pass over a split writes every format.
-The card (``card.md``) is written last, from the version's figures and the exports' hashes.
+The card (``card.md``) is written last by ``rendering.card_write``. These are the SFT
+kind's files (``kinds/sft.py``) and what every kind's files share: paths, ``Sink``, the
+version's token counter, the card's data.
 
 A split whose demonstrations show images (view tools over attachments) is written with
 ``formats.media.Media``: the ``openai`` file carries them as ``data:`` URLs; the ``trl`` and
@@ -39,13 +41,13 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils.text import slugify
 
-from apps.datasets.card import render_card
+from apps.core.exceptions import ApplicationError
 from apps.datasets.formats import FORMATS, dataset_info_entry, normalize_messages, normalize_tools
 from apps.datasets.formats.long import LongCounts, fit
 from apps.datasets.formats.media import Media, has_images
+from apps.datasets.formats.tokens import TokenCounter, TokenizerUnavailable, token_counter
 from apps.datasets.models import (
     DatasetExport,
-    DatasetKind,
     DatasetRow,
     DatasetVersion,
     ExportFormat,
@@ -59,6 +61,23 @@ logger = logging.getLogger(__name__)
 JSONL_FORMATS = (ExportFormat.OPENAI, ExportFormat.TRL, ExportFormat.SHAREGPT)
 BUNDLED_FORMATS = (ExportFormat.TRL, ExportFormat.SHAREGPT)  # zip bundles when with images
 CHUNK_SIZE = 500
+
+
+def version_token_counter(version: DatasetVersion) -> TokenCounter:
+    """The version's token counter: its tokenizer, loaded from settings.DATASET_TOKENIZERS,
+    or the estimate."""
+    if not version.tokenizer:
+        return token_counter()
+    path = settings.DATASET_TOKENIZERS.get(version.tokenizer)
+    if path is None:
+        raise ApplicationError(
+            f"The tokenizer “{version.tokenizer}” is no longer configured on this server "
+            "(DATASET_TOKENIZERS)."
+        )
+    try:
+        return token_counter(version.tokenizer, path)
+    except TokenizerUnavailable as exc:
+        raise ApplicationError(str(exc)) from None
 
 
 def export_directory(version: DatasetVersion) -> Path:
@@ -127,8 +146,6 @@ def fitted_rows(
     each trajectory as it is, or (over ``max_tokens``) its turn rows or nothing."""
     count = None
     if version.max_tokens is not None:
-        from apps.datasets.services.build import version_token_counter
-
         count = version_token_counter(version).count
     for demonstration_id, transcript, tools, tokens in row_source(version, split):
         messages, tool_list = normalize_messages(transcript), normalize_tools(tools)
@@ -166,26 +183,11 @@ def render_line(fmt: str, messages: list, tools: list, media: Media | None = Non
     return json.dumps(row, ensure_ascii=False) + "\n"
 
 
-def export_lines(version: DatasetVersion, fmt: str, split: str) -> Iterator[tuple[str, int]]:
-    """Each exported line (with its newline) and the demonstration (or, for a scored-rollout
-    version, the run) it came from: the lines ``exports_write`` writes (with images when the
-    split has any: ``data:`` URLs for ``openai``, ``images/<sha256>.<ext>`` paths for ``trl``
-    and ``sharegpt``)."""
-    if version.dataset.kind == DatasetKind.ROLLOUTS:
-        from apps.datasets.services.rollouts import rollout_export_lines
-
-        yield from rollout_export_lines(version, split)
-        return
-    media = Media(attachment_bytes) if split_has_images(version, split) else None
-    for demonstration_id, messages, tools in fitted_rows(version, split):
-        yield render_line(fmt, messages, tools, media), demonstration_id
-
-
-class _Sink:
+class Sink:
     """One format's output while a split is written: temp file, hash, size, linter."""
 
     def __init__(self, directory: Path, fmt: str, split: str):
-        self.format = fmt
+        self.format, self.split = fmt, split
         handle, self.temp_path = tempfile.mkstemp(dir=directory, prefix=f".{fmt}-{split}-")
         self.file = os.fdopen(handle, "wb")
         self.hash = hashlib.sha256()
@@ -216,7 +218,7 @@ def exports_write(
     directory = export_directory(version)
     directory.mkdir(parents=True, exist_ok=True)
     media = Media(attachment_bytes) if split_has_images(version, split) else None
-    sinks = [_Sink(directory, fmt, split) for fmt in formats]
+    sinks = [Sink(directory, fmt, split) for fmt in formats]
     done = 0
     counts = LongCounts()
     try:
@@ -382,96 +384,6 @@ def card_info(version: DatasetVersion) -> dict:
         "dataset_info": dataset_info(version),
         "api": reverse("api:dataset_version_export", args=[dataset.pk, version.number]),
     }
-
-
-def card_markdown(version: DatasetVersion) -> str:
-    """The card of a version of any kind, rendered from its current data (its dataset's name
-    and description as they are now, the figures and files of the version)."""
-    if version.dataset.kind == DatasetKind.ROLLOUTS:
-        from apps.datasets.services.rollouts import rollout_card
-
-        return rollout_card(card_info(version))
-    if version.dataset.kind == DatasetKind.RL_PROMPTS:
-        from apps.datasets.services.prompts import prompt_card_markdown
-
-        return prompt_card_markdown(version)
-    return render_card(card_info(version))
-
-
-def card_current(*, version: DatasetVersion) -> tuple[DatasetExport | None, str]:
-    """The version's card export and its text, as current data renders it: when the cached
-    file is missing, says something else, or lies outside the version's own folder, it is
-    written again first (a renamed dataset; a version migration 0008 moved into a new
-    ``rollouts`` dataset, whose cached card still named the old one, in the old dataset's
-    folder, where a later version of that dataset with the same number writes its own card).
-    ``(None, "")`` while the version has no card (building, failed)."""
-    export = DatasetExport.objects.filter(version=version, format=ExportFormat.CARD).first()
-    if export is None:
-        return None, ""
-    text = card_markdown(version)
-    data = text.encode()
-    path = export_absolute_path(export)
-    fresh = (
-        export.path == export_relative_path(version, ExportFormat.CARD, "")
-        and export.sha256 == hashlib.sha256(data).hexdigest()
-        and path.is_file()
-        and path.read_bytes() == data
-    )
-    if not fresh:
-        export = card_write(version=version)
-    return export, text
-
-
-def card_write(*, version: DatasetVersion) -> DatasetExport:
-    directory = export_directory(version)
-    directory.mkdir(parents=True, exist_ok=True)
-    data = card_markdown(version).encode()
-    relative = export_relative_path(version, ExportFormat.CARD, "")
-    handle, temp_path = tempfile.mkstemp(dir=directory, prefix=".card-")
-    with os.fdopen(handle, "wb") as file:
-        file.write(data)
-    os.replace(temp_path, Path(settings.MEDIA_ROOT) / relative)
-    export, _ = DatasetExport.objects.update_or_create(
-        version=version,
-        format=ExportFormat.CARD,
-        split="",
-        defaults={
-            "status": ExportStatus.READY,
-            "path": relative,
-            "rows": 0,
-            "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "lint": {},
-        },
-    )
-    return export
-
-
-def export_regenerate_stream(export: DatasetExport) -> Iterator[bytes]:
-    """The bytes of an offered JSONL export whose cached file has gone (a wiped MEDIA_ROOT),
-    rendered again from the rows while being streamed, and put back in the cache once
-    complete if it hashes to the recorded sha256 (it does: versions are immutable)."""
-    version = export.version
-    target = export_absolute_path(export)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_path = tempfile.mkstemp(dir=target.parent, prefix=".regen-")
-    digest = hashlib.sha256()
-    complete = False
-    try:
-        with os.fdopen(handle, "wb") as file:
-            for line, _ in export_lines(version, export.format, export.split):
-                data = line.encode()
-                file.write(data)
-                digest.update(data)
-                yield data
-        complete = True
-    finally:
-        if complete and digest.hexdigest() == export.sha256:
-            os.replace(temp_path, target)
-        else:
-            if complete:
-                logger.warning("Regenerated %s does not match its recorded sha256.", export)
-            Path(temp_path).unlink(missing_ok=True)
 
 
 def exports_remove(version: DatasetVersion) -> None:
