@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "apps.datasets",
     "apps.workspace",
     "apps.training",
+    "apps.experiments",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,27 @@
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from apps.experiments.models import Experiment
+
+
+def test_the_command_starts_an_experiment_from_a_file(catalogue, author, recipe, tmp_path):
+    path = tmp_path / "recipe.json"
+    path.write_text(json.dumps(recipe))
+    call_command("experiment", recipe=str(path), project=catalogue.slug, user=author.username)
+    experiment = Experiment.objects.get()
+    assert experiment.created_by == author
+    assert experiment.stages.count() == 11
+
+
+def test_a_bad_recipe_file_is_refused_naming_the_field(catalogue, recipe, tmp_path):
+    recipe["held_out"] = {"family": "support-desk"}
+    path = tmp_path / "recipe.json"
+    path.write_text(json.dumps(recipe))
+    with pytest.raises(CommandError, match=r"^held_out\.family: "):
+        call_command("experiment", recipe=str(path), project=catalogue.slug)
+    path.write_text("[")
+    with pytest.raises(CommandError, match="Cannot read the recipe"):
+        call_command("experiment", recipe=str(path), project=catalogue.slug)
+    assert not Experiment.objects.exists()
