@@ -12,6 +12,8 @@ from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
 from apps.core.api import StandardPagination, paginated_response
 from apps.experiments.access import experiment_get_for_user
+from apps.experiments.outcomes import experiment_curves, experiment_results
+from apps.experiments.results import table_json, table_summary
 from apps.experiments.selectors import experiment_list, experiment_stages
 from apps.experiments.services import experiment_create
 
@@ -74,7 +76,34 @@ class ExperimentDetailApi(APIView):
         return Response(_detail(experiment_get_for_user(request.user, pk)))
 
 
+class ExperimentResultsApi(APIView):
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        operation_id="experiments_results",
+        description="The results table: per group (all held-out seeds, capability:<slug>, "
+        "horizon:<h>, held-out family) and arm (base, sft, grpo) the tasks, runs (their ids), "
+        "mean score, pass, strict, pass@k and pass^k, each later arm's paired difference "
+        "from the base with its bootstrap 95% CI, a sentence, and the SFT loss and GRPO "
+        "reward curves.",
+    )
+    def get(self, request, pk):
+        experiment = experiment_get_for_user(request.user, pk)
+        table = experiment_results(experiment)
+        return Response(
+            {
+                **table_json(table),
+                "summary": table_summary(table),
+                "curves": experiment_curves(experiment),
+            }
+        )
+
+
 urlpatterns = [
     path("projects/<int:pk>/experiments/", ExperimentListApi.as_view(), name="experiment-list"),
     path("experiments/<int:pk>/", ExperimentDetailApi.as_view(), name="experiment-detail"),
+    path(
+        "experiments/<int:pk>/results/",
+        ExperimentResultsApi.as_view(),
+        name="experiment-results",
+    ),
 ]

@@ -14,7 +14,7 @@ import csv
 import io
 import random
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from coworkenv_engine.scoring import pass_at_k, pass_hat_k
 
@@ -275,3 +275,19 @@ def table_summary(table: dict) -> str:
         ]
         sentences.append(f"{label}, the mean score " + "; ".join(parts) + ".")
     return " ".join(sentences) or "No arm to compare with the base yet."
+
+
+def table_json(table: dict) -> dict:
+    """The table as JSON (each difference an object with n, mean, low, high)."""
+    rows = [
+        {
+            "group": row["group"],
+            "arms": row["arms"],
+            "deltas": {
+                arm: {m: (asdict(d) if d else None) for m, d in deltas.items()}
+                for arm, deltas in row["deltas"].items()
+            },
+        }
+        for row in table["rows"]
+    ]
+    return {"k": table["k"], "arms": table["arms"], "rows": rows}

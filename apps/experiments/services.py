@@ -4,8 +4,9 @@ created when a name does not resolve), and queue its advance once committed."""
 from django.db import transaction
 
 from apps.capabilities.models import Capability
+from apps.core.exceptions import ApplicationError
 from apps.core.services import send_task
-from apps.experiments.models import STAGE_ORDER, Experiment, ExperimentStage
+from apps.experiments.models import STAGE_ORDER, Experiment, ExperimentStage, ExperimentStatus
 from apps.experiments.recipe import Recipe, RecipeError, recipe_parse
 from apps.llm.models import ModelEndpoint
 
@@ -72,3 +73,12 @@ def experiment_create(
 
 def experiment_enqueue(*, experiment_id: int) -> bool:
     return send_task(ADVANCE_TASK, experiment_id)
+
+
+def experiment_continue(*, experiment: Experiment) -> None:
+    """Advance again once people have done what the experiment waits for (the review
+    queue); an experiment that ended stays as it is."""
+    if experiment.status in (ExperimentStatus.SUCCEEDED, ExperimentStatus.FAILED):
+        raise ApplicationError(f"This experiment has already {experiment.status}.")
+    pk = experiment.pk
+    transaction.on_commit(lambda: experiment_enqueue(experiment_id=pk))

@@ -2,8 +2,9 @@
 stages with links and live status, then the results table)."""
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts.access import check_project_role, project_get_for_user
 from apps.accounts.models import Role
@@ -11,8 +12,11 @@ from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
 from apps.experiments.access import experiment_get_for_user
 from apps.experiments.forms import ExperimentForm
+from apps.experiments.outcomes import ARM_STAGES, experiment_curves, experiment_results
+from apps.experiments.results import ARMS, table_csv, table_markdown, table_summary
 from apps.experiments.selectors import experiment_list, experiment_stages, stage_links
-from apps.experiments.services import experiment_create
+from apps.experiments.services import experiment_continue, experiment_create
+from apps.training.charts import job_loss_chart, rl_job_chart
 
 
 @login_required
@@ -53,13 +57,13 @@ def experiment_create_view(request, slug):
 @require_GET
 def experiment_detail_view(request, pk):
     experiment = experiment_get_for_user(request.user, pk)
+    records = experiment_stages(experiment=experiment)
     context = {
         "project": experiment.project,
         "membership": check_project_role(request.user, experiment.project),
         "experiment": experiment,
-        "stages": [
-            (stage, stage_links(stage)) for stage in experiment_stages(experiment=experiment)
-        ],
+        "stages": [(stage, stage_links(stage)) for stage in records],
+        **_results_context(experiment, records),
     }
     response = render_page(request, "experiments/detail.html", context, partial="live")
     if (
@@ -69,3 +73,63 @@ def experiment_detail_view(request, pk):
     ):
         response["HX-Refresh"] = "true"
     return response
+
+
+def _results_context(experiment, records) -> dict:
+    """The table's rows as (group, [(arm label, stats, deltas, batch url)]), the sentence,
+    and the curves; every figure links to the student batch whose runs it counts."""
+    table = experiment_results(experiment)
+    if not table["rows"]:
+        return {"results": None}
+    batches = {r.stage: r.outputs.get("batch") for r in records}
+    labels = dict(ARMS)
+    rows = [
+        (
+            row["group"],
+            [
+                (
+                    labels[arm],
+                    row["arms"][arm],
+                    row["deltas"].get(arm, {}),
+                    reverse("runs:batch_detail", args=[batches[ARM_STAGES[arm]]]),
+                )
+                for arm in table["arms"]
+            ],
+        )
+        for row in table["rows"]
+    ]
+    curves = experiment_curves(experiment)
+    rl = [(p["step"], p["reward"], p["pass_rate"], p["group_reward_std"]) for p in curves["grpo"]]
+    return {
+        "results": {"k": table["k"], "rows": rows, "summary": table_summary(table)},
+        "sft_chart": job_loss_chart(curves["sft_loss"]) if curves["sft_loss"] else None,
+        "grpo_chart": rl_job_chart(rl) if rl else None,
+    }
+
+
+RENDERINGS = {"csv": (table_csv, "text/csv"), "md": (table_markdown, "text/markdown")}
+
+
+@login_required
+@require_GET
+def experiment_results_view(request, pk, fmt):
+    """The results table as a CSV or Markdown file."""
+    experiment = experiment_get_for_user(request.user, pk)
+    render, content_type = RENDERINGS[fmt]
+    response = HttpResponse(
+        render(experiment_results(experiment)), content_type=f"{content_type}; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="experiment-{experiment.pk}.{fmt}"'
+    return response
+
+
+@login_required
+@require_POST
+def experiment_continue_view(request, pk):
+    experiment = experiment_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    url = reverse("experiments:detail", args=[experiment.pk])
+    try:
+        experiment_continue(experiment=experiment)
+    except ApplicationError as exc:
+        return redirect_after_post(request, url, exc.message)
+    return redirect_after_post(request, url, "The experiment goes on.")

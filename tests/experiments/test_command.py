@@ -1,3 +1,4 @@
+import io
 import json
 
 import pytest
@@ -25,3 +26,20 @@ def test_a_bad_recipe_file_is_refused_naming_the_field(catalogue, recipe, tmp_pa
     with pytest.raises(CommandError, match="Cannot read the recipe"):
         call_command("experiment", recipe=str(path), project=catalogue.slug)
     assert not Experiment.objects.exists()
+
+
+def test_sync_works_the_stages_here_until_people_are_needed(catalogue, recipe, tmp_path):
+    recipe["review"] = {"policy": "human"}
+    recipe["generator"].update(families=["meeting-coordination"], count=1)
+    recipe["held_out"] = {"seeds": 1}
+    path = tmp_path / "recipe.json"
+    path.write_text(json.dumps(recipe))
+    out = io.StringIO()
+    call_command("experiment", recipe=str(path), project=catalogue.slug, sync=True, stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[1].split() == ["synthesis", "succeeded"]
+    assert lines[2].split() == ["teacher", "succeeded"]
+    assert lines[-1] == (
+        "Experiment: waiting. Curation: Review the teacher's demonstrations in the queue."
+    )
+    assert Experiment.objects.get().status == "waiting"

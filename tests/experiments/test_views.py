@@ -71,3 +71,41 @@ def test_the_list_and_the_live_part(catalogue, author, viewer, client_for, recip
     experiment.save()
     ended = client.get(detail, **HTMX_HEADERS, HTTP_HX_TRIGGER="experiment-live")
     assert ended["HX-Refresh"] == "true"
+
+
+def test_continue_queues_a_waiting_experiment_once_committed(
+    catalogue, author, viewer, outsider, client_for, recipe, django_capture_on_commit_callbacks
+):
+    experiment = experiment_create(project=catalogue, user=author, recipe=recipe, enqueue=False)
+    Experiment.objects.filter(pk=experiment.pk).update(status="waiting")
+    url = reverse("experiments:continue", args=[experiment.pk])
+    assert client_for(outsider).post(url).status_code == 404
+    assert client_for(viewer).post(url).status_code == 403
+    assert client_for(author).get(url).status_code == 405
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client_for(author).post(url, **HTMX_HEADERS)
+    assert response["HX-Redirect"] == reverse("experiments:detail", args=[experiment.pk])
+    assert len(callbacks) == 1
+    Experiment.objects.filter(pk=experiment.pk).update(status="succeeded")
+    with django_capture_on_commit_callbacks() as callbacks:
+        client_for(author).post(url)
+    assert callbacks == []  # an ended experiment is left as it is
+
+
+def test_the_results_files_before_any_student_batch(
+    catalogue, author, outsider, client_for, recipe
+):
+    experiment = experiment_create(project=catalogue, user=author, recipe=recipe, enqueue=False)
+    csv_url = reverse("experiments:results_csv", args=[experiment.pk])
+    response = client_for(author).get(csv_url)
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response.content.decode().splitlines() == [
+        "group,arm,tasks,runs,mean_score,pass_rate,strict_rate,pass_at_2,pass_hat_2,"
+        "delta_score,delta_score_low,delta_score_high,delta_pass_rate,delta_pass_rate_low,"
+        "delta_pass_rate_high"
+    ]
+    markdown = client_for(author).get(reverse("experiments:results_md", args=[experiment.pk]))
+    assert markdown.content.decode().startswith("| Group | Arm | n |")
+    assert client_for(outsider).get(csv_url).status_code == 404
+    page = client_for(author).get(reverse("experiments:detail", args=[experiment.pk]))
+    assert 'data-testid="results"' not in page.content.decode()
