@@ -16,6 +16,7 @@ from apps.experiments.outcomes import experiment_curves, experiment_results
 from apps.experiments.results import table_json, table_summary
 from apps.experiments.selectors import experiment_list, experiment_stages
 from apps.experiments.services import experiment_create
+from apps.experiments.targeting import targeted_report
 
 
 class StageOutput(serializers.Serializer):
@@ -84,7 +85,8 @@ class ExperimentResultsApi(APIView):
         "horizon:<h>, held-out family) and arm (base, sft, grpo) the tasks, runs (their ids), "
         "mean score, pass, strict, pass@k and pass^k, each later arm's paired difference "
         "from the base with its bootstrap 95% CI, a sentence, and the SFT loss and GRPO "
-        "reward curves.",
+        "reward curves; for a second round, `targeted`: each capability it synthesized for, "
+        "its pass^k in the previous round and in this one, and whether it improved.",
     )
     def get(self, request, pk):
         experiment = experiment_get_for_user(request.user, pk)
@@ -94,6 +96,7 @@ class ExperimentResultsApi(APIView):
                 **table_json(table),
                 "summary": table_summary(table),
                 "curves": experiment_curves(experiment),
+                "targeted": targeted_report(experiment),
             }
         )
 

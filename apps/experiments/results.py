@@ -291,3 +291,32 @@ def table_json(table: dict) -> dict:
         for row in table["rows"]
     ]
     return {"k": table["k"], "arms": table["arms"], "rows": rows}
+
+
+def latest_arm(table: dict) -> str | None:
+    """The last arm of ``ARMS`` the table has (after GRPO, else SFT, else the base)."""
+    return table["arms"][-1] if table["arms"] else None
+
+
+def weaknesses(table: dict) -> list[tuple[str, float]]:
+    """(capability slug, pass^k of the latest arm), lowest first (ties by slug): the order a
+    targeted synthesis gives them, so the weakest get the most tasks."""
+    arm = latest_arm(table)
+    found = [
+        (row["group"].removeprefix("capability:"), row["arms"][arm]["pass_hat_k"])
+        for row in table["rows"]
+        if row["group"].startswith("capability:") and row["arms"][arm]["pass_hat_k"] is not None
+    ]
+    return sorted(found, key=lambda item: (item[1], item[0]))
+
+
+def round_comparison(previous: dict, current: dict, targeted: list[str]) -> list[dict]:
+    """Each targeted capability's pass^k in the latest arm of the previous round and of this
+    one, and whether it improved."""
+    before, after = dict(weaknesses(previous)), dict(weaknesses(current))
+    rows = []
+    for slug in targeted:
+        was, now = before.get(slug), after.get(slug)
+        improved = None if was is None or now is None else now > was
+        rows.append({"capability": slug, "before": was, "after": now, "improved": improved})
+    return rows

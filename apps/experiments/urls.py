@@ -9,6 +9,7 @@ urlpatterns = [
     path("p/<slug:slug>/experiments/new/", views.experiment_create_view, name="create"),
     path("experiments/<int:pk>/", views.experiment_detail_view, name="detail"),
     path("experiments/<int:pk>/continue/", views.experiment_continue_view, name="continue"),
+    path("experiments/<int:pk>/weaknesses/", views.experiment_weaknesses_view, name="weaknesses"),
     path(
         "experiments/<int:pk>/results.csv",
         views.experiment_results_view,

@@ -16,6 +16,7 @@ from apps.experiments.outcomes import ARM_STAGES, experiment_curves, experiment_
 from apps.experiments.results import ARMS, table_csv, table_markdown, table_summary
 from apps.experiments.selectors import experiment_list, experiment_stages, stage_links
 from apps.experiments.services import experiment_continue, experiment_create
+from apps.experiments.targeting import experiment_synthesize_for_weaknesses, targeted_report
 from apps.training.charts import job_loss_chart, rl_job_chart
 
 
@@ -102,6 +103,7 @@ def _results_context(experiment, records) -> dict:
     rl = [(p["step"], p["reward"], p["pass_rate"], p["group_reward_std"]) for p in curves["grpo"]]
     return {
         "results": {"k": table["k"], "rows": rows, "summary": table_summary(table)},
+        "targeted": targeted_report(experiment),
         "sft_chart": job_loss_chart(curves["sft_loss"]) if curves["sft_loss"] else None,
         "grpo_chart": rl_job_chart(rl) if rl else None,
     }
@@ -133,3 +135,21 @@ def experiment_continue_view(request, pk):
     except ApplicationError as exc:
         return redirect_after_post(request, url, exc.message)
     return redirect_after_post(request, url, "The experiment goes on.")
+
+
+@login_required
+@require_POST
+def experiment_weaknesses_view(request, pk):
+    """Start the second round, synthesizing for the capabilities the student failed."""
+    experiment = experiment_get_for_user(request.user, pk, min_role=Role.AUTHOR)
+    try:
+        second = experiment_synthesize_for_weaknesses(experiment=experiment, user=request.user)
+    except ApplicationError as exc:
+        return redirect_after_post(
+            request, reverse("experiments:detail", args=[experiment.pk]), exc.message
+        )
+    return redirect_after_post(
+        request,
+        reverse("experiments:detail", args=[second.pk]),
+        f"Started “{second.name}” for {', '.join(second.recipe['capabilities'])}.",
+    )

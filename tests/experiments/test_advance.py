@@ -14,8 +14,6 @@ from apps.experiments.services import experiment_create
 from apps.runs.models import RunBatch, RunRole
 from apps.synthesis.models import SynthesisJob
 from apps.training.models import TrainedModel, TrainingJob
-from tests.llm_server import LoopbackLLMServer, Reply
-from tests.runs.test_llm_runs import KEY, KEY_ENV, make_endpoint
 
 
 @pytest.fixture
@@ -28,23 +26,6 @@ def small(recipe):
 
 def _stage(experiment, name):
     return experiment.stages.get(stage=name)
-
-
-def student_replies(request):
-    """A student that calls the first tool it is offered once per turn, then answers."""
-    last = request.messages[-1] if request.messages else {}
-    tools = (request.body or {}).get("tools") or []
-    if last.get("role") == "tool" or not tools:
-        return Reply.text("Done.")
-    return Reply.tool_call(tools[0]["function"]["name"], {})
-
-
-@pytest.fixture
-def student(catalogue, monkeypatch, settings):
-    monkeypatch.setenv(KEY_ENV, KEY)
-    settings.LLM_MAX_ATTEMPTS = 1
-    with LoopbackLLMServer(api_key=KEY, responder=student_replies) as server:
-        yield make_endpoint(catalogue, server, name="student", model="loop-student"), server
 
 
 def test_every_stage_end_to_end(catalogue, author, small, student, client_for, api_client_for):

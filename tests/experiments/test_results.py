@@ -7,12 +7,15 @@ from apps.experiments.results import (
     OUT_OF_DISTRIBUTION,
     Outcome,
     arm_stats,
+    latest_arm,
     paired_bootstrap,
     per_task,
     results_table,
+    round_comparison,
     table_csv,
     table_markdown,
     table_summary,
+    weaknesses,
 )
 
 
@@ -139,3 +142,20 @@ def test_the_summary_says_what_improved_and_what_did_not(table):
         "held-out family."
     )
     assert table_summary(results_table({"base": []}, k=1)) == "No arm to compare with the base yet."
+
+
+def test_weaknesses_rank_the_latest_arm_by_pass_hat_k_and_rounds_compare():
+    base = [_o(1, 1, 0.0, caps=("clarify",)), _o(2, 2, 1.0, caps=("notice",))]
+    sft = [
+        _o(3, 1, 0.0, caps=("clarify",)),
+        _o(4, 2, 1.0, caps=("notice",)),
+        _o(5, 3, 0.0, caps=("approve",)),
+    ]
+    first = results_table({"base": base, "sft": sft}, k=1)
+    assert latest_arm(first) == "sft"
+    assert weaknesses(first) == [("approve", 0.0), ("clarify", 0.0), ("notice", 1.0)]
+    second = results_table({"base": base, "sft": [_o(6, 1, 1.0, caps=("clarify",))]}, k=1)
+    assert round_comparison(first, second, ["approve", "clarify"]) == [
+        {"capability": "approve", "before": 0.0, "after": None, "improved": None},
+        {"capability": "clarify", "before": 0.0, "after": 1.0, "improved": True},
+    ]
