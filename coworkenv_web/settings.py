@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "apps.datasets",
     "apps.workspace",
     "apps.training",
+    "apps.experiments",
 ]
 
 MIDDLEWARE = [
@@ -509,6 +510,8 @@ if DATASET_TOKENIZER_DEFAULT and DATASET_TOKENIZER_DEFAULT not in DATASET_TOKENI
 # time) is failed with a message instead of being retried forever.
 JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 45)
 JOB_SWEEP_EVERY_S = env_int("JOB_SWEEP_EVERY_S", 15)
+# How often a working experiment looks again at its current stage's jobs.
+EXPERIMENT_POLL_S = env_int("EXPERIMENT_POLL_S", 10)
 JOB_MAX_CLAIMS = env_int("JOB_MAX_CLAIMS", 5)
 # A worker that finishes a run takes its batch's next run itself, without a trip through the
 # broker, for up to RUN_LANE_MAX_S seconds; then it hands the next one to the queue (so other

@@ -22,6 +22,8 @@ from apps.curation.models import Demonstration, ReviewReasonTag
 from apps.datasets.models import Dataset, DatasetVersion
 from apps.environments.models import Environment, EnvironmentStatus
 from apps.environments.services import environment_import
+from apps.experiments.models import Experiment
+from apps.experiments.recipe import recipe_parse
 from apps.llm.models import ModelEndpoint
 from apps.runs.models import Executor, Run, RunBatch
 from apps.runs.services import run_batch_create, run_batch_execute_inline
@@ -75,6 +77,7 @@ API_OBJECTS = [
     ("api/v1/demonstrations/", "demonstration"),
     ("api/v1/datasets/", "dataset"),
     ("api/v1/training-jobs/", "training_job"),
+    ("api/v1/experiments/", "experiment"),
 ]
 PAGE_OBJECTS = [
     ("account/tokens/", "token"),
@@ -96,6 +99,7 @@ PAGE_OBJECTS = [
     ("datasets/", "dataset"),
     ("training/models/", "trained_model"),
     ("training/", "training_job"),
+    ("experiments/", "experiment"),
     ("p/<slug:slug>/members/", "membership"),
     ("p/<slug:slug>/review/", "demonstration"),
 ]
@@ -178,6 +182,11 @@ def _build_world():
             project=project, training_job=training_job, name="t", kind="full", base_model="m"
         ),
         "membership": Membership.objects.get(project=project, user=owner),
+        "experiment": Experiment.objects.create(
+            project=project,
+            name="x",
+            recipe=recipe_parse({"name": "x", "capabilities": ["cap"]}).to_dict(),
+        ),
         "service": record.service,
         "collection": record.collection,
     }

@@ -4,8 +4,9 @@ included, parsed with ``ast``; nothing is imported):
 - the apps stand in ordered layers (``LAYERS``): no module imports one of a higher layer;
 - no two apps import each other (an app-level cycle), whatever their layers;
 - ``apps.core`` and ``apps.accounts`` (the ground floor) import no domain app;
-- ``apps.workspace`` composes the others, and no app imports it; the follow-up work one
-  app's outcome asks of another (``settings.FOLLOW_UPS``) is the workspace's to start;
+- ``apps.workspace`` and ``apps.experiments`` compose the others, and no app imports them;
+  the follow-up work one app's outcome asks of another (``settings.FOLLOW_UPS``) is the
+  workspace's to start;
 - no import circle between modules crosses apps;
 - the engine is a library: no circle among its modules, nothing from Django, DRF, Celery or
   another part of the project.
@@ -21,6 +22,7 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUND_FLOOR = {"core", "accounts"}
+TOP_FLOOR = {"workspace", "experiments"}
 ENGINE = "coworkenv_engine"
 # Lowest first; an app may import its own layer and those below it. The engine is a library
 # below everything (it imports nothing of the project). Capabilities stand below
@@ -37,7 +39,7 @@ LAYERS = (
     ("curation",),
     ("datasets",),
     ("training",),
-    ("workspace",),
+    ("workspace", "experiments"),
 )
 
 
@@ -256,13 +258,13 @@ def test_the_ground_floor_imports_no_domain_app():
     assert offending == []
 
 
-def test_no_app_imports_the_workspace():
+def test_no_app_imports_the_top_floor():
+    """The composing apps (the workspace, experiments) are imported by no other app."""
     offending = sorted(
         f"{module} imports {target}"
         for module, targets in project_edges().items()
-        if app_of(module) != "workspace"
         for target in targets
-        if app_of(target) == "workspace"
+        if app_of(target) in TOP_FLOOR and app_of(module) != app_of(target)
     )
     assert offending == []
 

@@ -53,6 +53,10 @@ class DemonstrationOutput(serializers.Serializer):
     claim_expires_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
     decided_at = serializers.DateTimeField(allow_null=True)
+    approved_by_policy = serializers.CharField(
+        help_text="The rule that approved it (policy:approve-strict-passes); blank when a "
+        "person decided (see its reviews) or while pending."
+    )
 
 
 class DemonstrationVersionOutput(serializers.Serializer):

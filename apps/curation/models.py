@@ -178,6 +178,9 @@ class Demonstration(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # The rule that approved it when no person did ("policy:approve-strict-passes"); blank
+    # for a person's decision (their Review says who) and while pending.
+    approved_by_policy = models.CharField(max_length=80, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -196,6 +199,11 @@ class Demonstration(models.Model):
             models.CheckConstraint(
                 condition=Q(claimed_by__isnull=True) | Q(claim_expires_at__isnull=False),
                 name="demonstration_claim_expires",
+            ),
+            models.CheckConstraint(
+                condition=Q(approved_by_policy="")
+                | (Q(approved_by_policy__startswith="policy:") & Q(status="approved")),
+                name="demonstration_policy_approves",
             ),
         ]
 

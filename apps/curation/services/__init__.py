@@ -13,6 +13,11 @@ from apps.curation.services.demonstrations import (
     grading_from_run,
 )
 from apps.curation.services.grading import NotGradable, regrade_transcript
+from apps.curation.services.policies import (
+    APPROVAL_POLICIES,
+    demonstrations_approve_by_policy,
+    policy_label,
+)
 from apps.curation.services.regrade import (
     demonstration_regrade,
     regrade_job_start,
@@ -35,6 +40,7 @@ from apps.curation.services.settings import (
 )
 
 __all__ = [
+    "APPROVAL_POLICIES",
     "DEFAULT_REASON_TAGS",
     "NotGradable",
     "apply_edits",
@@ -50,8 +56,10 @@ __all__ = [
     "demonstration_release",
     "demonstration_reopen",
     "demonstration_review",
+    "demonstrations_approve_by_policy",
     "demonstrations_from_batch",
     "grading_from_run",
+    "policy_label",
     "reason_tag_archive",
     "reason_tag_create",
     "reason_tag_restore",

@@ -192,4 +192,5 @@ def _reopen(demo: Demonstration) -> None:
         review_round=demo.review_round + 1,
         disputed=False,
         decided_at=None,
+        approved_by_policy="",
     )
