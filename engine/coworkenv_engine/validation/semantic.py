@@ -35,6 +35,7 @@ from .integrity import attempt_counting_problems, binding_problems, update_probl
 from .known import known_problems
 from .negation import negation_problems
 from .ranges import range_problems
+from .rules import notice_problems, safety_pattern_problems
 
 ANY = "any"
 _FUNC_TYPES = {
@@ -364,5 +365,6 @@ def semantic_problems(spec: EnvironmentSpec) -> list[Problem]:
         out += clarification_problems(spec, k)
         out += information_flow_problems(spec, k)
         out += known_problems(spec, k)
+        out += safety_pattern_problems(spec, k) + notice_problems(spec, k)
     out += instruction_problems(spec)
     return list(dict.fromkeys(out))  # an environment record two tasks need: reported once
