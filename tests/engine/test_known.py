@@ -114,3 +114,10 @@ def test_an_update_into_an_unread_collection_is_an_error_with_its_pointer():
     assert ("fact_in_unread_collection", "/tasks/0/turns/1/updates/1") in {
         (p.code, p.pointer) for p in report.errors
     }
+
+
+def test_a_time_only_written_by_a_later_update_is_not_given_later():
+    doc = _later_doc("Anything clashing?")
+    update = doc["tasks"][0]["turns"][1]["updates"][0]
+    update["values"] = {"start": "2026-03-05T14:30:00Z"}  # the agent picked 14:30 itself
+    assert _found(doc) == []

@@ -164,19 +164,31 @@ def _found(forms: list[str], text: str) -> bool:
     return any(re.search(r"(?<![\w])" + re.escape(f) + r"(?![\w])", text) for f in forms)
 
 
-def _later_text(task: TaskSpec, readable: set[Located], after: int) -> list[tuple[int, str]]:
-    """(turn, text) of every turn after ``after``: its message, notices, and what its
-    updates write where a tool reads."""
+def _later_text(task: TaskSpec, readable: set[Located], after: int) -> list[tuple[int, str, str]]:
+    """(turn, what is said, what is written) of every turn after ``after``: its message and
+    notices; what its updates write where a tool reads."""
     parts = []
     for n in range(after + 1, len(task.turns)):
         turn = task.turns[n]
-        chunk = [turn.message]
-        for u in turn.updates:
-            chunk.append(u.notice or "")
-            if (u.service, u.collection) in readable:
-                chunk += list(_strings(u.values or {}))
-        parts.append((n, "\n".join(chunk).casefold()))
+        said = [turn.message, *(u.notice or "" for u in turn.updates)]
+        written = [
+            v
+            for u in turn.updates
+            if (u.service, u.collection) in readable
+            for v in _strings(u.values or {})
+        ]
+        parts.append((n, "\n".join(said).casefold(), "\n".join(written).casefold()))
     return parts
+
+
+def _given_at(later: list[tuple[int, str, str]], forms: list[str], fact: str) -> int | None:
+    """The first later turn that gives the fact. A time of day counts only when said (a
+    record written later may hold a time the agent computed: "the next free hour")."""
+    is_time = _TIME.fullmatch(fact) is not None
+    for n, said, written in later:
+        if _found(forms, said) or (not is_time and _found(forms, written)):
+            return n
+    return None
 
 
 def _short_value(text: str) -> list[tuple[str, list[str]]]:
@@ -221,7 +233,7 @@ def timely_fact_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
                     unread = _unread_text(spec, task, readable)
                 if _found(forms, visible.through(step.turn)):
                     continue
-                when = next((n for n, t in later if _found(forms, t)), None)
+                when = _given_at(later, forms, fact)
                 if when is not None and timed:  # a short value may be a later word by chance
                     out.append(_given_later(k, s, parts, fact, step.turn, when))
                     break
