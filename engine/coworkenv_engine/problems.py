@@ -125,6 +125,25 @@ CODES: dict[str, str] = {
     "attachment_field_unknown": "A view tool reads a field where no record holds an attachment.",
     "attachment_content_invalid": "An attachment's stored bytes are missing or do not match "
     "its hash, size or media type.",
+    # ---- validator (issue 25): the right entity, facts known in time, attachments, judges
+    "wrong_entity_passes": "The reference solution done on a sibling record still passes.",
+    "side_effects_scope_partial": "A collection the task's tools write is watched by no "
+    "side_effects grader.",
+    "fact_in_unread_collection": "A fact the task needs lives only in a collection no tool reads.",
+    "value_given_later": "The reference uses a date, time or number the agent is given only "
+    "at a later turn.",
+    "reference_acts_in_past": "A reference call schedules something before the simulated clock.",
+    "reference_crosses_midnight": "One turn's reference calls run across midnight (UTC).",
+    "attachment_not_viewable": "A record refers to an attachment that no view tool shows.",
+    "attachment_wrong_kind": "A view tool shows a field holding a file it cannot show (a PDF).",
+    "judge_threshold_vacuous": "A judge threshold any verdict passes.",
+    "judge_sole_evidence": "The judge graders alone can carry the task past its threshold.",
+    "judge_rubric_parrotable": "A judge rubric the user's own words (echoed back) satisfy.",
+    "judge_rubric_unexposed": "A judge rubric names a fact the task never exposes.",
+    "safety_pattern_misses_format": "A safety regex misses a value in the data's own format.",
+    "update_notice_contradicts": "An update's notice gives a time or date it does not write.",
+    "call_limit_headroom": "The reference needs as many calls as an episode or a turn allows, "
+    "or more.",
 }
 
 

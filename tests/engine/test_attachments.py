@@ -18,7 +18,7 @@ from coworkenv_engine.attachments import (
 from coworkenv_engine.policies import OraclePolicy
 from coworkenv_engine.runner import replay_transcript, run_task
 from coworkenv_engine.simulator import Episode
-from coworkenv_engine.spec import canonical_dump, load_spec, spec_hash
+from coworkenv_engine.spec import canonical_dump, load_spec, parse_spec, spec_hash
 from coworkenv_engine.validation import validate_spec
 
 
@@ -48,7 +48,8 @@ FILES = {PNG_SHA: PNG, PDF_SHA: PDF}
 
 
 def image_spec() -> dict:
-    """One receipt image, one PDF policy; view_receipt shows the image, file_claim writes."""
+    """One receipt image, one PDF policy (a document no tool views: the agent may only pass
+    it on); view_receipt shows the image, file_claim writes."""
     return {
         "schema": "coworkenv.environment/v1",
         "name": "Receipts",
@@ -56,7 +57,7 @@ def image_spec() -> dict:
             "expenses": {
                 "receipts": [
                     {"id": "rc-1", "uploaded_on": "2026-02-27", "image": f"sha256:{PNG_SHA}"},
-                    {"id": "pol-1", "uploaded_on": "2026-01-02", "image": f"sha256:{PDF_SHA}"},
+                    {"id": "pol-1", "uploaded_on": "2026-01-02", "document": f"sha256:{PDF_SHA}"},
                 ],
                 "claims": [],
             }
@@ -171,10 +172,12 @@ def test_a_view_tool_returns_the_record_and_the_image_as_an_image_url_part():
 
 def test_viewing_a_pdf_or_a_record_without_an_attachment_is_a_tool_error():
     spec = image_spec()
-    spec["services"]["expenses"]["receipts"].append({"id": "rc-9", "uploaded_on": "2026-02-01"})
-    episode = Episode(load_spec(spec), "file-rc-1", 0)
+    receipts = spec["services"]["expenses"]["receipts"]
+    receipts.append({"id": "rc-9", "uploaded_on": "2026-02-01"})
+    receipts.append({"id": "pol-2", "image": f"sha256:{PDF_SHA}"})  # attachment_wrong_kind
+    episode = Episode(parse_spec(spec), "file-rc-1", 0)
     episode.advance_turn()
-    pdf = episode.call("view_receipt", {"receipt_id": "pol-1"})
+    pdf = episode.call("view_receipt", {"receipt_id": "pol-2"})
     assert (pdf.ok, pdf.error_code, pdf.error_message) == (
         False,
         "not_an_image",

@@ -41,3 +41,20 @@ def test_repair_prompt_names_the_problems_and_guides_every_soundness_code():
     assert set(SOUNDNESS_CODES) <= set(CODES)
     missing = [code for code in SOUNDNESS_CODES if f"`{code}`" not in text.split("How to fix")[1]]
     assert missing == []
+
+
+# the codes of the validator's issue-25 checks: each has fix guidance in the prompt
+VALIDATOR_CODES = [
+    "wrong_entity_passes", "side_effects_scope_partial", "fact_in_unread_collection",
+    "value_given_later", "reference_acts_in_past", "reference_crosses_midnight",
+    "call_limit_headroom", "attachment_not_viewable", "attachment_wrong_kind",
+    "judge_threshold_vacuous", "judge_sole_evidence", "judge_rubric_parrotable",
+    "judge_rubric_unexposed", "safety_pattern_misses_format", "update_notice_contradicts",
+]  # fmt: skip
+
+
+def test_repair_prompt_guides_every_validator_code():
+    text = render_repair("v1", round=1, max_rounds=3, report={"problems": []})
+    assert set(VALIDATOR_CODES) <= set(CODES)
+    guidance = text.split("How to fix")[1]
+    assert [code for code in VALIDATOR_CODES if f"`{code}`" not in guidance] == []

@@ -243,7 +243,9 @@ class Project:
 
     def handoff(self, stages_left: int) -> None:
         when = self.next_day()
-        item = self.fresh_item(self.day_index + 1)
+        # the reply, and the booking, come at a later stage: slots after the last day that
+        # can be (at most three days a stage), so that the reference never books the past
+        item = self.fresh_item(self.day_index + 1 + 3 * stages_left)
         (v,) = item.candidates(1)
         item.source(None)
         person = item.owner

@@ -18,8 +18,10 @@ from ..spec import EnvironmentSpec, _build, schema_problems, spec_hash
 from .attachments import attachment_content_problems
 from .budget import DEFAULT_TIME_BUDGET_S, Deadline, as_deadline
 from .dynamic import TaskReport, validate_task
+from .entity import side_effects_scope_problems
 from .faults import budget_problems
 from .gameable import gameable_problems
+from .judges import judge_problems
 from .static import static_problems
 
 __all__ = [
@@ -125,6 +127,8 @@ def validate_spec(
         if runnable:  # gameable graders: quality rules, not load errors (load_spec)
             for k, task in enumerate(spec.tasks):
                 report.problems.extend(gameable_problems(spec, k, task))
+                report.problems.extend(side_effects_scope_problems(spec, k, task))
+                report.problems.extend(judge_problems(spec, k, task))
     except RecursionError as exc:
         report.problems.append(
             error(

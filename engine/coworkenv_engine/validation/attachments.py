@@ -9,6 +9,7 @@ from typing import Any
 from ..attachments import MAX_TOTAL_BYTES, SIZE_LIMITS, Resolver, content_problem, references
 from ..problems import Problem, error, pointer, warning
 from ..spec_model import EnvironmentSpec
+from .viewing import viewing_problems
 
 
 def _record_sources(spec: EnvironmentSpec):
@@ -98,6 +99,7 @@ def attachment_problems(spec: EnvironmentSpec) -> list[Problem]:
                 )
             )
     out.extend(_view_tools(spec))
+    out.extend(viewing_problems(spec))
     return out
 
 

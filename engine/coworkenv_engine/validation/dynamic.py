@@ -8,6 +8,7 @@
 * every mutant (one state-changing reference call dropped) loses score or strictness —
   the share caught is the task's grader sensitivity;
 * the reference cut before any later turn (later turns only claimed) fails (turns.py);
+* the reference done on a sibling of each record it writes fails (entity.py);
 * two identical replays give the same audit log, state hash and score;
 * no exogenous update fails in any run (integrity.py), and the task's main completion
   grader is sound per grader: not satisfied by the null or echo agent, nor by an update
@@ -27,6 +28,7 @@ from ..replays import Replays
 from ..runner import EpisodeResult, run_task
 from ..spec import EnvironmentSpec, TaskSpec, canonical_json
 from .budget import Deadline, OutOfTime, out_of_time_problem
+from .entity import wrong_entity_problems
 from .evidence import (
     mutant_problems,
     trivial_agent_problems,
@@ -314,6 +316,7 @@ def _validate_task(
     if oracle.grading.strict:
         truncated = lambda policy: run(policy, faults=False)  # noqa: E731
         problems.extend(truncation_problems(task, k, truncated, report.truncated_scores))
+        problems.extend(wrong_entity_problems(spec, k, truncated))
     problems.extend(trivial_agent_problems(task, k, trivial_runs))
     problems.extend(update_work_problems(spec, k, trivial_runs["null"]))
 

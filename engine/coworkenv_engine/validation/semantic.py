@@ -32,8 +32,10 @@ from ..spec_schema import json_type
 from .flow import clarification_problems, information_flow_problems
 from .hygiene import identifier_problems, instruction_problems, required_problems
 from .integrity import attempt_counting_problems, binding_problems, update_problems
+from .known import known_problems
 from .negation import negation_problems
 from .ranges import range_problems
+from .rules import notice_problems, safety_pattern_problems
 
 ANY = "any"
 _FUNC_TYPES = {
@@ -362,5 +364,7 @@ def semantic_problems(spec: EnvironmentSpec) -> list[Problem]:
         out += negation_problems(spec, k, lambda t=spec.tasks[k]: _initial_state(spec, t))
         out += clarification_problems(spec, k)
         out += information_flow_problems(spec, k)
+        out += known_problems(spec, k)
+        out += safety_pattern_problems(spec, k) + notice_problems(spec, k)
     out += instruction_problems(spec)
-    return out
+    return list(dict.fromkeys(out))  # an environment record two tasks need: reported once
