@@ -325,6 +325,8 @@ class ExportFormat(models.TextChoices):
     OPENAI = "openai", "OpenAI chat fine-tuning JSONL"
     TRL = "trl", "TRL messages + tools JSONL"
     SHAREGPT = "sharegpt", "LLaMA-Factory ShareGPT JSONL"
+    TRL_TURNS = "trl_turns", "TRL prompt-completion JSONL (one row per trained turn)"
+    SHAREGPT_TURNS = "sharegpt_turns", "LLaMA-Factory ShareGPT JSONL (one row per trained turn)"
     ROLLOUTS = "rollouts", "Scored rollouts JSONL (offline RL)"
     CARD = "card", "Dataset card (Markdown)"
     GRPO = "grpo", "TRL GRPO prompts JSONL"

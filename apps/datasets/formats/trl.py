@@ -32,6 +32,11 @@ from apps.core.text import count_of, noun_for
 from apps.datasets.formats.lint import Linter, check_conversation, check_tools
 from apps.datasets.formats.media import Media, has_images, structured, text_only, trl_images
 
+LAYOUT = (
+    "one row per trajectory (messages); SFTTrainer trains every assistant turn, excluded "
+    "ones too, unless a collator masks the `weight: 0` messages (use `trl_turns` otherwise)"
+)
+
 
 def _arguments_object(arguments: Any) -> Any:
     if isinstance(arguments, str):

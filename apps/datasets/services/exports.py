@@ -40,7 +40,13 @@ from django.urls import reverse
 from django.utils.text import slugify
 
 from apps.datasets.card import render_card
-from apps.datasets.formats import FORMATS, dataset_info_entry, normalize_messages, normalize_tools
+from apps.datasets.formats import (
+    FORMATS,
+    dataset_info_entry,
+    format_rows,
+    normalize_messages,
+    normalize_tools,
+)
 from apps.datasets.formats.long import LongCounts, fit
 from apps.datasets.formats.media import Media, has_images
 from apps.datasets.models import (
@@ -56,7 +62,14 @@ from apps.environments.attachments import attachment_bytes
 
 logger = logging.getLogger(__name__)
 
-JSONL_FORMATS = (ExportFormat.OPENAI, ExportFormat.TRL, ExportFormat.SHAREGPT)
+JSONL_FORMATS = (
+    ExportFormat.OPENAI,
+    ExportFormat.TRL,
+    ExportFormat.SHAREGPT,
+    ExportFormat.TRL_TURNS,
+    ExportFormat.SHAREGPT_TURNS,
+)
+SHAREGPT_FORMATS = (ExportFormat.SHAREGPT, ExportFormat.SHAREGPT_TURNS)
 BUNDLED_FORMATS = (ExportFormat.TRL, ExportFormat.SHAREGPT)  # zip bundles when with images
 CHUNK_SIZE = 500
 
@@ -151,9 +164,11 @@ def fitted_rows(
 
 
 def render_line(fmt: str, messages: list, tools: list, media: Media | None = None) -> str:
-    """One exported line; ``messages`` and ``tools`` as ``fitted_rows`` gives them."""
-    row = FORMATS[fmt]["row"](messages, tools, media)
-    return json.dumps(row, ensure_ascii=False) + "\n"
+    """The exported lines of one transcript (one, or one per trained turn for the ``*_turns``
+    formats, each with its newline); ``messages`` and ``tools`` as ``fitted_rows`` gives
+    them."""
+    rows = format_rows(fmt, messages, tools, media)
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 def export_lines(version: DatasetVersion, fmt: str, split: str) -> Iterator[tuple[str, int]]:
@@ -187,7 +202,8 @@ class _Sink:
         self.file.write(data)
         self.hash.update(data)
         self.size += len(data)
-        self.linter.check_line(line, ref=ref)
+        for text in line.splitlines():  # JSON escapes newlines: one row a line
+            self.linter.check_line(text, ref=ref)
 
     def discard(self) -> None:
         self.file.close()
@@ -316,11 +332,12 @@ def dataset_info(version: DatasetVersion) -> dict:
     stem = f"{slugify(version.dataset.name).replace('-', '_') or 'dataset'}_v{version.number}"
     entries = {}
     for export in version.exports.all():
-        if export.format == ExportFormat.SHAREGPT and export.offered:
+        if export.format in SHAREGPT_FORMATS and export.offered:
             if is_bundle(export):  # its own dataset_info.json is inside the zip
                 continue
-            entries[f"{stem}_{export.split}"] = dataset_info_entry(
-                file_name=download_filename(version, ExportFormat.SHAREGPT, export.split)
+            key = stem if export.format == ExportFormat.SHAREGPT else f"{stem}_turns"
+            entries[f"{key}_{export.split}"] = dataset_info_entry(
+                file_name=download_filename(version, export.format, export.split)
             )
     return dict(sorted(entries.items()))
 
