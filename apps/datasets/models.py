@@ -325,6 +325,7 @@ class ExportFormat(models.TextChoices):
     OPENAI = "openai", "OpenAI chat fine-tuning JSONL"
     TRL = "trl", "TRL messages + tools JSONL"
     SHAREGPT = "sharegpt", "LLaMA-Factory ShareGPT JSONL"
+    TRL_PARQUET = "trl_parquet", "TRL Parquet (images as an Image feature)"
     TRL_TURNS = "trl_turns", "TRL prompt-completion JSONL (one row per trained turn)"
     SHAREGPT_TURNS = "sharegpt_turns", "LLaMA-Factory ShareGPT JSONL (one row per trained turn)"
     ROLLOUTS = "rollouts", "Scored rollouts JSONL (offline RL)"

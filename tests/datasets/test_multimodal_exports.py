@@ -67,6 +67,8 @@ def test_every_format_is_offered_and_the_bundles_are_zips(version):
         ("trl", "validation"): "empty",
         ("sharegpt_turns", "train"): "ready",  # text only: JSONL
         ("sharegpt_turns", "validation"): "empty",
+        ("trl_parquet", "train"): "ready",
+        ("trl_parquet", "validation"): "empty",
         ("trl_turns", "train"): "ready",
         ("trl_turns", "validation"): "empty",
     }

@@ -15,6 +15,8 @@ Formats (see ``FORMATS``):
   with ``name``; ``tools`` as a JSON string);
 - ``sharegpt``: LLaMA-Factory ShareGPT rows (``conversations`` that alternate,
   ``system``, ``tools`` as a JSON string; ``"loss": false`` on excluded turns);
+- ``trl_parquet``: the ``trl`` rows as Parquet with an ``Image`` feature (written by
+  ``services/bundles.py`` with ``datasets``);
 - ``trl_turns`` / ``sharegpt_turns`` (``turns.py``): one row per trained assistant turn,
   TRL prompt-completion rows and ShareGPT rows that end with the turn, so an excluded turn
   is only ever context, whatever the trainer (``"rows"``: a transcript gives several);
@@ -40,7 +42,7 @@ from apps.datasets.formats.transcript import (
     normalize_tools,
     transcript_sha256,
 )
-from apps.datasets.formats.trl import TrlLinter, trl_row
+from apps.datasets.formats.trl import TrlLinter, TrlParquetLinter, trl_row
 from apps.datasets.formats.turns import (
     ShareGptTurnsLinter,
     TrlTurnsLinter,
@@ -66,6 +68,12 @@ FORMATS = {
         "linter": ShareGptLinter,
         "label": "LLaMA-Factory ShareGPT",
         "layout": sharegpt.LAYOUT,
+    },
+    "trl_parquet": {
+        "row": trl_row,
+        "linter": TrlParquetLinter,
+        "label": "TRL SFTTrainer Parquet (images as an Image feature)",
+        "layout": trl.PARQUET_LAYOUT,
     },
     "trl_turns": {
         "rows": trl_turn_rows,

@@ -36,6 +36,11 @@ LAYOUT = (
     "one row per trajectory (messages); SFTTrainer trains every assistant turn, excluded "
     "ones too, unless a collator masks the `weight: 0` messages (use `trl_turns` otherwise)"
 )
+PARQUET_LAYOUT = (
+    "the `trl` rows in one Parquet file, `images` an Image feature holding the pictures "
+    "(`datasets.load_dataset('parquet', data_files=URL)` reads it from the export URL); "
+    "weights as in `trl`"
+)
 
 
 def _arguments_object(arguments: Any) -> Any:
@@ -142,3 +147,9 @@ class TrlLinter(Linter):
             except ValueError:
                 problem("`tools` is not valid JSON.")
         check_conversation(row.get("messages"), problem, arguments_as="object", tools=names)
+
+
+class TrlParquetLinter(TrlLinter):
+    """The ``trl`` rules: the Parquet file holds the same rows (services/bundles.py)."""
+
+    format = "trl_parquet"

@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import tempfile
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -58,6 +57,7 @@ from apps.datasets.models import (
     ExportStatus,
     RowSplit,
 )
+from apps.datasets.services.bundles import PARQUET_MISSING, bundle_write, trl_parquet_write
 from apps.environments.attachments import attachment_bytes
 
 logger = logging.getLogger(__name__)
@@ -69,6 +69,8 @@ JSONL_FORMATS = (
     ExportFormat.TRL_TURNS,
     ExportFormat.SHAREGPT_TURNS,
 )
+SFT_FORMATS = (*JSONL_FORMATS, ExportFormat.TRL_PARQUET)  # what an sft version writes
+PARQUET_FORMATS = (ExportFormat.VERL, ExportFormat.TRL_PARQUET)
 SHAREGPT_FORMATS = (ExportFormat.SHAREGPT, ExportFormat.SHAREGPT_TURNS)
 BUNDLED_FORMATS = (ExportFormat.TRL, ExportFormat.SHAREGPT)  # zip bundles when with images
 CHUNK_SIZE = 500
@@ -90,6 +92,8 @@ def export_relative_path(
 ) -> str:
     if fmt == ExportFormat.CARD:
         name = "card.md"
+    elif fmt == ExportFormat.TRL_PARQUET:
+        name = f"{fmt}-{split}.parquet"
     else:
         name = f"{fmt}-{split}.zip" if bundle else f"{fmt}-{split}.jsonl"
     return str((export_directory(version) / name).relative_to(settings.MEDIA_ROOT))
@@ -109,7 +113,7 @@ def download_filename(
         return f"{stem}-card.md"
     if bundle:
         return f"{stem}-{fmt}-{split}.zip"
-    suffix = "parquet" if fmt == ExportFormat.VERL else "jsonl"
+    suffix = "parquet" if fmt in PARQUET_FORMATS else "jsonl"
     return f"{stem}-{fmt}-{split}.{suffix}"
 
 
@@ -214,7 +218,7 @@ def exports_write(
     *,
     version: DatasetVersion,
     split: str,
-    formats=JSONL_FORMATS,
+    formats=SFT_FORMATS,
     on_row: Callable[[int], None] | None = None,
 ) -> list[DatasetExport]:
     """Write, lint and record the given formats of one split in a single pass over its rows.
@@ -250,10 +254,19 @@ def exports_write(
         bundle = media is not None and sink.format in BUNDLED_FORMATS
         relative = export_relative_path(version, sink.format, split, bundle=bundle)
         digest = sink.hash.hexdigest()
-        if status == ExportStatus.READY and bundle:
+        if status == ExportStatus.READY and sink.format == ExportFormat.TRL_PARQUET:
+            try:
+                sink.size, digest = trl_parquet_write(
+                    Path(sink.temp_path), Path(settings.MEDIA_ROOT) / relative, media
+                )
+            except ImportError:
+                sink.linter.error(None, PARQUET_MISSING)
+                status = ExportStatus.INVALID
+            Path(sink.temp_path).unlink(missing_ok=True)
+        elif status == ExportStatus.READY and bundle:
             target = Path(settings.MEDIA_ROOT) / relative
             source = Path(sink.temp_path)
-            sink.size, digest = _bundle_write(source, target, sink.format, split, media)
+            sink.size, digest = bundle_write(source, target, sink.format, split, media)
             Path(sink.temp_path).unlink(missing_ok=True)
         elif status == ExportStatus.READY:
             os.replace(sink.temp_path, Path(settings.MEDIA_ROOT) / relative)
@@ -286,45 +299,6 @@ def split_has_images(version: DatasetVersion, split: str) -> bool:
         has_images(normalize_messages(transcript))
         for _, transcript, _, _ in row_source(version, split)
     )
-
-
-def _bundle_write(jsonl: Path, target: Path, fmt: str, split: str, media: Media) -> tuple[int, str]:
-    """Zip the linted rows with the images they name; returns (size, sha256) of the zip.
-    Entries are written in a fixed order with a fixed date, so a rebuild gives the same
-    bytes."""
-    handle, temp_path = tempfile.mkstemp(dir=target.parent, prefix=f".{fmt}-{split}-zip-")
-    os.close(handle)
-    stamp = (2026, 1, 1, 0, 0, 0)
-
-    def add(archive: zipfile.ZipFile, name: str, data: bytes, method: int) -> None:
-        info = zipfile.ZipInfo(name, date_time=stamp)
-        info.compress_type = method
-        archive.writestr(info, data)
-
-    with zipfile.ZipFile(temp_path, "w") as archive:
-        if fmt == ExportFormat.TRL:
-            lines = []
-            for line in jsonl.read_text("utf-8").splitlines():
-                row = json.loads(line)
-                row["file_names"] = row.pop("images", [])
-                lines.append(json.dumps(row, ensure_ascii=False))
-            add(archive, "metadata.jsonl", ("\n".join(lines) + "\n").encode(), zipfile.ZIP_DEFLATED)
-        else:
-            name = f"{fmt}-{split}.jsonl"
-            add(archive, name, jsonl.read_bytes(), zipfile.ZIP_DEFLATED)
-            info = {f"coworkenv_{split}": dataset_info_entry(file_name=name, images=True)}
-            add(
-                archive,
-                "dataset_info.json",
-                (json.dumps(info, indent=2) + "\n").encode(),
-                zipfile.ZIP_DEFLATED,
-            )
-        for path in sorted(media.files):
-            add(archive, path, media.files[path], zipfile.ZIP_STORED)
-    digest = hashlib.sha256(Path(temp_path).read_bytes()).hexdigest()
-    size = Path(temp_path).stat().st_size
-    os.replace(temp_path, target)
-    return size, digest
 
 
 def dataset_info(version: DatasetVersion) -> dict:
