@@ -148,17 +148,18 @@ def render_viewer(result) -> float:
 def export(result) -> tuple[float, float, int]:
     """(seconds to export the whole trajectory in every format with its linter, seconds to
     split it by turn under half its tokens and export those rows, how many rows)."""
-    from apps.datasets.formats import FORMATS, normalize_messages, normalize_tools
+    from apps.datasets.formats import FORMATS, format_rows, normalize_messages, normalize_tools
     from apps.datasets.formats.long import SPLIT, fit, row_tokens
 
     def estimate(text: str) -> int:
         return -(-len(text) // 4)
 
     def write(rows, tools) -> None:
-        for spec in FORMATS.values():
+        for fmt, spec in FORMATS.items():
             linter = spec["linter"]("validation")
             for row in rows:
-                linter.check_line(json.dumps(spec["row"](row, tools), ensure_ascii=False), ref=1)
+                for line in format_rows(fmt, row, tools):
+                    linter.check_line(json.dumps(line, ensure_ascii=False), ref=1)
             linter.finish()
 
     def whole():

@@ -754,7 +754,9 @@ class VersionExportApi(APIView):
                 "sharegpt: the file, dataset_info.json and images/). Save it as bytes.",
             ),
             (200, PARQUET_TYPE): OpenApiResponse(
-                OpenApiTypes.BINARY, description="format=verl: one Parquet file."
+                OpenApiTypes.BINARY,
+                description="format=verl or trl_parquet: one Parquet file (trl_parquet: "
+                "images inside, as a datasets Image feature).",
             ),
             (200, "text/markdown"): OpenApiResponse(OpenApiTypes.STR, description="format=card"),
             (200, "application/json"): OpenApiResponse(
@@ -762,6 +764,9 @@ class VersionExportApi(APIView):
             ),
             304: OpenApiResponse(description="If-None-Match matched the ETag."),
             404: OpenApiResponse(description="No such version, or the split has no rows."),
+            410: OpenApiResponse(
+                description="A zip bundle or trl_parquet file gone from the cache: rebuild."
+            ),
             409: OpenApiResponse(
                 description="Still building, failed, or the export failed its linter "
                 "(details.lint)."
@@ -779,10 +784,9 @@ class VersionExportApi(APIView):
         if fmt != ExportFormat.CARD and split not in RowSplit.values:
             return _error(f"split is one of {', '.join(RowSplit.values)}.", 400)
         try:
-            export = export_for(version, fmt, split)
-        except ExportUnavailable as exc:
+            return export_response(request, version, export_for(version, fmt, split))
+        except ExportUnavailable as exc:  # 410 from the response: a bundle gone from the cache
             return _error(exc.message, exc.status, exc.extra)
-        return export_response(request, version, export)
 
 
 def _error(message: str, code: int, details: dict | None = None) -> Response:

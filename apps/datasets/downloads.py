@@ -95,14 +95,17 @@ def export_response(request, version: DatasetVersion, export: DatasetExport) -> 
         return response
     bundle = is_bundle(export)
     filename = download_filename(version, export.format, export.split, bundle=bundle)
-    content_type = {ExportFormat.CARD: MARKDOWN_TYPE, ExportFormat.VERL: PARQUET_TYPE}.get(
-        export.format, JSONL_TYPE
-    )
+    content_type = {
+        ExportFormat.CARD: MARKDOWN_TYPE,
+        ExportFormat.VERL: PARQUET_TYPE,
+        ExportFormat.TRL_PARQUET: PARQUET_TYPE,
+    }.get(export.format, JSONL_TYPE)
     content_type = ZIP_TYPE if bundle else content_type
     path = export_absolute_path(export)
-    if bundle and not path.exists():
+    if (bundle or export.format == ExportFormat.TRL_PARQUET) and not path.exists():
+        what = "bundle" if bundle else "Parquet file"
         raise ExportUnavailable(
-            f"The {export.format} bundle of the {export.split} split is no longer cached; "
+            f"The {export.format} {what} of the {export.split} split is no longer cached; "
             "rebuild the version to write it again.",
             410,
         )

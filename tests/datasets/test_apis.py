@@ -85,8 +85,8 @@ def test_card_and_dataset_info(token_client, built_version):
     assert built_version.checksum in text
     info = token_client.get(_export_url(built_version, format="dataset_info")).json()
     assert info == {
-        f"coworker_sft_v1_{split}": {
-            "file_name": f"coworker-sft-v1-sharegpt-{split}.jsonl",
+        f"coworker_sft_v1{key}_{split}": {
+            "file_name": f"coworker-sft-v1-{fmt}-{split}.jsonl",
             "formatting": "sharegpt",
             "columns": {"messages": "conversations", "system": "system", "tools": "tools"},
             "tags": {
@@ -99,6 +99,7 @@ def test_card_and_dataset_info(token_client, built_version):
             },
         }
         for split in ("train", "validation")
+        for key, fmt in (("", "sharegpt"), ("_turns", "sharegpt_turns"))
     }
 
 

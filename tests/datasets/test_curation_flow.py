@@ -59,7 +59,10 @@ def test_review_decisions_decide_what_enters(dataset, author, reviewer, sample_e
         corrected.pk: version.pk,  # the correction, not the original
     }
     by_format = {}
-    for export in built.exports.filter(split="train", status="ready").exclude(format="card"):
+    jsonl = built.exports.filter(split="train", status="ready").exclude(
+        format__in=["card", "trl_parquet"]
+    )
+    for export in jsonl:
         lines = export_absolute_path(export).read_text().splitlines()
         by_format[export.format] = [json.loads(line) for line in lines]
     # OpenAI refuses the train split (2 rows < 10) but TRL and ShareGPT carry the weights.

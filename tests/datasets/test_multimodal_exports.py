@@ -65,6 +65,12 @@ def test_every_format_is_offered_and_the_bundles_are_zips(version):
         ("sharegpt", "validation"): "empty",
         ("trl", "train"): "ready",
         ("trl", "validation"): "empty",
+        ("sharegpt_turns", "train"): "ready",  # text only: JSONL
+        ("sharegpt_turns", "validation"): "empty",
+        ("trl_parquet", "train"): "ready",
+        ("trl_parquet", "validation"): "empty",
+        ("trl_turns", "train"): "ready",
+        ("trl_turns", "validation"): "empty",
     }
     for (fmt, split), export in exports.items():
         if fmt in ("trl", "sharegpt") and split == "train":

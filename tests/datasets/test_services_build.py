@@ -72,8 +72,8 @@ def test_eval_tasks_never_enter(dataset, author, approved_demonstrations):
         export.format == "openai" and export.split == "train" and export.rows < 10
         for export in refused
     ), [(e.format, e.split, e.rows, e.lint) for e in refused]
-    assert exports.count() + refused.count() == 7
-    for export in exports:
+    assert exports.count() + refused.count() == 13
+    for export in exports.exclude(format="trl_parquet"):  # the trl rows, compressed
         text = export_absolute_path(export).read_text()
         assert not any(request in text for request in eval_requests), export
 
@@ -271,7 +271,9 @@ def test_exports_are_cached_linted_and_carded(dataset, author, approved_demonstr
     version = build(dataset, author)
     exports = {(e.format, e.split): e for e in version.exports.all()}
     assert set(exports) == {
-        (fmt, split) for fmt in ("openai", "trl", "sharegpt") for split in ("train", "validation")
+        (fmt, split)
+        for fmt in ("openai", "trl", "sharegpt", "trl_parquet", "trl_turns", "sharegpt_turns")
+        for split in ("train", "validation")
     } | {("card", "")}
     for (fmt, split), export in exports.items():
         assert export.status == ExportStatus.READY, (fmt, split, export.lint)
@@ -281,11 +283,13 @@ def test_exports_are_cached_linted_and_carded(dataset, author, approved_demonstr
         import hashlib
 
         assert hashlib.sha256(data).hexdigest() == export.sha256
-        if fmt != "card":
+        if fmt not in ("card", "trl_parquet"):  # tests/datasets/test_trl_parquet.py
             assert data.decode().count("\n") == export.rows
-            assert export.rows == (
-                version.train_rows if split == "train" else version.validation_rows
-            )
+            trajectories = version.train_rows if split == "train" else version.validation_rows
+            if fmt.endswith("_turns"):  # one row per trained turn
+                assert export.rows > trajectories
+            else:
+                assert export.rows == trajectories
     card = export_absolute_path(exports[("card", "")]).read_text()
     assert version.checksum in card
     assert "Coworker SFT — version 1" in card
@@ -318,7 +322,7 @@ def test_verify(dataset, author, approved_demonstrations):
     assert job.status == JobStatus.SUCCEEDED
     assert version.verify_ok is True
     assert version.verify_message == (
-        "Verified: 18 rows hash to the recorded checksum; 7 cached files match their sha256."
+        "Verified: 18 rows hash to the recorded checksum; 13 cached files match their sha256."
     )
     # Someone edits a stored transcript behind the app's back: verify notices.
     row = DatasetRow.objects.filter(version=version).order_by("split", "position").first()

@@ -60,7 +60,9 @@ def test_seed_demo_is_idempotent_and_fills_every_part(capsys):
         )
     )
     assert offered == {
-        (fmt, split) for fmt in ("openai", "trl", "sharegpt") for split in ("train", "validation")
+        (fmt, split)
+        for fmt in ("openai", "trl", "sharegpt", "trl_parquet", "trl_turns", "sharegpt_turns")
+        for split in ("train", "validation")
     } | {("card", "")}
     assert f"built dataset “{DEMO_DATASET_NAME}” v1: {version.train_rows} train" in out
 

@@ -144,7 +144,9 @@ def _text_or_parts(content: Any) -> bool:
     return True
 
 
-def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[str] | None):
+def check_conversation(
+    messages: Any, problem, *, arguments_as: str, tools: set[str] | None, open_end: bool = False
+):
     """The ordering rules the OpenAI and TRL linters share. ``arguments_as`` is ``"string"``
     (OpenAI: a JSON string that parses to an object) or ``"object"`` (TRL: a dict).
 
@@ -156,6 +158,8 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
       and no call is left unanswered;
     - ``weight`` (0 or 1) only on assistant messages, and at least one assistant message
       with weight 1.
+    ``open_end``: the messages are a prompt and its completion, whose calls a later row's
+    prompt answers, so the last message's calls may stay open.
     Returns the number of assistant messages with more than one tool call.
     """
     if not isinstance(messages, list) or not messages:
@@ -247,7 +251,7 @@ def check_conversation(messages: Any, problem, *, arguments_as: str, tools: set[
             name = open_calls.pop(call_id)
             if arguments_as == "object" and message.get("name") != name:
                 problem(f"{where}: a tool message must carry the called function's name {name!r}.")
-    if open_calls:
+    if open_calls and not (open_end and messages[-1].get("role") == "assistant"):
         ids = ", ".join(sorted(open_calls))
         if len(open_calls) == 1:
             problem(f"Call {ids} has no tool result.")

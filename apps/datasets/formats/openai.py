@@ -33,6 +33,10 @@ from apps.datasets.formats.lint import Linter, check_conversation, check_tools
 from apps.datasets.formats.media import Media, has_images, openai_images, text_only
 
 ALLOWED_KEYS = {"messages", "tools", "parallel_tool_calls"}
+LAYOUT = (
+    "one row per trajectory; every assistant message carries `weight`, and OpenAI "
+    "fine-tuning trains only the weight-1 ones"
+)
 MIN_EXAMPLES = 10
 
 

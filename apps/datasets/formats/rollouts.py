@@ -51,6 +51,7 @@ KEYS = {
     "episode",
 }
 CREDITS = ("trajectory", "turn", "call")
+LAYOUT = "one row per scored rollout: the whole episode, its reward and per-turn advantages"
 
 
 def message_advantages(

@@ -44,6 +44,10 @@ from apps.datasets.formats.lint import Linter
 from apps.datasets.formats.media import IMAGE_TOKEN, Media, sharegpt_images
 from coworkenv_engine.attachments import message_text
 
+LAYOUT = (
+    'one row per trajectory; excluded turns carry `"loss": false`, which LLaMA-Factory '
+    "ignores, so it trains them (use `sharegpt_turns` otherwise)"
+)
 HUMAN_SIDE = ("human", "observation")
 MODEL_SIDE = ("gpt", "function_call")
 

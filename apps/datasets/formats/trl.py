@@ -32,6 +32,16 @@ from apps.core.text import count_of, noun_for
 from apps.datasets.formats.lint import Linter, check_conversation, check_tools
 from apps.datasets.formats.media import Media, has_images, structured, text_only, trl_images
 
+LAYOUT = (
+    "one row per trajectory (messages); SFTTrainer trains every assistant turn, excluded "
+    "ones too, unless a collator masks the `weight: 0` messages (use `trl_turns` otherwise)"
+)
+PARQUET_LAYOUT = (
+    "the `trl` rows in one Parquet file, `images` an Image feature holding the pictures "
+    "(`datasets.load_dataset('parquet', data_files=URL)` reads it from the export URL); "
+    "weights as in `trl`"
+)
+
 
 def _arguments_object(arguments: Any) -> Any:
     if isinstance(arguments, str):
@@ -137,3 +147,9 @@ class TrlLinter(Linter):
             except ValueError:
                 problem("`tools` is not valid JSON.")
         check_conversation(row.get("messages"), problem, arguments_as="object", tools=names)
+
+
+class TrlParquetLinter(TrlLinter):
+    """The ``trl`` rules: the Parquet file holds the same rows (services/bundles.py)."""
+
+    format = "trl_parquet"

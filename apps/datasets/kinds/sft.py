@@ -26,7 +26,7 @@ from apps.datasets.kinds.sft_read import Candidate, Read, read_demonstrations
 from apps.datasets.models import DatasetExport, DatasetKind, DatasetRow, DatasetVersion
 from apps.datasets.services.exports import (
     CHUNK_SIZE,
-    JSONL_FORMATS,
+    SFT_FORMATS,
     card_info,
     exports_write,
     fitted_rows,
@@ -215,7 +215,7 @@ def _figures(version, read: Read, split: _Split, tokens: dict, mix: dict, counte
 
 class SftKind:
     kind = DatasetKind.SFT
-    formats = JSONL_FORMATS
+    formats = SFT_FORMATS
 
     def rows(self, version: DatasetVersion, context: JobContext, counter: TokenCounter) -> Built:
         read = read_demonstrations(version, context, counter)

@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import tempfile
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -42,7 +41,13 @@ from django.urls import reverse
 from django.utils.text import slugify
 
 from apps.core.exceptions import ApplicationError
-from apps.datasets.formats import FORMATS, dataset_info_entry, normalize_messages, normalize_tools
+from apps.datasets.formats import (
+    FORMATS,
+    dataset_info_entry,
+    format_rows,
+    normalize_messages,
+    normalize_tools,
+)
 from apps.datasets.formats.long import LongCounts, fit
 from apps.datasets.formats.media import Media, has_images
 from apps.datasets.formats.tokens import TokenCounter, TokenizerUnavailable, token_counter
@@ -54,11 +59,21 @@ from apps.datasets.models import (
     ExportStatus,
     RowSplit,
 )
+from apps.datasets.services.bundles import PARQUET_MISSING, bundle_write, trl_parquet_write
 from apps.environments.attachments import attachment_bytes
 
 logger = logging.getLogger(__name__)
 
-JSONL_FORMATS = (ExportFormat.OPENAI, ExportFormat.TRL, ExportFormat.SHAREGPT)
+JSONL_FORMATS = (
+    ExportFormat.OPENAI,
+    ExportFormat.TRL,
+    ExportFormat.SHAREGPT,
+    ExportFormat.TRL_TURNS,
+    ExportFormat.SHAREGPT_TURNS,
+)
+SFT_FORMATS = (*JSONL_FORMATS, ExportFormat.TRL_PARQUET)  # what an sft version writes
+PARQUET_FORMATS = (ExportFormat.VERL, ExportFormat.TRL_PARQUET)
+SHAREGPT_FORMATS = (ExportFormat.SHAREGPT, ExportFormat.SHAREGPT_TURNS)
 BUNDLED_FORMATS = (ExportFormat.TRL, ExportFormat.SHAREGPT)  # zip bundles when with images
 CHUNK_SIZE = 500
 
@@ -96,6 +111,8 @@ def export_relative_path(
 ) -> str:
     if fmt == ExportFormat.CARD:
         name = "card.md"
+    elif fmt == ExportFormat.TRL_PARQUET:
+        name = f"{fmt}-{split}.parquet"
     else:
         name = f"{fmt}-{split}.zip" if bundle else f"{fmt}-{split}.jsonl"
     return str((export_directory(version) / name).relative_to(settings.MEDIA_ROOT))
@@ -115,7 +132,7 @@ def download_filename(
         return f"{stem}-card.md"
     if bundle:
         return f"{stem}-{fmt}-{split}.zip"
-    suffix = "parquet" if fmt == ExportFormat.VERL else "jsonl"
+    suffix = "parquet" if fmt in PARQUET_FORMATS else "jsonl"
     return f"{stem}-{fmt}-{split}.{suffix}"
 
 
@@ -178,9 +195,11 @@ def fitted_rows(
 
 
 def render_line(fmt: str, messages: list, tools: list, media: Media | None = None) -> str:
-    """One exported line; ``messages`` and ``tools`` as ``fitted_rows`` gives them."""
-    row = FORMATS[fmt]["row"](messages, tools, media)
-    return json.dumps(row, ensure_ascii=False) + "\n"
+    """The exported lines of one transcript (one, or one per trained turn for the ``*_turns``
+    formats, each with its newline); ``messages`` and ``tools`` as ``fitted_rows`` gives
+    them."""
+    rows = format_rows(fmt, messages, tools, media)
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 class Sink:
@@ -199,7 +218,8 @@ class Sink:
         self.file.write(data)
         self.hash.update(data)
         self.size += len(data)
-        self.linter.check_line(line, ref=ref)
+        for text in line.splitlines():  # JSON escapes newlines: one row a line
+            self.linter.check_line(text, ref=ref)
 
     def discard(self) -> None:
         self.file.close()
@@ -210,7 +230,7 @@ def exports_write(
     *,
     version: DatasetVersion,
     split: str,
-    formats=JSONL_FORMATS,
+    formats=SFT_FORMATS,
     on_row: Callable[[int], None] | None = None,
 ) -> list[DatasetExport]:
     """Write, lint and record the given formats of one split in a single pass over its rows.
@@ -246,10 +266,19 @@ def exports_write(
         bundle = media is not None and sink.format in BUNDLED_FORMATS
         relative = export_relative_path(version, sink.format, split, bundle=bundle)
         digest = sink.hash.hexdigest()
-        if status == ExportStatus.READY and bundle:
+        if status == ExportStatus.READY and sink.format == ExportFormat.TRL_PARQUET:
+            try:
+                sink.size, digest = trl_parquet_write(
+                    Path(sink.temp_path), Path(settings.MEDIA_ROOT) / relative, media
+                )
+            except ImportError:
+                sink.linter.error(None, PARQUET_MISSING)
+                status = ExportStatus.INVALID
+            Path(sink.temp_path).unlink(missing_ok=True)
+        elif status == ExportStatus.READY and bundle:
             target = Path(settings.MEDIA_ROOT) / relative
             source = Path(sink.temp_path)
-            sink.size, digest = _bundle_write(source, target, sink.format, split, media)
+            sink.size, digest = bundle_write(source, target, sink.format, split, media)
             Path(sink.temp_path).unlink(missing_ok=True)
         elif status == ExportStatus.READY:
             os.replace(sink.temp_path, Path(settings.MEDIA_ROOT) / relative)
@@ -284,55 +313,17 @@ def split_has_images(version: DatasetVersion, split: str) -> bool:
     )
 
 
-def _bundle_write(jsonl: Path, target: Path, fmt: str, split: str, media: Media) -> tuple[int, str]:
-    """Zip the linted rows with the images they name; returns (size, sha256) of the zip.
-    Entries are written in a fixed order with a fixed date, so a rebuild gives the same
-    bytes."""
-    handle, temp_path = tempfile.mkstemp(dir=target.parent, prefix=f".{fmt}-{split}-zip-")
-    os.close(handle)
-    stamp = (2026, 1, 1, 0, 0, 0)
-
-    def add(archive: zipfile.ZipFile, name: str, data: bytes, method: int) -> None:
-        info = zipfile.ZipInfo(name, date_time=stamp)
-        info.compress_type = method
-        archive.writestr(info, data)
-
-    with zipfile.ZipFile(temp_path, "w") as archive:
-        if fmt == ExportFormat.TRL:
-            lines = []
-            for line in jsonl.read_text("utf-8").splitlines():
-                row = json.loads(line)
-                row["file_names"] = row.pop("images", [])
-                lines.append(json.dumps(row, ensure_ascii=False))
-            add(archive, "metadata.jsonl", ("\n".join(lines) + "\n").encode(), zipfile.ZIP_DEFLATED)
-        else:
-            name = f"{fmt}-{split}.jsonl"
-            add(archive, name, jsonl.read_bytes(), zipfile.ZIP_DEFLATED)
-            info = {f"coworkenv_{split}": dataset_info_entry(file_name=name, images=True)}
-            add(
-                archive,
-                "dataset_info.json",
-                (json.dumps(info, indent=2) + "\n").encode(),
-                zipfile.ZIP_DEFLATED,
-            )
-        for path in sorted(media.files):
-            add(archive, path, media.files[path], zipfile.ZIP_STORED)
-    digest = hashlib.sha256(Path(temp_path).read_bytes()).hexdigest()
-    size = Path(temp_path).stat().st_size
-    os.replace(temp_path, target)
-    return size, digest
-
-
 def dataset_info(version: DatasetVersion) -> dict:
     """LLaMA-Factory ``dataset_info.json`` entries for the version's offered ShareGPT files."""
     stem = f"{slugify(version.dataset.name).replace('-', '_') or 'dataset'}_v{version.number}"
     entries = {}
     for export in version.exports.all():
-        if export.format == ExportFormat.SHAREGPT and export.offered:
+        if export.format in SHAREGPT_FORMATS and export.offered:
             if is_bundle(export):  # its own dataset_info.json is inside the zip
                 continue
-            entries[f"{stem}_{export.split}"] = dataset_info_entry(
-                file_name=download_filename(version, ExportFormat.SHAREGPT, export.split)
+            key = stem if export.format == ExportFormat.SHAREGPT else f"{stem}_turns"
+            entries[f"{key}_{export.split}"] = dataset_info_entry(
+                file_name=download_filename(version, export.format, export.split)
             )
     return dict(sorted(entries.items()))
 
