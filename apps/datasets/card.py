@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from apps.datasets.formats import FORMATS
+
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
 
 
@@ -84,6 +86,9 @@ WEIGHTS_NOTE = [
     "- **LLaMA-Factory** (`sharegpt`): **not honoured**: its stock ShareGPT loader ignores "
     '`"loss": false` (an AgentGym convention); it takes a weight-aware collator to leave '
     "excluded turns out.",
+    "- **Any trainer, unchanged**: the `trl_turns` (TRL's prompt-completion) and "
+    "`sharegpt_turns` (LLaMA-Factory with `mask_history: true`) layouts make each trained "
+    "turn a completion of its own, so an excluded turn is only ever prompt, never a label.",
 ]
 
 MAX_REMOVALS_SHOWN = 50
@@ -307,21 +312,16 @@ def _lineage_section(info: dict[str, Any]) -> list[str]:
     ]
 
 
-FORMAT_NOTES = [
-    "- `openai`: OpenAI chat fine-tuning JSONL. `arguments` are JSON strings, every "
-    "assistant message has `weight` (0 = a turn a reviewer excluded from training), "
-    "`tools` and, when no step makes parallel calls, `parallel_tool_calls: false`.",
-    "- `trl`: TRL SFTTrainer rows `{messages, tools}`: `arguments` are objects, tool "
-    "messages carry `name`, `tools` is a JSON string (TRL decodes it). TRL has no "
-    "per-turn loss weight in this format: assistant messages keep `weight` for a custom "
-    "collator; SFTTrainer alone trains every assistant turn.",
-    "- `sharegpt`: LLaMA-Factory ShareGPT rows `{conversations, system, tools}` that obey "
-    'its alternation rule; excluded model turns carry `"loss": false`; text an '
-    "assistant wrote beside a tool call is not kept in this format.",
-    "",
-    *WEIGHTS_NOTE,
-    "",
-]
+def _format_notes(exports: list[dict[str, Any]]) -> list[str]:
+    """What a row of each exported format holds and how its trainer treats the weights
+    (each format's ``layout``)."""
+    shown = {e["format"] for e in exports}
+    notes = [
+        f"- `{fmt}`: {entry['layout']}."
+        for fmt, entry in FORMATS.items()
+        if fmt in shown and entry.get("layout")
+    ]
+    return [*notes, "", *WEIGHTS_NOTE, ""] if notes else [*WEIGHTS_NOTE, ""]
 
 
 def _files_section(info: dict[str, Any]) -> list[str]:
@@ -343,10 +343,10 @@ def _files_section(info: dict[str, Any]) -> list[str]:
             ],
         )
         lines.append("")
-    lines += FORMAT_NOTES
+    lines += _format_notes(exports)
     if info.get("dataset_info"):
         lines += [
-            "LLaMA-Factory `dataset_info.json` entries (save the files under these names):",
+            "LLaMA-Factory `dataset_info.json` entries (the download keeps these names):",
             "",
             "```json",
             json.dumps(info["dataset_info"], indent=2, ensure_ascii=False),
@@ -361,7 +361,7 @@ def _files_section(info: dict[str, Any]) -> list[str]:
             "",
             "```sh",
             'curl -H "Authorization: Bearer $COWORKENV_TOKEN" \\',
-            f'  "$COWORKENV_URL{info["api"]}?format={fmt}&split={split}" -o {split}.jsonl',
+            f'  "$COWORKENV_URL{info["api"]}?format={fmt}&split={split}" -OJ',
             "```",
             "",
         ]

@@ -160,10 +160,10 @@ def test_every_sft_format_says_its_layout():
 def tiny(tmp_path_factory):
     pytest.importorskip("trl")  # the `train` extra
     transformers = pytest.importorskip("transformers")
-    from apps.training.sft import build_tiny_preset
+    from apps.training.presets import build_text_preset
 
     trl_row = FORMATS["trl"]["row"](normalize_messages(TRANSCRIPT), normalize_tools(TOOLS))
-    directory = build_tiny_preset([trl_row], tmp_path_factory.mktemp("preset") / "base", seed=0)
+    directory = build_text_preset([trl_row], tmp_path_factory.mktemp("preset") / "base", seed=0)
     return directory, transformers.AutoTokenizer.from_pretrained(directory), trl_row
 
 

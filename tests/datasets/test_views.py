@@ -392,7 +392,7 @@ def test_the_sample_api_url_names_an_offered_export(
     from apps.datasets.services import export_absolute_path
 
     text = export_absolute_path(card).read_text()
-    assert '?format=trl&split=train" -o train.jsonl' in text
+    assert '?format=trl&split=train" -OJ' in text
     assert "format=openai" not in text.split("Download over the REST API")[1]
     # The preference order, and nothing offered at all.
     assert sample_export([{"format": "sharegpt", "split": "validation", "status": "ready"}]) == (
