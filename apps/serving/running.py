@@ -69,9 +69,7 @@ def _poll(context: JobContext, server: ModelServer, running, started: datetime, 
     return ""
 
 
-def model_server_run(
-    context: JobContext, *, clock: Callable[[], datetime] = timezone.now, wait=None
-) -> str:
+def model_server_run(context: JobContext, *, clock: Callable[[], datetime] = timezone.now) -> str:
     """Serve until stopped; the job's closing message."""
     server = ModelServer.objects.select_related("job", "project").get(job=context.job)
     command = _prepare(server)
@@ -86,7 +84,7 @@ def model_server_run(
             closing = _poll(context, server, running, started, clock())
             if closing:
                 return closing
-            (wait or process.wait_interval)()
+            process.wait_interval()
     finally:
         process.stop(running)
         _append_log(server, log.read())
