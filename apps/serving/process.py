@@ -60,13 +60,14 @@ def server_command(server: ModelServer) -> list[str]:
         command += ["--enable-auto-tool-choice", "--tool-call-parser", server.tool_call_parser]
         return [*command, "--host", host, "--port", port]
     device = "cpu" if settings.SERVING_DEVICE == "cpu" else "auto"
+    # transformers parses by model type; hermes is the one parser it can be given besides
+    hermes = ["--tool-call-parser", "hermes"] if server.tool_call_parser == "hermes" else []
     return [
         sys.executable,
         "-m",
         "apps.serving.transformers_server",
         server.adapter_path or server.model_path,
-        "--tool-call-parser",
-        server.tool_call_parser,
+        *hermes,
         "--host",
         host,
         "--port",

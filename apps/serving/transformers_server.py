@@ -12,7 +12,8 @@ Two things are changed in transformers 5.x's server, both about tool calls, noth
   which is what vLLM's hermes parser does too.
 - **``--tool-call-parser hermes``** gives a model whose type has no response template (a
   Llama or Mistral fine-tuned on the Hermes format) the Qwen template's parsing: Hermes and
-  Qwen2.5 share ``<tool_call>{"name", "arguments"}</tool_call>`` in ChatML turns.
+  Qwen2.5 share ``<tool_call>{"name", "arguments"}</tool_call>`` in ChatML turns. Only a
+  model whose chat template writes ``<tool_call>`` gets it; others stay unparsed (text).
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ def _with_hermes(get_template, fallbacks: dict):
     hermes = next(value for types, value in fallbacks.items() if HERMES_MODEL_TYPE in types)
 
     def get_response_template(processor, model):
-        return get_template(processor, model) or hermes
+        own = get_template(processor, model)
+        if own is not None:
+            return own
+        tokenizer = getattr(processor, "tokenizer", processor)
+        return hermes if "<tool_call>" in str(tokenizer.chat_template or "") else None
 
     return get_response_template
 

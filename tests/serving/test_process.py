@@ -1,0 +1,98 @@
+"""The commands each engine is started with, and the launcher's two changes to
+``transformers serve`` (malformed calls as text, Hermes parsing for ChatML models)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import transformers
+from transformers.cli.serving import utils
+
+from apps.serving import transformers_server
+from apps.serving.models import Engine, ModelServer
+from apps.serving.process import choose_engine, server_command
+
+
+def _server(**fields) -> ModelServer:
+    values = {"model_path": "Qwen/Qwen2.5-0.5B-Instruct", "host": "127.0.0.1", "port": 8123}
+    return ModelServer(pk=7, **{"tool_call_parser": "hermes", **values, **fields})
+
+
+def test_vllm_commands_full_and_adapter():
+    vllm = str(Path(sys.executable).with_name("vllm"))
+    assert server_command(_server(engine=Engine.VLLM)) == [
+        vllm, "serve", "Qwen/Qwen2.5-0.5B-Instruct", "--served-model-name", "served-7",
+        "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+        "--host", "127.0.0.1", "--port", "8123",
+    ]  # fmt: skip
+    adapter = _server(engine=Engine.VLLM, adapter_path="/models/a", tool_call_parser="mistral")
+    assert server_command(adapter)[2:7] == [
+        "Qwen/Qwen2.5-0.5B-Instruct", "--enable-lora", "--lora-modules", "served-7=/models/a",
+        "--enable-auto-tool-choice",
+    ]  # fmt: skip
+    assert adapter.served_name == "served-7"
+
+
+def test_transformers_commands(settings):
+    settings.SERVING_DEVICE = "cpu"
+    server = _server(engine=Engine.TRANSFORMERS, adapter_path="/models/a")
+    assert server_command(server)[1:] == [
+        "-m", "apps.serving.transformers_server", "/models/a", "--tool-call-parser", "hermes",
+        "--host", "127.0.0.1", "--port", "8123", "--device", "cpu", "--log-level", "info",
+    ]  # fmt: skip
+    assert server.served_name == "/models/a"  # a pinned server answers to its path only
+    assert "--tool-call-parser" not in server_command(_server(tool_call_parser="llama3_json"))
+
+
+def test_the_engine_is_vllm_only_where_it_is_installed(settings):
+    settings.SERVING_ENGINE = "auto"
+    assert choose_engine() == Engine.TRANSFORMERS  # this machine has no vllm
+    settings.SERVING_ENGINE = "vllm"
+    assert choose_engine() == Engine.VLLM
+
+
+def test_launcher_arguments():
+    assert transformers_server.split_arguments(
+        ["m", "--tool-call-parser", "hermes", "--port", "1"]
+    ) == (
+        True,
+        ["m", "--port", "1"],
+    )
+    assert transformers_server.split_arguments(["m"]) == (False, ["m"])
+    with pytest.raises(SystemExit, match="only hermes"):
+        transformers_server.split_arguments(["m", "--tool-call-parser", "pythonic"])
+
+
+class _Tokenizer:
+    def __init__(self, chat_template):
+        self.chat_template = chat_template
+
+
+class _Model:
+    def __init__(self, model_type):
+        self.config = transformers.PretrainedConfig()
+        self.config.model_type = model_type
+
+
+def test_hermes_parsing_only_for_chatml_tool_call_templates():
+    with_hermes = transformers_server._with_hermes(
+        utils.get_response_template, utils._RESPONSE_TEMPLATE_FALLBACKS
+    )
+    qwen = utils._RESPONSE_TEMPLATE_FALLBACKS[next(iter(utils._RESPONSE_TEMPLATE_FALLBACKS))]
+    hermes_tokenizer = _Tokenizer("{{ '<tool_call>' }}")
+    assert with_hermes(hermes_tokenizer, _Model("llama")) is qwen
+    assert with_hermes(_Tokenizer("{{ '[TOOL_CALLS]' }}"), _Model("mistral")) is None
+    gemma = with_hermes(hermes_tokenizer, _Model("gemma4"))
+    assert gemma is not qwen and gemma["start_anchor"][0] == "<|turn>model\n"
+
+
+def test_a_parse_error_gives_the_reply_back_as_text():
+    def refuses(*args, **kwargs):
+        raise ValueError("json parser could not parse region as JSON.")
+
+    tolerant = transformers_server._tolerant(refuses)
+    assert tolerant(None, None, [1], input_ids=[2], cleaned_content="<tool_call>x") == (
+        "<tool_call>x",
+        None,
+        None,
+    )
