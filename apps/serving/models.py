@@ -42,6 +42,11 @@ class ModelServer(models.Model):
     engine = models.CharField(max_length=16, choices=Engine.choices, blank=True)
     host = models.CharField(max_length=100, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
+    served_model = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="The model name requests carry (set when the worker starts it).",
+    )
     command = models.TextField(blank=True)
     endpoint = models.ForeignKey(
         "llm.ModelEndpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -64,14 +69,6 @@ class ModelServer(models.Model):
 
     @property
     def name(self) -> str:
-        return self.adapter_path or self.model_path
-
-    @property
-    def served_name(self) -> str:
-        """The model name requests carry: ``transformers serve`` pinned to a model answers
-        to its path only; vLLM is given this name (``--served-model-name``)."""
-        if self.engine == Engine.VLLM:
-            return f"served-{self.pk}"
         return self.adapter_path or self.model_path
 
     @property

@@ -46,6 +46,17 @@ def free_port(host: str) -> int:
         return probe.getsockname()[1]
 
 
+def served_model(server: ModelServer) -> str:
+    """The model name requests will carry: vLLM is given ``served-<id>``; a pinned
+    ``transformers serve`` answers to its model folder only (an adapter's: the folder it
+    is merged into, under ``SERVING_ROOT``)."""
+    if server.engine == Engine.VLLM:
+        return f"served-{server.pk}"
+    if server.adapter_path:
+        return str(Path(settings.SERVING_ROOT) / str(server.project_id) / f"{server.pk}-merged")
+    return server.model_path
+
+
 def server_command(server: ModelServer) -> list[str]:
     """The command that serves ``server`` on its host and port, with tool calling on."""
     host, port = server.host, str(server.port)
@@ -53,20 +64,23 @@ def server_command(server: ModelServer) -> list[str]:
         vllm = str(Path(sys.executable).with_name("vllm"))
         if server.adapter_path:
             command = [vllm, "serve", server.model_path, "--enable-lora"]
-            command += ["--lora-modules", f"{server.served_name}={server.adapter_path}"]
+            command += ["--lora-modules", f"{server.served_model}={server.adapter_path}"]
         else:
             command = [vllm, "serve", server.model_path]
-            command += ["--served-model-name", server.served_name]
+            command += ["--served-model-name", server.served_model]
         command += ["--enable-auto-tool-choice", "--tool-call-parser", server.tool_call_parser]
         return [*command, "--host", host, "--port", port]
     device = "cpu" if settings.SERVING_DEVICE == "cpu" else "auto"
     # transformers parses by model type; hermes is the one parser it can be given besides
     hermes = ["--tool-call-parser", "hermes"] if server.tool_call_parser == "hermes" else []
+    model = [server.model_path]
+    if server.adapter_path:
+        model = ["--adapter", server.adapter_path, "--merge-into", server.served_model]
     return [
         sys.executable,
         "-m",
         "apps.serving.transformers_server",
-        server.adapter_path or server.model_path,
+        *model,
         *hermes,
         "--host",
         host,

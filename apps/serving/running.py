@@ -35,10 +35,11 @@ def _prepare(server: ModelServer) -> list[str]:
     server.engine = process.choose_engine()
     server.host = settings.SERVING_HOST
     server.port = process.free_port(server.host)
+    server.served_model = process.served_model(server)
     command = process.server_command(server)
     server.command = " ".join(command)
     server.ready_at = None
-    server.save(update_fields=["engine", "host", "port", "command", "ready_at"])
+    server.save(update_fields=["engine", "host", "port", "served_model", "command", "ready_at"])
     return command
 
 

@@ -52,7 +52,11 @@ def _model_of(trained_model: TrainedModel | None, model_path: str, project) -> d
     if trained_model.kind == ModelKind.REMOTE or not trained_model.path:
         raise ApplicationError("The provider hosts this model; it has no weights to serve.")
     if trained_model.kind == ModelKind.ADAPTER:
-        return {"model_path": trained_model.base_model, "adapter_path": trained_model.path}
+        base = trained_model.base_model
+        if base.startswith("preset:"):  # built for the job: its folder is in the artifacts
+            final = (trained_model.training_job.artifacts or {}).get("final") or {}
+            base = str(final.get("base_model") or "")
+        return {"model_path": base, "adapter_path": trained_model.path}
     return {"model_path": trained_model.path, "adapter_path": ""}
 
 
@@ -153,7 +157,7 @@ def model_server_register(*, server: ModelServer, now: datetime) -> ModelEndpoin
         created_by=server.job.started_by,
         name=f"served-{server.pk}",
         base_url=server.base_url,
-        model=server.served_name,
+        model=server.served_model,
         temperature=0.0,
         max_concurrency=settings.SERVING_MAX_CONCURRENCY,
         served_address=f"{server.host}:{server.port}",

@@ -1,6 +1,11 @@
 """``transformers serve`` as the app starts it on a CPU worker (no Django here):
 
     python -m apps.serving.transformers_server MODEL [--tool-call-parser hermes] [serve flags…]
+    python -m apps.serving.transformers_server --adapter ADAPTER --merge-into DIR [flags…]
+
+``transformers serve`` loads a model folder, not a PEFT adapter (its config has no
+``model_type``), so an adapter is first merged into its base (``peft``'s
+``merge_and_unload``) and the merged folder is served (kept: a restart reuses it).
 
 Two things are changed in transformers 5.x's server, both about tool calls, nothing else:
 
@@ -19,6 +24,7 @@ Two things are changed in transformers 5.x's server, both about tool calls, noth
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 HERMES_MODEL_TYPE = "qwen2"  # the fallback template whose tool calls are Hermes'
 
@@ -66,23 +72,53 @@ def install(*, hermes: bool) -> None:
         )
 
 
-def split_arguments(argv: list[str]) -> tuple[bool, list[str]]:
-    """``(hermes?, the arguments for transformers serve)``."""
+def _take(rest: list[str], flag: str) -> str | None:
+    if flag not in rest:
+        return None
+    at = rest.index(flag)
+    value = rest[at + 1] if at + 1 < len(rest) else ""
+    del rest[at : at + 2]
+    return value
+
+
+def split_arguments(argv: list[str]) -> tuple[dict, list[str]]:
+    """``(this launcher's options, the arguments for transformers serve)``."""
     rest = list(argv)
-    hermes = False
-    if "--tool-call-parser" in rest:
-        at = rest.index("--tool-call-parser")
-        parser = rest[at + 1] if at + 1 < len(rest) else ""
-        if parser != "hermes":
-            raise SystemExit(f"--tool-call-parser: only hermes is known here, not {parser!r}")
-        hermes = True
-        del rest[at : at + 2]
-    return hermes, rest
+    parser = _take(rest, "--tool-call-parser")
+    if parser not in (None, "hermes"):
+        raise SystemExit(f"--tool-call-parser: only hermes is known here, not {parser!r}")
+    options = {
+        "hermes": parser == "hermes",
+        "adapter": _take(rest, "--adapter"),
+        "merge_into": _take(rest, "--merge-into"),
+    }
+    if bool(options["adapter"]) != bool(options["merge_into"]):
+        raise SystemExit("--adapter and --merge-into go together.")
+    return options, rest
+
+
+def merge_adapter(adapter: str, into: str) -> str:
+    """The adapter merged into its base model (as its ``adapter_config.json`` names it),
+    saved with the adapter's tokenizer and chat template to ``into``."""
+    target = Path(into)
+    if (target / "config.json").exists():
+        return into
+    from peft import AutoPeftModelForCausalLM
+    from transformers import AutoTokenizer
+
+    merged = AutoPeftModelForCausalLM.from_pretrained(adapter).merge_and_unload()
+    part = target.with_name(f".{target.name}.part")
+    merged.save_pretrained(part)
+    AutoTokenizer.from_pretrained(adapter).save_pretrained(part)
+    part.replace(target)
+    return into
 
 
 def main(argv: list[str] | None = None) -> None:
-    hermes, rest = split_arguments(sys.argv[1:] if argv is None else argv)
-    install(hermes=hermes)
+    options, rest = split_arguments(sys.argv[1:] if argv is None else argv)
+    if options["adapter"]:
+        rest = [merge_adapter(options["adapter"], options["merge_into"]), *rest]
+    install(hermes=options["hermes"])
     from transformers.cli.transformers import main as transformers_main
 
     sys.argv = ["transformers", "serve", *rest]

@@ -10,12 +10,14 @@ from transformers.cli.serving import utils
 
 from apps.serving import transformers_server
 from apps.serving.models import Engine, ModelServer
-from apps.serving.process import choose_engine, server_command
+from apps.serving.process import choose_engine, served_model, server_command
 
 
 def _server(**fields) -> ModelServer:
     values = {"model_path": "Qwen/Qwen2.5-0.5B-Instruct", "host": "127.0.0.1", "port": 8123}
-    return ModelServer(pk=7, **{"tool_call_parser": "hermes", **values, **fields})
+    server = ModelServer(pk=7, project_id=3, **{"tool_call_parser": "hermes", **values, **fields})
+    server.served_model = served_model(server)
+    return server
 
 
 def test_vllm_commands_full_and_adapter():
@@ -30,18 +32,26 @@ def test_vllm_commands_full_and_adapter():
         "Qwen/Qwen2.5-0.5B-Instruct", "--enable-lora", "--lora-modules", "served-7=/models/a",
         "--enable-auto-tool-choice",
     ]  # fmt: skip
-    assert adapter.served_name == "served-7"
+    assert adapter.served_model == "served-7"
 
 
-def test_transformers_commands(settings):
+def test_transformers_commands(settings, tmp_path):
     settings.SERVING_DEVICE = "cpu"
-    server = _server(engine=Engine.TRANSFORMERS, adapter_path="/models/a")
-    assert server_command(server)[1:] == [
-        "-m", "apps.serving.transformers_server", "/models/a", "--tool-call-parser", "hermes",
+    settings.SERVING_ROOT = tmp_path
+    full = _server(engine=Engine.TRANSFORMERS)
+    assert server_command(full)[1:] == [
+        "-m", "apps.serving.transformers_server", "Qwen/Qwen2.5-0.5B-Instruct",
+        "--tool-call-parser", "hermes",
         "--host", "127.0.0.1", "--port", "8123", "--device", "cpu", "--log-level", "info",
     ]  # fmt: skip
-    assert server.served_name == "/models/a"  # a pinned server answers to its path only
+    assert full.served_model == "Qwen/Qwen2.5-0.5B-Instruct"  # a pinned server's only name
     assert "--tool-call-parser" not in server_command(_server(tool_call_parser="llama3_json"))
+    adapter = _server(engine=Engine.TRANSFORMERS, adapter_path="/models/a")
+    merged = str(tmp_path / "3" / "7-merged")
+    assert adapter.served_model == merged
+    assert server_command(adapter)[3:8] == [
+        "--adapter", "/models/a", "--merge-into", merged, "--tool-call-parser",
+    ]  # fmt: skip
 
 
 def test_the_engine_is_vllm_only_where_it_is_installed(settings):
@@ -52,15 +62,19 @@ def test_the_engine_is_vllm_only_where_it_is_installed(settings):
 
 
 def test_launcher_arguments():
-    assert transformers_server.split_arguments(
-        ["m", "--tool-call-parser", "hermes", "--port", "1"]
-    ) == (
-        True,
+    split = transformers_server.split_arguments
+    assert split(["m", "--tool-call-parser", "hermes", "--port", "1"]) == (
+        {"hermes": True, "adapter": None, "merge_into": None},
         ["m", "--port", "1"],
     )
-    assert transformers_server.split_arguments(["m"]) == (False, ["m"])
+    assert split(["--adapter", "/a", "--merge-into", "/m", "--port", "1"]) == (
+        {"hermes": False, "adapter": "/a", "merge_into": "/m"},
+        ["--port", "1"],
+    )
     with pytest.raises(SystemExit, match="only hermes"):
-        transformers_server.split_arguments(["m", "--tool-call-parser", "pythonic"])
+        split(["m", "--tool-call-parser", "pythonic"])
+    with pytest.raises(SystemExit, match="go together"):
+        split(["--adapter", "/a"])
 
 
 class _Tokenizer:

@@ -51,8 +51,8 @@ def trained(project, author, training_version):
 def _running(server: ModelServer, port: int) -> ModelServer:
     """The server as its worker leaves it once it answers on ``port``."""
     assert job_claim(job_id=server.job_id) is not None
-    server.host, server.port = "127.0.0.1", port
-    server.save(update_fields=["host", "port"])
+    server.host, server.port, server.served_model = "127.0.0.1", port, HUB_MODEL
+    server.save(update_fields=["host", "port", "served_model"])
     server.refresh_from_db()
     model_server_register(server=server, now=timezone.now())
     return server

@@ -80,7 +80,7 @@ def test_the_trained_models_serve_button_then_its_page_and_stop(
     )
     client_for(author).post(f"/p/{project.slug}/serving/start/", {"trained_model": trained.pk})
     server = ModelServer.objects.get(trained_model=trained)
-    server.host, server.port = "127.0.0.1", 9
+    server.host, server.port, server.served_model = "127.0.0.1", 9, "/models/run-1/final"
     server.save()
     model_server_register(server=server, now=timezone.now())
     page = client_for(viewer).get(f"/training/{trained.training_job_id}/").content.decode()
