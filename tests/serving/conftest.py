@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from apps.core.models import Job
 from apps.core.services import job_execute
 from apps.serving.running import model_server_run
 from tests.datasets.conftest import (  # noqa: F401  (fixtures)
@@ -83,6 +84,7 @@ class Worker:
     a gpu worker runs it, with the clock the test sets."""
 
     def __init__(self, job_id: int, clock):
+        self.job_id = job_id
         self.thread = threading.Thread(
             target=job_execute,
             kwargs={"job_id": job_id, "work": lambda ctx: model_server_run(ctx, clock=clock)},
@@ -93,6 +95,23 @@ class Worker:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, *exc):
+        if kind is not None:  # the test failed while serving: stop the server first
+            Job.objects.filter(pk=self.job_id).update(cancel_requested=True)
         self.thread.join(timeout=60)
         assert not self.thread.is_alive(), "the worker did not stop"
+
+
+@pytest.fixture(scope="session")
+def lora_adapter(tmp_path_factory):
+    """A LoRA adapter of the tiny preset (a few steps) and the base folder it was built on."""
+    folder = tmp_path_factory.mktemp("lora")
+    row = {
+        "messages": [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": "Hi"}]
+    }
+    train = folder / "train.jsonl"
+    train.write_text((json.dumps(row) + "\n") * 4)
+    hyperparameters = {**MEMORIZE, "max_steps": 4, "lora": True, "lora_r": 8, "lora_alpha": 16}
+    result, events = run_sft_entry_point(folder, "preset:tiny-qwen2", train, hyperparameters)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return events[-1]["artifacts"]

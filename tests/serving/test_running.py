@@ -15,7 +15,7 @@ from apps.serving.models import Engine, ModelServer
 from apps.serving.process import healthy
 from apps.serving.selectors import model_server_ready
 from apps.serving.services import model_server_start, model_server_stop
-from apps.training.models import ModelKind
+from apps.training.models import ModelKind, TrainingJob
 from apps.training.services import trained_model_register, training_job_create
 from tests.serving.conftest import LOOKUP, MALFORMED_CALL, PROMPT, Worker
 from tests.workers import wait_for
@@ -125,3 +125,28 @@ def test_a_malformed_tool_call_reaches_the_run_as_text_and_idle_stops_it(
         "Stopped after 600 s without a request.",
     )
     assert ModelEndpoint.objects.filter(project=project).count() == 0
+
+
+def test_a_lora_adapter_is_merged_into_its_base_and_served(
+    project, author, training_version, lora_adapter
+):
+    trained = _trained(project, author, training_version, lora_adapter["final"])
+    trained.kind = ModelKind.ADAPTER
+    trained.save(update_fields=["kind"])
+    TrainingJob.objects.filter(pk=trained.training_job_id).update(artifacts={"final": lora_adapter})
+    trained.training_job.refresh_from_db()
+    server = model_server_start(project=project, user=author, trained_model=trained)
+    assert (server.model_path, server.adapter_path) == (
+        lora_adapter["base_model"],
+        lora_adapter["final"],
+    )
+    with Worker(server.job_id, Clock()):
+        server = _ready(server)
+        assert server.endpoint.model == server.served_model
+        assert server.served_model.endswith(f"{server.pk}-merged")
+        result = _ask(server.endpoint, max_tokens=4)
+        assert (result.model, result.tool_calls) == (server.served_model, [])
+        assert 1 <= result.tokens_out <= 4 and isinstance(result.content, str)
+        model_server_stop(server=server)
+    server.job.refresh_from_db()
+    assert server.job.status == JobStatus.CANCELLED
