@@ -1,6 +1,8 @@
 """The commands each engine is started with, and the launcher's two changes to
 ``transformers serve`` (malformed calls as text, Hermes parsing for ChatML models)."""
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from transformers.cli.serving import utils
 from apps.serving import transformers_server
 from apps.serving.models import Engine, ModelServer
 from apps.serving.process import choose_engine, served_model, server_command
+from tests.workers import ROOT, wait_for
 
 
 def _server(**fields) -> ModelServer:
@@ -110,3 +113,35 @@ def test_a_parse_error_gives_the_reply_back_as_text():
         None,
         None,
     )
+
+
+def test_a_server_dies_with_the_worker_that_started_it(tmp_path):
+    """``kill -9`` of the worker: its server gets the death signal (nothing is left to
+    answer, and the sweep marks the job stopped)."""
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, django; django.setup(); from pathlib import Path; "
+            "from apps.serving.process import launch; "
+            f"child = launch(['sleep', '600'], Path({str(tmp_path / 'log')!r})); "
+            "print(child.pid, flush=True); time.sleep(600)",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = int(worker.stdout.readline())
+    assert _alive(child)
+    worker.kill()
+    worker.wait(timeout=30)
+    wait_for(lambda: not _alive(child), timeout=30, message="the server to die")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
