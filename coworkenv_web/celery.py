@@ -13,10 +13,12 @@ app.conf.task_routes = {
     "apps.runs.tasks.sweep_runs_task": {"queue": "default"},
     "apps.synthesis.tasks.sweep_synthesis_task": {"queue": "default"},
     "apps.training.tasks.sweep_training_task": {"queue": "default"},
+    "apps.serving.tasks.sweep_model_servers_task": {"queue": "default"},
     "apps.synthesis.tasks.*": {"queue": "llm"},
     "apps.runs.tasks.*": {"queue": "llm"},
     "apps.llm.tasks.*": {"queue": "llm"},
     "apps.environments.tasks.propose_checks_task": {"queue": "llm"},
     "apps.training.tasks.*": {"queue": "gpu"},
+    "apps.serving.tasks.*": {"queue": "gpu"},
 }
 app.autodiscover_tasks()

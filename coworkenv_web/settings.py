@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "apps.datasets",
     "apps.workspace",
     "apps.training",
+    "apps.serving",
     "apps.experiments",
 ]
 
@@ -547,9 +548,27 @@ CELERY_BEAT_SCHEDULE = {
         ("runs", "apps.runs.tasks.sweep_runs_task"),
         ("synthesis", "apps.synthesis.tasks.sweep_synthesis_task"),
         ("training", "apps.training.tasks.sweep_training_task"),
+        ("model-servers", "apps.serving.tasks.sweep_model_servers_task"),
     )
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# Model servers (apps.serving), run on the gpu queue: vLLM where it is installed, else
+# transformers serve (SERVING_ENGINE: auto, vllm or transformers), bound to SERVING_HOST
+# (the worker's address the web and llm workers reach; a non-loopback one exposes the
+# server to that network), stopped after SERVING_IDLE_TIMEOUT_S without a request.
+SERVING_ROOT = Path(env_str("SERVING_ROOT", str(VAR_DIR / "serving")))
+SERVING_ENGINE = env_str("SERVING_ENGINE", "auto")
+if SERVING_ENGINE not in ("auto", "vllm", "transformers"):
+    raise ImproperlyConfigured("SERVING_ENGINE is auto, vllm or transformers.")
+SERVING_HOST = env_str("SERVING_HOST", "127.0.0.1")
+SERVING_DEVICE = env_str("SERVING_DEVICE", "auto")
+if SERVING_DEVICE not in ("auto", "cpu"):
+    raise ImproperlyConfigured("SERVING_DEVICE is auto or cpu.")
+SERVING_IDLE_TIMEOUT_S = env_int("SERVING_IDLE_TIMEOUT_S", 1800)
+SERVING_START_TIMEOUT_S = env_int("SERVING_START_TIMEOUT_S", 900)
+SERVING_MAX_CONCURRENCY = env_int("SERVING_MAX_CONCURRENCY", 4)
+SERVING_POLL_S = env_float("SERVING_POLL_S", 2.0)
 
 # Training (apps.training). Local jobs write under TRAINING_ROOT; the gpu-queue worker starts
 # the entry point with `accelerate launch` (TRAINING_LAUNCHER=python runs it without accelerate)

@@ -16,6 +16,7 @@ api_v1 = [
     path("", include("apps.datasets.apis")),
     path("", include("apps.workspace.apis")),
     path("", include("apps.training.apis")),
+    path("", include("apps.serving.apis")),
     path("", include("apps.experiments.apis")),
     path(
         "schema/",
@@ -48,6 +49,7 @@ urlpatterns = [
     path("", include("apps.datasets.urls")),
     path("", include("apps.workspace.urls")),
     path("", include("apps.training.urls")),
+    path("", include("apps.serving.urls")),
     path("", include("apps.experiments.urls")),
     path("api/v1/", include((api_v1, "api"))),
     path("admin/", admin.site.urls),

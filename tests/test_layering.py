@@ -39,6 +39,7 @@ LAYERS = (
     ("curation",),
     ("datasets",),
     ("training",),
+    ("serving",),  # model servers: trained models (or any path) served as endpoints
     ("workspace", "experiments"),
 )
 

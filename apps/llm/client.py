@@ -241,6 +241,7 @@ def llm_chat(
         api_key or "not-needed",
         timeout,
         allowed_networks(),  # part of the cache key: pooled connections were checked under it
+        endpoint.served_address,
     )
     content = _request_content(kwargs)
     while True:
@@ -501,7 +502,7 @@ def _check_base_url(endpoint: ModelEndpoint, log: _CallLog) -> None:
     """Refuse a base URL of the wrong shape or with a refused IP literal before any request
     (a row saved before the rule, or written around the services). Host names are checked at
     the connection itself, after resolution (``apps.llm.network.GuardedNetworkBackend``)."""
-    refusal = _base_url_refusal(endpoint.base_url, allowed_networks())
+    refusal = _base_url_refusal(endpoint.base_url, allowed_networks(), endpoint.served_address)
     if refusal is None:
         return
     detail = f"Refused to connect: {refusal}"
@@ -516,10 +517,10 @@ def _check_base_url(endpoint: ModelEndpoint, log: _CallLog) -> None:
 
 
 @functools.lru_cache(maxsize=64)
-def _base_url_refusal(base_url: str, networks: tuple) -> str | None:
+def _base_url_refusal(base_url: str, networks: tuple, served: str = "") -> str | None:
     """``base_url_refusal`` without name resolution, once per URL and allowed networks (it
     parses the URL and any IP literal: a twentieth of a call's CPU when done every time)."""
-    return base_url_refusal(base_url, resolve_names=False)
+    return base_url_refusal(base_url, resolve_names=False, served=served)
 
 
 def _api_key(endpoint: ModelEndpoint, log: _CallLog) -> str:
@@ -562,7 +563,9 @@ class _EndpointClient:
 _ENDPOINT_CLIENTS_LOCK = threading.Lock()
 
 
-def _endpoint_client(base_url: str, api_key: str, timeout: float, networks: tuple):
+def _endpoint_client(
+    base_url: str, api_key: str, timeout: float, networks: tuple, served: str = ""
+):
     """One client per endpoint configuration and process, reused across calls.
 
     The client is thread-safe, and its pool keeps connections alive. Built by one thread
@@ -573,17 +576,19 @@ def _endpoint_client(base_url: str, api_key: str, timeout: float, networks: tupl
     logs each attempt) itself.
     """
     with _ENDPOINT_CLIENTS_LOCK:
-        return _built_endpoint_client(base_url, api_key, timeout, networks)
+        return _built_endpoint_client(base_url, api_key, timeout, networks, served)
 
 
 @functools.lru_cache(maxsize=32)
-def _built_endpoint_client(base_url: str, api_key: str, timeout: float, networks: tuple):
+def _built_endpoint_client(
+    base_url: str, api_key: str, timeout: float, networks: tuple, served: str
+):
     client = openai.OpenAI(
         base_url=base_url,
         api_key=api_key,
         timeout=timeout,
         max_retries=0,
-        http_client=guarded_http_client(timeout=timeout),
+        http_client=guarded_http_client(timeout=timeout, served=served),
     )
     # What ``client.post("/chat/completions", ...)`` would send but the body. Every input of
     # it (key, base URL, timeout) is in this cache's key, and the SDK's retry count is 0.
@@ -904,7 +909,9 @@ def endpoint_openai_client(endpoint: ModelEndpoint) -> openai.OpenAI:
     with the same key rules as ``llm_chat``: only an *API_KEY variable, only to the hosts
     LLM_KEY_HOSTS allows; the base URL and every connection through the address guard. No
     retries inside the client: callers poll and retry themselves."""
-    refusal = base_url_refusal(endpoint.base_url, resolve_names=False)
+    refusal = base_url_refusal(
+        endpoint.base_url, resolve_names=False, served=endpoint.served_address
+    )
     if refusal is not None:
         detail = f"Refused to connect: {refusal}"
         raise LLMConfigurationError(
@@ -928,7 +935,11 @@ def endpoint_openai_client(endpoint: ModelEndpoint) -> openai.OpenAI:
                 endpoint=endpoint.name,
             )
     return _endpoint_client(
-        endpoint.base_url, key or "not-needed", endpoint.request_timeout_s, allowed_networks()
+        endpoint.base_url,
+        key or "not-needed",
+        endpoint.request_timeout_s,
+        allowed_networks(),
+        endpoint.served_address,
     ).openai
 
 

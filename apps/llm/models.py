@@ -164,6 +164,14 @@ class ModelEndpoint(models.Model):
         validators=[MaxValueValidator(1000)],
         help_text="When the context is full, the last this many tool results are sent whole.",
     )
+    served_address = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="The ip:port of the model server the app started for this endpoint "
+        "(apps.serving), which it may reach though the address is not public. Set by the "
+        "serving app only, never by a form or the API.",
+    )
     supports_json_schema = models.BooleanField(
         "supports JSON Schema output",
         default=False,
@@ -194,6 +202,15 @@ class ModelEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean_fields(self, exclude=None) -> None:
+        """The base URL of a served endpoint is checked with its served address allowed."""
+        if self.served_address:
+            exclude = {*(exclude or ()), "base_url"}
+            refusal = base_url_refusal(self.base_url, served=self.served_address)
+            if refusal:
+                raise ValidationError({"base_url": refusal})
+        super().clean_fields(exclude=exclude)
 
     def clean(self) -> None:
         refusal = api_key_host_refusal(self.api_key_env, self.base_url)

@@ -75,6 +75,14 @@ _UNLESS = (
 )
 
 
+def served_pair(served: str) -> tuple[str, int] | None:
+    """``(ip, port)`` of a ``served_address`` ("127.0.0.1:8001", "[::1]:8001"), or None."""
+    host, _, port = served.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
 def refused_kind(address: str) -> str | None:
     """What kind of non-public address ``address`` (an IP literal) is, if it is refused;
     None if it may be reached (public, or inside ``LLM_ALLOWED_NETWORKS``)."""
@@ -97,10 +105,18 @@ def resolve(host: str, port: int) -> list[str]:
     return addresses
 
 
-def host_refusal(host: str, addresses: Iterable[str]) -> str | None:
+def host_refusal(
+    host: str, addresses: Iterable[str], *, port: int = 0, served: str = ""
+) -> str | None:
     """Why ``host`` may not be reached given the addresses it resolves to. One refused
-    address refuses the name: the resolver, not the author, would pick which one is used."""
+    address refuses the name: the resolver, not the author, would pick which one is used.
+
+    ``served``: the one ``ip:port`` a model server the app started listens on (an
+    endpoint's ``served_address``); that exact address and port are allowed, nothing else."""
+    exact = served_pair(served) if served else None
     for address in addresses:
+        if exact is not None and (address.split("%", 1)[0], port) == exact:
+            continue
         kind = refused_kind(address)
         if kind:
             article = "an" if kind[0] in "aeiou" else "a"
@@ -110,10 +126,11 @@ def host_refusal(host: str, addresses: Iterable[str]) -> str | None:
     return None
 
 
-def base_url_refusal(base_url: str, *, resolve_names: bool = True) -> str | None:
+def base_url_refusal(base_url: str, *, resolve_names: bool = True, served: str = "") -> str | None:
     """Why an endpoint may not use ``base_url``, or None. Checked when an endpoint is saved
     and again before each request; with ``resolve_names`` a host name is resolved now (a name
-    that does not resolve is accepted here: the connection checks it again)."""
+    that does not resolve is accepted here: the connection checks it again). ``served``: as
+    for ``host_refusal``."""
     if any(ch.isspace() for ch in base_url):
         return "The address must not contain spaces."
     try:
@@ -131,14 +148,14 @@ def base_url_refusal(base_url: str, *, resolve_names: bool = True) -> str | None
     host = parts.hostname
     port = port or (443 if parts.scheme == "https" else 80)
     if _is_ip(host):
-        return host_refusal(host, [host])
+        return host_refusal(host, [host], port=port, served=served)
     if not resolve_names:
         return None
     try:
         addresses = resolve(host, port)
     except (OSError, UnicodeError):
         return None
-    return host_refusal(host, addresses)
+    return host_refusal(host, addresses, port=port, served=served)
 
 
 def _is_ip(host: str) -> bool:
@@ -153,10 +170,12 @@ class GuardedNetworkBackend(httpcore2.NetworkBackend):
     """httpcore's synchronous backend, but every TCP connection goes to an address that was
     checked in the same step: resolve once, refuse if any address is refused, then open the
     socket to one of those very addresses (TLS still verifies the certificate against the
-    host name, which httpcore passes separately as the server name)."""
+    host name, which httpcore passes separately as the server name). ``served``: the one
+    ``ip:port`` of a model server the app started, allowed as well (``host_refusal``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, served: str = "") -> None:
         self._inner = httpcore2.SyncBackend()
+        self._served = served
 
     def connect_tcp(
         self,
@@ -170,7 +189,7 @@ class GuardedNetworkBackend(httpcore2.NetworkBackend):
             addresses = resolve(host, port)
         except (OSError, UnicodeError) as exc:
             raise httpcore2.ConnectError(f"Could not resolve {host}: {exc}") from exc
-        refusal = host_refusal(host, addresses)
+        refusal = host_refusal(host, addresses, port=port, served=self._served)
         if refusal:
             raise AddressRefused(refusal)
         error: Exception | None = None
@@ -198,7 +217,7 @@ class GuardedTransport(httpx2.HTTPTransport):
     """httpx's transport over ``GuardedNetworkBackend``, without proxies from the process
     environment (a proxy would make the connection, unchecked)."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, *, served: str = "", **kwargs) -> None:
         kwargs["trust_env"] = False
         kwargs.pop("proxy", None)
         kwargs.setdefault("verify", verified_ssl_context())
@@ -211,7 +230,7 @@ class GuardedTransport(httpx2.HTTPTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            network_backend=GuardedNetworkBackend(),
+            network_backend=GuardedNetworkBackend(served),
         )
 
 
@@ -240,11 +259,11 @@ POOL_LIMITS = httpx2.Limits(
 )
 
 
-def guarded_http_client(*, timeout: float) -> httpx2.Client:
+def guarded_http_client(*, timeout: float, served: str = "") -> httpx2.Client:
     """The HTTP client every model request uses: guarded connections, no redirects, one
-    kept-alive connection per concurrent request."""
+    kept-alive connection per concurrent request. ``served``: see ``host_refusal``."""
     return httpx2.Client(
-        transport=GuardedTransport(limits=POOL_LIMITS),
+        transport=GuardedTransport(limits=POOL_LIMITS, served=served),
         timeout=timeout,
         follow_redirects=False,
         trust_env=False,

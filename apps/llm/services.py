@@ -66,11 +66,17 @@ def _save(endpoint: ModelEndpoint) -> None:
 
 
 @transaction.atomic
-def endpoint_create(*, project, created_by=None, **fields) -> ModelEndpoint:
+def endpoint_create(
+    *, project, created_by=None, served_address: str = "", **fields
+) -> ModelEndpoint:
     """A new endpoint with its concurrency slots. ``fields``: any of ``EDITABLE_FIELDS``
-    (``name``, ``base_url`` and ``model`` are required)."""
+    (``name``, ``base_url`` and ``model`` are required). ``served_address``: the ``ip:port``
+    of a model server the app itself started (``apps.serving``), the one non-public address
+    this endpoint may then reach; never taken from a form or the API."""
     _check_fields(fields)
-    endpoint = ModelEndpoint(project=project, created_by=created_by, **fields)
+    endpoint = ModelEndpoint(
+        project=project, created_by=created_by, served_address=served_address, **fields
+    )
     _save(endpoint)
     return endpoint
 

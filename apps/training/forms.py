@@ -321,7 +321,10 @@ class EvaluateForm(forms.Form):
     base model's endpoint to compare with."""
 
     base_url = forms.CharField(
-        max_length=500, initial="http://127.0.0.1:8001/v1", label="Served at (base URL)"
+        max_length=500,
+        required=False,
+        initial="http://127.0.0.1:8001/v1",
+        label="Served at (base URL; blank: the model's server started here)",
     )
     api_key_env = forms.CharField(max_length=100, required=False, label="API key variable")
     base_endpoint = forms.ChoiceField(

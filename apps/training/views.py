@@ -198,7 +198,10 @@ def _detail_context(request, training_job: TrainingJob) -> dict:
         "log_readable": log_readable,
         "trained_model": trained_model,
         "serve_command": serve_command(trained_model) if trained_model else "",
-        "evaluate_form": EvaluateForm(endpoints=endpoint_list(project=training_job.project))
+        "evaluate_form": EvaluateForm(
+            endpoints=endpoint_list(project=training_job.project),
+            initial={"base_url": ""} if trained_model.endpoint_id else None,
+        )
         if trained_model
         else None,
     }

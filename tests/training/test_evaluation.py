@@ -146,3 +146,22 @@ def test_page_shows_the_command_and_one_click_evaluates_before_and_after(
     assert fragment.lstrip().startswith('<div id="comparison"')
     assert client_for(outsider).get(f"/training/models/{trained.pk}/compare/").status_code == 404
     assert TrainedModel.objects.count() == 1
+
+
+def test_evaluate_uses_the_endpoint_the_model_is_served_at(client_for, author, project, trained):
+    url = f"/training/models/{trained.pk}/evaluate/"
+    blank = client_for(author).post(url, {"base_url": "", "trials": "1"}, **HTMX_HEADERS)
+    assert "Where the trained model is served." in blank.content.decode()
+    assert not RunBatch.objects.exists() and not ModelEndpoint.objects.exists()
+
+    served = endpoint_create(
+        project=project, name="served-1", base_url="http://127.0.0.1:9/v1", model="m"
+    )
+    TrainedModel.objects.filter(pk=trained.pk).update(endpoint=served)
+    page = client_for(author).get(f"/training/{trained.training_job_id}/").content.decode()
+    assert 'name="base_url" value="http' not in page  # nothing to type: it is served
+    response = client_for(author).post(url, {"base_url": "", "trials": "1"}, **HTMX_HEADERS)
+    assert response["HX-Redirect"] == f"/training/models/{trained.pk}/compare/"
+    trained.refresh_from_db()
+    assert trained.endpoint == served and trained.eval_batch.endpoint == served
+    assert list(ModelEndpoint.objects.all()) == [served]

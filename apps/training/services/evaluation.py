@@ -83,6 +83,13 @@ def _endpoint_for(trained_model: TrainedModel, *, base_url: str, api_key_env: st
         if job.endpoint is None:
             raise ApplicationError("The fine-tuning API's endpoint was deleted.")
         base_url, api_key_env = job.endpoint.base_url, job.endpoint.api_key_env
+    if trained_model.endpoint is not None and not base_url:
+        return trained_model.endpoint  # served by the app (apps.serving)
+    if not base_url:
+        raise ApplicationError(
+            "Serve the model first, or give the base URL it is served at.",
+            {"fields": {"base_url": ["Where the trained model is served."]}},
+        )
     name = f"trained-{job.pk}"
     existing = ModelEndpoint.objects.filter(project_id=trained_model.project_id, name=name).first()
     if existing is not None:
