@@ -49,20 +49,26 @@ class Claimable:
         silent = Q(heartbeat_at__lt=before) | Q(heartbeat_at__isnull=True)
         return self.waiting | (self.held & silent)
 
-    def claim(self, pk: int, *, now=None, before=None, worker: str = "", **values) -> Claim | None:
+    def claim(
+        self, pk: int, *, now=None, before=None, worker: str = "", when: Q | None = None, **values
+    ) -> Claim | None:
         """Take row ``pk`` for this worker (writing ``values`` too), or None if it is held
         elsewhere or finished. ``before``: a held row whose heartbeat is older is taken over
-        (``now - JOB_STALE_AFTER_S`` unless given)."""
+        (``now - JOB_STALE_AFTER_S`` unless given); ``when``: a further condition on the
+        row, checked by the same UPDATE."""
         now = now or timezone.now()
         before = before or now - stale_after()
         token = uuid.uuid4().hex
-        won = self.model.objects.filter(self.lost(before), pk=pk).update(
-            claim_token=token,
-            heartbeat_at=now,
-            worker=(worker or worker_name())[:200],
-            started_at=Coalesce(F("started_at"), now),
-            **{self.counter: F(self.counter) + 1},
-            **values,
+        rows = self.model.objects.filter(self.lost(before), when or Q(), pk=pk)
+        won = rows.update(
+            **{
+                "claim_token": token,
+                "heartbeat_at": now,
+                "worker": (worker or worker_name())[:200],
+                "started_at": Coalesce(F("started_at"), now),
+                self.counter: F(self.counter) + 1,
+                **values,
+            }
         )
         return Claim(self, pk, token) if won else None
 

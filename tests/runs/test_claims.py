@@ -1,7 +1,6 @@
-"""A run's claim (``apps.runs.services.claims``): one ``UPDATE … RETURNING`` that loads the
-run as stored, its job's cancellation as of the claim, and its batch, endpoints and task
-from the worker's cache — edits seen within ``MAX_AGE_S``, and no model instance shared
-between two runs."""
+"""A run's claim (``apps.runs.services.claims``): a conditional UPDATE, then the run loaded
+as stored with its job's cancellation as of the claim, its batch, endpoints and task — no
+model instance shared between two runs; and a lane's take of the next run."""
 
 import threading
 import time
@@ -12,12 +11,11 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.core.models import Job, JobStatus
-from apps.llm.services import endpoint_create, endpoint_update
+from apps.llm.services import endpoint_create
 from apps.runs.models import Executor, PolicyKind, Run, RunStatus
 from apps.runs.services import (
     BatchSettings,
     TaskSelection,
-    claims,
     run_batch_create,
     run_claim,
     run_execute,
@@ -123,69 +121,9 @@ def test_runs_claimed_by_threads_at_once_share_no_model_instance(batch):
         assert len({id(attribute(run)) for run in claimed}) == len(claimed)
 
 
-def test_threads_claiming_at_once_read_the_batch_once(batch, monkeypatch):
-    """Lanes starting together wait for the one read of their batch (with its job and
-    endpoints) instead of each reading it; each still gets its own copy."""
-    claims.clear()
-    reads = []
-    load = claims._BATCHES.load_many
-
-    def slow_load(pks, using):
-        reads.append(sorted(pks))
-        time.sleep(0.1)  # the other lanes ask meanwhile
-        return load(pks, using)
-
-    monkeypatch.setattr(claims._BATCHES, "load_many", slow_load)
-    claimed = []
-    in_threads(lambda run_id: claimed.append(run_claim(run_id=run_id)), pending(batch))
-    assert reads == [[batch.pk]]
-    assert len({id(run.batch) for run in claimed}) == len(claimed) >= 4
-
-
-def test_an_endpoint_edit_is_seen_within_max_age(batch, claims_age):
-    first, second, third = pending(batch)[:3]
-    assert run_claim(run_id=first).batch.endpoint.model == "before"
-    endpoint_update(endpoint=batch.endpoint, model="after")
-    # a run claimed at once may still play against the endpoint as it was (the cache's age)
-    assert run_claim(run_id=second).batch.endpoint.model in {"before", "after"}
-    claims_age(claims.MAX_AGE_S)
-    assert run_claim(run_id=third).batch.endpoint.model == "after"
-    assert claims.MAX_AGE_S <= 1.0
-
-
-def test_stale_entries_in_use_are_read_again_together_and_unused_ones_dropped(
-    sample_environments, claims_age, monkeypatch
-):
-    """Once ``MAX_AGE_S`` old, the entries asked for since their read are read again with
-    the one asked for, in one query; an entry nobody asked for goes (a finished batch's
-    tasks are not read again every second forever)."""
-    from apps.environments.models import Task
-
-    claims.clear()
-    hot, cold, asked = (
-        Task.objects.filter(environment=environment).first()
-        for environment in sample_environments[:3]
-    )
-    reads = []
-    load = claims._TASKS.load_many
-    monkeypatch.setattr(
-        claims._TASKS, "load_many", lambda pks, using: reads.append(sorted(pks)) or load(pks, using)
-    )
-    for task in (hot, cold):
-        claims._TASKS.get(task.pk, "default")
-    claims._TASKS.get(hot.pk, "default")  # in use since its read
-    Task.objects.filter(pk=hot.pk).update(title="edited")
-    claims_age(claims.MAX_AGE_S)
-    claims._TASKS.get(asked.pk, "default")
-    assert reads[-1] == sorted([hot.pk, asked.pk])
-    assert cold.pk not in claims._TASKS.entries
-    assert claims._TASKS.get(hot.pk, "default").title == "edited"
-    assert len(reads) == 3  # hot, cold, then hot and asked together (hot fresh since)
-
-
-def test_the_job_is_the_claims_own_not_the_caches(batch):
+def test_the_job_is_read_with_the_claim(batch):
     first, second = pending(batch)[:2]
-    assert not run_claim(run_id=first).batch.job.cancel_requested  # batch now cached
+    assert not run_claim(run_id=first).batch.job.cancel_requested
     Job.objects.filter(pk=batch.job_id).update(cancel_requested=True, status=JobStatus.RUNNING)
     run = run_claim(run_id=second)
     assert (run.batch.job.cancel_requested, run.batch.job.status) == (True, JobStatus.RUNNING)
@@ -193,7 +131,7 @@ def test_the_job_is_the_claims_own_not_the_caches(batch):
 
 def test_a_run_sent_through_the_broker_sees_its_job_cancelled(batch):
     first, second = pending(batch)[:2]
-    run_claim(run_id=first)  # batch now cached
+    run_claim(run_id=first)
     Job.objects.filter(pk=batch.job_id).update(cancel_requested=True)
     run_execute(run_id=second)
     assert Run.objects.filter(pk=second).values_list("status", "error").get() == (
@@ -293,7 +231,7 @@ def test_a_database_error_while_closing_gives_the_run_back(
     raised for the task to retry."""
     from django.db import OperationalError
 
-    from apps.runs.services import execution
+    from apps.core.claims import Claim
 
     batch = run_batch_create(
         project=project,
@@ -304,17 +242,11 @@ def test_a_database_error_while_closing_gives_the_run_back(
         executor=Executor.CELERY,
     )
     first = pending(batch)[0]
-    statements_for = execution.statements_for
 
-    class Unreachable:
-        def update(self, where, values):
-            raise OperationalError("the database went away")
+    def unreachable(claim, **values):
+        raise OperationalError("the database went away")
 
-    monkeypatch.setattr(
-        execution,
-        "statements_for",
-        lambda model: Unreachable() if model is Run else statements_for(model),
-    )
+    monkeypatch.setattr(Claim, "finish", unreachable)
     with pytest.raises(OperationalError):
         run_execute(run_id=first, lane=lambda: True)
     run = Run.objects.get(pk=first)
@@ -335,10 +267,9 @@ def test_dispatch_with_nothing_unsent_takes_no_lock(batch, django_assert_num_que
         assert batch_dispatch(batch=batch) == 0
 
 
-def test_the_outcome_writes_what_the_orms_update_wrote(batch, monkeypatch):
-    """``_close``'s UPDATE (written once per process) stores the columns the ORM's
-    ``filter(...).update(...)`` stored, as the database holds them, and sets them on the
-    object; a run no longer held is not written."""
+def test_the_outcome_is_written_only_while_the_run_is_held(batch, monkeypatch):
+    """``_close`` writes the outcome fenced by the claim and sets it on the object; a run
+    taken over keeps the other worker's result."""
     from decimal import Decimal
 
     from apps.llm.client import CallLogBuffer
@@ -349,43 +280,22 @@ def test_the_outcome_writes_what_the_orms_update_wrote(batch, monkeypatch):
     ours, theirs = (run_claim(run_id=pk) for pk in pending(batch)[:2])
     fields = {
         "transcript": [{"role": "assistant", "content": "« fini » — 完了 \u2028", "n": 1.5}],
-        "verdicts": [{"ok": True, "detail": None}],
         "score": 0.75,
         "passed": True,
         "cost": Decimal("0.001234"),
-        "tokens_in": 12,
-        "stop_reason": "done",
     }
     assert _close(ours, _Outcome(RunStatus.SUCCEEDED, fields=fields), CallLogBuffer()) == (
         False,
         None,
     )
-    written = {
-        "status": RunStatus.SUCCEEDED,
-        "error": "",
-        "retryable": False,
-        "finished_at": now,
-        "heartbeat_at": now,
-        **fields,
-    }
-    assert Run.objects.filter(
-        pk=theirs.pk, claim_token=theirs.claim_token, status=RunStatus.RUNNING
-    ).update(**written)
-    columns = ", ".join(
-        connection.ops.quote_name(Run._meta.get_field(name).column) for name in written
-    )
-    with connection.cursor() as cursor:
-        rows = []
-        for pk in (ours.pk, theirs.pk):
-            cursor.execute(f"SELECT {columns} FROM {Run._meta.db_table} WHERE id = %s", [pk])
-            rows.append(cursor.fetchone())
-    assert rows[0] == rows[1]
-    assert all(getattr(ours, name) == value for name, value in written.items())
+    stored = Run.objects.get(pk=ours.pk)
+    for name, value in {"status": RunStatus.SUCCEEDED, "finished_at": now, **fields}.items():
+        assert getattr(stored, name) == getattr(ours, name) == value, name
     assert ours.closed_here
-    theirs.claim_token = "taken-over"
+    Run.objects.filter(pk=theirs.pk).update(claim_token="taken-over")
     _close(theirs, _Outcome(RunStatus.ERRORED, "late"), CallLogBuffer(), keep_next=True)
     assert not theirs.closed_here
-    assert Run.objects.get(pk=theirs.pk).status == RunStatus.SUCCEEDED
+    assert Run.objects.get(pk=theirs.pk).status == RunStatus.RUNNING
 
 
 def test_loaded_specs_drop_the_least_recently_used(sample_environments, monkeypatch):
