@@ -88,6 +88,17 @@ def _fresh_throttles():
 
 
 @pytest.fixture(autouse=True)
+def _fresh_run_claims():
+    """A worker keeps the batches and tasks its runs play for a second; ids come back after
+    a test's rollback, so each test starts with none."""
+    from apps.runs.services import claims
+
+    claims.clear()
+    yield
+    claims.clear()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_attachments(settings, tmp_path_factory):
     """Each test stores attachment files in a folder of its own (they are content-addressed,
     so a file left by another test would hide a missing one)."""

@@ -1,6 +1,7 @@
 """Fixtures for the runs tests: the sample environments, imported and marked valid."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,20 @@ def sample_environments(project, author) -> list[Environment]:
 @pytest.fixture
 def sample_task_count(sample_environments) -> int:
     return sum(env.tasks.count() for env in sample_environments)
+
+
+@pytest.fixture
+def claims_age(monkeypatch):
+    """Move the clock of the workers' cache of batches and tasks on by ``seconds`` (its
+    entries are read again once ``claims.MAX_AGE_S`` old): ``claims_age(claims.MAX_AGE_S)``
+    is the moment an edit is seen at the latest."""
+    from apps.runs.services import claims
+
+    shift = 0.0
+
+    def age(seconds: float) -> None:
+        nonlocal shift
+        shift += seconds
+        monkeypatch.setattr(claims, "_clock", lambda: time.monotonic() + shift)
+
+    return age

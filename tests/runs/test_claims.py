@@ -1,6 +1,7 @@
-"""A run's claim (``apps.runs.services.claims``): a conditional UPDATE, then the run loaded
-as stored with its job's cancellation as of the claim, its batch, endpoints and task — no
-model instance shared between two runs; and a lane's take of the next run."""
+"""A run's claim (``apps.runs.services.claims``): the core's conditional UPDATE, then the run
+as stored with its job's cancellation as of the claim, and its batch, endpoints and task
+from the worker's cache — edits seen within ``MAX_AGE_S``, and no model instance shared
+between two runs."""
 
 import threading
 import time
@@ -11,11 +12,12 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.core.models import Job, JobStatus
-from apps.llm.services import endpoint_create
+from apps.llm.services import endpoint_create, endpoint_update
 from apps.runs.models import Executor, PolicyKind, Run, RunStatus
 from apps.runs.services import (
     BatchSettings,
     TaskSelection,
+    claims,
     run_batch_create,
     run_claim,
     run_execute,
@@ -121,9 +123,69 @@ def test_runs_claimed_by_threads_at_once_share_no_model_instance(batch):
         assert len({id(attribute(run)) for run in claimed}) == len(claimed)
 
 
-def test_the_job_is_read_with_the_claim(batch):
+def test_threads_claiming_at_once_read_the_batch_once(batch, monkeypatch):
+    """Lanes starting together wait for the one read of their batch (with its job and
+    endpoints) instead of each reading it; each still gets its own copy."""
+    claims.clear()
+    reads = []
+    load = claims._BATCHES.load_many
+
+    def slow_load(pks, using):
+        reads.append(sorted(pks))
+        time.sleep(0.1)  # the other lanes ask meanwhile
+        return load(pks, using)
+
+    monkeypatch.setattr(claims._BATCHES, "load_many", slow_load)
+    claimed = []
+    in_threads(lambda run_id: claimed.append(run_claim(run_id=run_id)), pending(batch))
+    assert reads == [[batch.pk]]
+    assert len({id(run.batch) for run in claimed}) == len(claimed) >= 4
+
+
+def test_an_endpoint_edit_is_seen_within_max_age(batch, claims_age):
+    first, second, third = pending(batch)[:3]
+    assert run_claim(run_id=first).batch.endpoint.model == "before"
+    endpoint_update(endpoint=batch.endpoint, model="after")
+    # a run claimed at once may still play against the endpoint as it was (the cache's age)
+    assert run_claim(run_id=second).batch.endpoint.model in {"before", "after"}
+    claims_age(claims.MAX_AGE_S)
+    assert run_claim(run_id=third).batch.endpoint.model == "after"
+    assert claims.MAX_AGE_S <= 1.0
+
+
+def test_stale_entries_in_use_are_read_again_together_and_unused_ones_dropped(
+    sample_environments, claims_age, monkeypatch
+):
+    """Once ``MAX_AGE_S`` old, the entries asked for since their read are read again with
+    the one asked for, in one query; an entry nobody asked for goes (a finished batch's
+    tasks are not read again every second forever)."""
+    from apps.environments.models import Task
+
+    claims.clear()
+    hot, cold, asked = (
+        Task.objects.filter(environment=environment).first()
+        for environment in sample_environments[:3]
+    )
+    reads = []
+    load = claims._TASKS.load_many
+    monkeypatch.setattr(
+        claims._TASKS, "load_many", lambda pks, using: reads.append(sorted(pks)) or load(pks, using)
+    )
+    for task in (hot, cold):
+        claims._TASKS.get(task.pk, "default")
+    claims._TASKS.get(hot.pk, "default")  # in use since its read
+    Task.objects.filter(pk=hot.pk).update(title="edited")
+    claims_age(claims.MAX_AGE_S)
+    claims._TASKS.get(asked.pk, "default")
+    assert reads[-1] == sorted([hot.pk, asked.pk])
+    assert cold.pk not in claims._TASKS.entries
+    assert claims._TASKS.get(hot.pk, "default").title == "edited"
+    assert len(reads) == 3  # hot, cold, then hot and asked together (hot fresh since)
+
+
+def test_the_job_is_the_claims_own_not_the_caches(batch):
     first, second = pending(batch)[:2]
-    assert not run_claim(run_id=first).batch.job.cancel_requested
+    assert not run_claim(run_id=first).batch.job.cancel_requested  # batch now cached
     Job.objects.filter(pk=batch.job_id).update(cancel_requested=True, status=JobStatus.RUNNING)
     run = run_claim(run_id=second)
     assert (run.batch.job.cancel_requested, run.batch.job.status) == (True, JobStatus.RUNNING)
@@ -131,7 +193,7 @@ def test_the_job_is_read_with_the_claim(batch):
 
 def test_a_run_sent_through_the_broker_sees_its_job_cancelled(batch):
     first, second = pending(batch)[:2]
-    run_claim(run_id=first)
+    run_claim(run_id=first)  # batch now cached
     Job.objects.filter(pk=batch.job_id).update(cancel_requested=True)
     run_execute(run_id=second)
     assert Run.objects.filter(pk=second).values_list("status", "error").get() == (

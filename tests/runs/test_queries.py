@@ -19,6 +19,7 @@ from apps.runs.models import PolicyKind, Run, RunRole, RunStatus
 from apps.runs.services import (
     BatchSettings,
     TaskSelection,
+    claims,
     run_batch_create,
     run_execute,
 )
@@ -31,13 +32,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 KEY_ENV = "COWORKENV_TEST_QUERIES_API_KEY"
 KEY = "sk-loopback-queries"
 
-# Queries per run of a lane, in steady state: the next run found, claimed (a conditional
-# UPDATE) and loaded with its batch, job, endpoints, task and environment (one SELECT), the
-# call log (one bulk INSERT) and the outcome (one UPDATE). Before this was pinned: 12 (a
-# full reload of the run and of its batch, the job read twice, the next run found, then
-# marked sent, then claimed and loaded); then 3 (the claim one UPDATE … RETURNING of
-# hand-written SQL, the batch and task from a per-process cache). BEGIN and COMMIT are not
-# counted.
+# Queries per run of a lane, in steady state: the next run found, claimed (the core's
+# conditional UPDATE) and read back with its job's state (one SELECT; its batch, endpoints
+# and task come from the worker's cache, read again at most once a second), the call log
+# (one bulk INSERT) and the outcome (one UPDATE). Before this was pinned: 12 (a full reload
+# of the run and of its batch, the job read twice, the next run found, then marked sent,
+# then claimed and loaded); then 4 (the claimed run loaded with its batch, job, endpoints
+# and task in one SELECT); then 3 (the take one hand-written UPDATE … RETURNING). BEGIN and
+# COMMIT are not counted.
 QUERIES_PER_RUN = 5
 QUERIES_PER_STEP = 0
 # The endpoint's limit on the database backend (PostgreSQL without Redis): free slots read,
@@ -68,6 +70,8 @@ def lane(settings, monkeypatch, project, author):
     monkeypatch.setenv(KEY_ENV, KEY)
     settings.LLM_SLOT_BACKEND = "database"
     settings.RUN_TIMINGS_FILE = ""
+    # the worker's cache of batches and tasks is read again once a second: not while counting
+    monkeypatch.setattr(claims, "MAX_AGE_S", 3600.0)
     environment = import_valid(project, author, clarify_spec())
     servers = []
 

@@ -194,8 +194,11 @@ def _two_trials(project, author, environment) -> tuple[Run, Run]:
     return tuple(Run.objects.filter(batch=batch).order_by("id")[:2])
 
 
-def test_a_run_records_the_revision_it_ran_against(project, author, sample_environments):
+def test_a_run_records_the_revision_it_ran_against(
+    project, author, sample_environments, claims_age
+):
     from apps.environments.services import environment_update
+    from apps.runs.services import claims
 
     env = sample_environments[0]
     first, second = _two_trials(project, author, env)
@@ -203,6 +206,7 @@ def test_a_run_records_the_revision_it_ran_against(project, author, sample_envir
     edited = environment_update(
         environment=env, name=env.name, domain=env.domain, description="Edited mid-batch."
     )
+    claims_age(claims.MAX_AGE_S)  # a worker sees the edit a second later at the latest
     run_execute(run_id=second.pk)
     first.refresh_from_db()
     second.refresh_from_db()
