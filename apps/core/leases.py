@@ -1,11 +1,11 @@
 """How long a claim on background work lives, and the thread that keeps it alive.
 
 Every unit of background work (a job, a synthesis slot, a run) is claimed by a worker with a
-conditional UPDATE that writes a fresh token and ``heartbeat_at``. While the worker works, its
-``Heartbeat`` renews ``heartbeat_at`` every quarter of ``JOB_STALE_AFTER_S``; a claim that has
-not been renewed for ``JOB_STALE_AFTER_S`` belongs to a dead process and may be taken over.
-The sweeper (``apps.core.services.jobs_sweep`` and one per app) sends such work to the
-workers again.
+conditional UPDATE that writes a fresh token and ``heartbeat_at`` (``apps.core.claims``).
+While the worker works, its ``Heartbeat`` renews ``heartbeat_at`` every quarter of
+``JOB_STALE_AFTER_S``; a claim that has not been renewed for ``JOB_STALE_AFTER_S`` belongs to
+a dead process and may be taken over. The sweeper (``Claimable.sweep``) sends such work to
+the workers again.
 
 One thread per process renews every claim (``_Beater``), each on its own schedule: the first
 renewal ``heartbeat_every()`` after the claim registered, then ``heartbeat_every()`` after

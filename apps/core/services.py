@@ -1,22 +1,17 @@
 """The shared life cycle of background jobs: create, claim, report, finish, cancel, sweep."""
 
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
+from apps.core.claims import Claim, Claimable
 from apps.core.exceptions import ApplicationError
-from apps.core.leases import (
-    TRANSIENT_DB_ERRORS,
-    Heartbeat,
-    max_claims,
-    worker_name,
-)
+from apps.core.leases import TRANSIENT_DB_ERRORS, max_claims
 from apps.core.leases import stale_after as lease_stale_after
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 
@@ -92,56 +87,42 @@ def send_task(name: str, *args) -> bool:
     return True
 
 
+JOBS = Claimable(
+    Job,
+    waiting=Q(status=JobStatus.PENDING),
+    held=Q(status=JobStatus.RUNNING),
+    counter="attempts",
+    resend_unsent=True,
+)
+
+
 def job_claim(*, job_id: int, stale_after: timedelta | None = None) -> Job | None:
     """Claim a job for this worker, or return None if it is finished or alive elsewhere.
 
     A job whose worker died ``JOB_MAX_CLAIMS`` times while holding it is failed instead.
     """
     now = timezone.now()
-    claimable = Q(status=JobStatus.PENDING) | Q(
-        Q(heartbeat_at__lt=now - (stale_after or lease_stale_after()))
-        | Q(heartbeat_at__isnull=True),
-        status=JobStatus.RUNNING,
-    )
-    with transaction.atomic():
-        job = Job.objects.select_for_update().filter(claimable, pk=job_id).first()
-        if job is None:
-            return None
-        if job.cancel_requested:
-            _finish(job, JobStatus.CANCELLED, "Cancelled before it started.", fenced=False)
-            return None
-        if job.attempts >= max_claims():
-            _finish(
-                job,
-                JobStatus.FAILED,
-                f"Its worker stopped {job.attempts} times while working on it (killed, perhaps "
-                "for lack of memory); it was not started again.",
-                fenced=False,
-            )
-            return None
-        job.status = JobStatus.RUNNING
-        job.started_at = job.started_at or now
-        job.heartbeat_at = now
-        job.attempts += 1
-        job.claim_token = uuid.uuid4().hex
-        job.worker = worker_name()
-        job.save(
-            update_fields=[
-                "status",
-                "started_at",
-                "heartbeat_at",
-                "attempts",
-                "claim_token",
-                "worker",
-            ]
+    before = now - (stale_after or lease_stale_after())
+    if JOBS.claim(job_id, now=now, before=before, status=JobStatus.RUNNING) is None:
+        return None
+    job = Job.objects.get(pk=job_id)
+    if job.cancel_requested:
+        _finish(job, JobStatus.CANCELLED, "Cancelled before it started.")
+        return None
+    if job.attempts > max_claims():
+        _finish(
+            job,
+            JobStatus.FAILED,
+            f"Its worker stopped {job.attempts - 1} times while working on it (killed, "
+            "perhaps for lack of memory); it was not started again.",
         )
+        return None
     return job
 
 
-def _mine(job: Job):
-    """The job's row while this worker still holds its claim."""
-    rows = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING)
-    return rows.filter(claim_token=job.claim_token) if job.claim_token else rows
+def _claim(job: Job) -> Claim:
+    """The claim this worker holds on the job (its writes are fenced by the token)."""
+    return Claim(JOBS, job.pk, job.claim_token)
 
 
 def job_report_progress(
@@ -150,12 +131,12 @@ def job_report_progress(
     """Record progress in the row; raise JobLost if another worker took the job over and
     JobCancelled if cancellation was requested."""
     job.progress_done = done
-    fields = {"progress_done": done, "heartbeat_at": timezone.now()}
+    fields = {"progress_done": done}
     if total is not None:
         job.progress_total = fields["progress_total"] = total
     if message is not None:
         job.message = fields["message"] = message
-    if not _mine(job).update(**fields):
+    if not _claim(job).renew(**fields):
         raise JobLost
     if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
         raise JobCancelled
@@ -180,9 +161,7 @@ def job_execute(
     if job is None:
         logger.info("Job %s is not claimable (finished, cancelled or running elsewhere).", job_id)
         return None
-    heartbeat = Heartbeat(
-        lambda: bool(_mine(job).update(heartbeat_at=timezone.now())), name=f"job {job.pk}"
-    )
+    heartbeat = _claim(job).heartbeat(f"job {job.pk}")
     try:
         with heartbeat:
             closing = work(JobContext(job))
@@ -207,43 +186,22 @@ def job_execute(
 def job_release(*, job: Job) -> bool:
     """Give a claim back (the database went away under the work): the job is pending again,
     so the retried task, or the sweeper, takes it at once, and the claim does not count as
-    one whose worker died. If the database is still away this fails quietly and the claim
-    simply goes stale."""
-    try:
-        released = _mine(job).update(
-            status=JobStatus.PENDING,
-            claim_token="",
-            heartbeat_at=None,
-            attempts=F("attempts") - 1,
-        )
-        return bool(released)
-    except TRANSIENT_DB_ERRORS:
-        return False
+    one whose worker died. If the database is still away the claim simply goes stale."""
+    return _claim(job).give_back(status=JobStatus.PENDING)
 
 
 def jobs_sweep(*, now=None) -> dict:
     """Send again every job that a worker should be working on but nobody is: running with
     a heartbeat older than ``JOB_STALE_AFTER_S`` (its worker died), or still pending that
-    long after it was sent (the message was lost with a worker or a broker).
+    long after it was sent (the message was lost with a worker or a broker); once per
+    period, however many sweepers run (``Claimable.sweep``). Jobs that route their own
+    messages (no task name) are left to their app. Returns ``{"sent": [job ids]}``."""
 
-    Safe to run anywhere, any number of times at once: each job is taken by a conditional
-    UPDATE of ``enqueued_at`` that only one sweeper wins, so a job is sent once per period.
-    Returns ``{"sent": [job ids]}``.
-    """
-    now = now or timezone.now()
-    before = now - lease_stale_after()
-    lost = Q(status=JobStatus.PENDING) | Q(
-        Q(heartbeat_at__lt=before) | Q(heartbeat_at__isnull=True), status=JobStatus.RUNNING
-    )
-    due = Q(enqueued_at__lt=before) | Q(enqueued_at__isnull=True)
-    candidates = Job.objects.filter(lost, due).exclude(task_name="")
-    sent = []
-    for job_id, name in candidates.values_list("pk", "task_name"):
-        if Job.objects.filter(lost, due, pk=job_id).exclude(task_name="").update(enqueued_at=now):
-            logger.info("Sweeper: sending job %s (%s) again.", job_id, name)
-            send_task(name, job_id)
-            sent.append(job_id)
-    return {"sent": sent}
+    def send(job_id: int) -> bool:
+        name = Job.objects.filter(pk=job_id).values_list("task_name", flat=True).get()
+        return send_task(name, job_id)
+
+    return {"sent": JOBS.sweep(Job.objects.exclude(task_name=""), send=send, now=now)}
 
 
 def job_cancel(*, job: Job) -> Job:
@@ -276,15 +234,15 @@ def _finish(job: Job, status: str, message: str, *, fenced: bool = True) -> bool
     job.finished_at = timezone.now()
     if status == JobStatus.SUCCEEDED and job.progress_total:
         job.progress_done = job.progress_total
-    rows = _mine(job) if fenced else Job.objects.filter(pk=job.pk)
-    return bool(
-        rows.update(
-            status=status,
-            message=message,
-            finished_at=job.finished_at,
-            progress_done=job.progress_done,
-        )
-    )
+    values = {
+        "status": status,
+        "message": message,
+        "finished_at": job.finished_at,
+        "progress_done": job.progress_done,
+    }
+    if fenced:
+        return _claim(job).finish(**values)
+    return bool(Job.objects.filter(pk=job.pk).update(**values))
 
 
 WORKER_CHECK_KIND = "worker_check"

@@ -32,7 +32,6 @@ from django.db import transaction
 from openai._models import FinalRequestOptions
 
 from apps.core.safeinput import UnsafeInput, json_check, storable
-from apps.core.statements import statements_for
 from apps.core.timings import timed
 from apps.llm.concurrency import SlotTimeout, endpoint_slot, ensure_outside_transaction
 from apps.llm.exceptions import (
@@ -448,15 +447,13 @@ class CallLogBuffer:
         self.rows = rows + [row for row in self.rows if all(row is not old for old in rows)]
 
     def flush(self) -> None:
-        """Write the rows waiting: ``LLMCall.objects.bulk_create(rows)``, the same rows,
-        with an INSERT written once per process (Django compiled it on every flush: most of
-        the flush's CPU; see ``apps.core.statements``)."""
+        """Write the rows waiting, in one bulk INSERT."""
         if not self.rows:
             return
         rows, self.rows = self.rows, []
         # (within the caller's transaction if it has one: a run's closing write)
         with timed("call_log"), transaction.atomic(savepoint=False):
-            statements_for(LLMCall).insert(rows)
+            LLMCall.objects.bulk_create(rows)
 
 
 class _CallLog:

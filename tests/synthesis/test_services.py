@@ -85,8 +85,8 @@ def test_running_slot_stops_at_its_next_checkpoint_when_cancelled(start_template
     from apps.synthesis.services.slots import SlotCancelled, SlotLease, slot_claim
 
     synthesis = start_template(count=1)
-    slot, token = slot_claim(slot_id=synthesis.slots.get().pk)
-    lease = SlotLease(slot, token)
+    slot, claim = slot_claim(slot_id=synthesis.slots.get().pk)
+    lease = SlotLease(slot, claim)
     lease.checkpoint()
     Job.objects.filter(pk=synthesis.job_id).update(cancel_requested=True)
     with pytest.raises(SlotCancelled):
@@ -103,7 +103,7 @@ def test_claim_is_exclusive_until_the_lease_expires(start_template, settings):
     settings.JOB_STALE_AFTER_S = 60
     synthesis = start_template(count=1)
     slot_id = synthesis.slots.get().pk
-    slot, token = slot_claim(slot_id=slot_id, worker="w1")
+    slot, claim = slot_claim(slot_id=slot_id, worker="w1")
     assert slot_claim(slot_id=slot_id, worker="w2") is None
     SynthesisSlot.objects.filter(pk=slot_id).update(
         heartbeat_at=timezone.now() - timedelta(seconds=61)
@@ -111,7 +111,7 @@ def test_claim_is_exclusive_until_the_lease_expires(start_template, settings):
     taken, _ = slot_claim(slot_id=slot_id, worker="w2")
     assert (taken.worker, taken.claims, taken.status) == ("w2", 2, SlotStatus.DRAFTING)
     with pytest.raises(SlotLost):
-        SlotLease(slot, token).checkpoint()  # the first holder is fenced off
+        SlotLease(slot, claim).checkpoint()  # the first holder is fenced off
     assert synthesis_slot_run(slot_id=slot_id) == "skipped"  # still leased by w2
 
 

@@ -1,11 +1,13 @@
 """Claim a run and load what playing it needs: one statement per run, none compiled.
 
-The claim is one ``UPDATE … RETURNING`` of the run's own row: the run is taken (pending →
-running, or a dead holder's running run) and read back by the same statement, with its
-batch's job's ``cancel_requested`` and ``status`` as they are at that moment. Its SQL is
-written once per process and database (Django compiles a query every time it runs: the
-SELECT of eight joined models that loaded a claimed run cost a quarter of a threads
-worker's CPU at C = 64).
+A run is a core ``Claimable`` (``RUNS``: its heartbeat, fenced writes, give-back and sweep).
+Its claim and a lane's take are the ``Claimable``'s conditional UPDATE written as one
+``UPDATE … RETURNING`` of the run's own row: the run is taken (pending → running, or a dead
+holder's running run) and read back by the same statement, with its batch's job's
+``cancel_requested`` and ``status`` as they are at that moment. Its SQL is written once per
+process and database: the plain ORM (the core's UPDATE, then a SELECT) made a worker's CPU
+per step on PostgreSQL 4.4 and 4.8 → 6.2 and 7.1 ms in two pairs (``bench/NOTES.md``,
+"One claimable unit").
 
 What the run plays against — its batch with the endpoints, its task, the task's
 environment — changes rarely and is the same for a batch's hundreds of runs, so it comes
@@ -27,34 +29,48 @@ import uuid
 from datetime import datetime
 
 from django.db import connections
+from django.db.models import Q
+from django.db.models.sql import Query
 
+from apps.core.claims import Claim, Claimable
 from apps.core.leases import worker_name
 from apps.core.models import Job
-from apps.core.statements import statements_for
 from apps.environments.models import Environment, Task
 from apps.runs.models import Run, RunBatch, RunStatus
+
+RUNS = Claimable(Run, waiting=Q(status=RunStatus.PENDING), held=Q(status=RunStatus.RUNNING))
 
 MAX_AGE_S = 1.0
 _MAX_ENTRIES = 512
 _clock = time.monotonic  # (tests move it on)
 
 
+def claim_of(run: Run) -> Claim:
+    """The claim this worker holds on ``run`` (its writes are fenced by the token)."""
+    return Claim(RUNS, run.pk, run.claim_token)
+
+
 class _Statements:
-    """The claim's SQL, for one database (its returned row read by the run's
-    ``ModelStatements``)."""
+    """The claim's SQL, for one database, and its returned row read as a ``Run``."""
 
     def __init__(self, alias: str):
         connection = connections[alias]
-        self.runs = statements_for(Run, alias)
+        self.alias = alias
         quote = connection.ops.quote_name
         run, batch, job = Run._meta.db_table, RunBatch._meta.db_table, Job._meta.db_table
         run_q, batch_q, job_q = quote(run), quote(batch), quote(job)
+        fields = Run._meta.concrete_fields
+        self.attnames = [field.attname for field in fields]
+        compiler = Query(Run).get_compiler(connection=connection)
+        columns = [field.get_col(run) for field in fields]
+        # (the backend's and the fields' converters, as the ORM applies them to a row read)
+        self.converters = list(compiler.get_converters(columns).items())
         # the job's row as the claim saw it (a correlated subquery: the returned row's batch)
         job_of_run = (
             f"FROM {job_q} INNER JOIN {batch_q} ON ({batch_q}.{quote('job_id')} = "
             f"{job_q}.{quote('id')}) WHERE {batch_q}.{quote('id')} = {run_q}.{quote('batch_id')}"
         )
-        returning = self.runs.columns()
+        returning = ", ".join(f"{run_q}.{quote(field.column)}" for field in fields)
         returning += (
             f", (SELECT {job_q}.{quote('cancel_requested')} {job_of_run})"
             f", (SELECT {job_q}.{quote('status')} {job_of_run})"
@@ -95,6 +111,12 @@ class _Statements:
             f"WHERE {quote('id')} = ({first_unsent}) AND {quote('status')} = %s AND "
             f"{quote('enqueued_at')} IS NULL RETURNING {returning}"
         )
+
+    def instance(self, values: list) -> Run:
+        for position, (functions, expression) in self.converters:
+            for function in functions:
+                values[position] = function(values[position], expression, connections[self.alias])
+        return Run.from_db(self.alias, self.attnames, values)
 
 
 _STATEMENTS: dict[str, _Statements] = {}
@@ -152,7 +174,7 @@ def _execute(sql: str, params: list, statements: _Statements, using: str) -> Run
         return None
     values = list(rows[0])
     cancel_requested, job_status = values[-2:]
-    run = statements.runs.instance(values[:-2])
+    run = statements.instance(values[:-2])
     batch = _batch(run.batch_id, using)
     batch.job.cancel_requested = bool(cancel_requested)
     batch.job.status = job_status

@@ -36,7 +36,6 @@ from apps.core.leases import (
 )
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
 from apps.core.services import send_task
-from apps.core.statements import statements_for
 from apps.core.text import count_of
 from apps.core.timings import Timings, collecting, timed
 from apps.environments.models import Environment
@@ -84,16 +83,9 @@ def final_runs_q(batch: RunBatch) -> Q:
     )
 
 
-def _lost_q(before) -> Q:
-    """Runs nobody works on: pending, or running with a heartbeat older than ``before``."""
-    return Q(status=RunStatus.PENDING) | Q(
-        Q(heartbeat_at__lt=before) | Q(heartbeat_at__isnull=True), status=RunStatus.RUNNING
-    )
-
-
 def run_claim(*, run_id: int, stale: timedelta | None = None) -> Run | None:
-    """Take a run for this worker, or None if it is finished or alive elsewhere (one
-    ``UPDATE … RETURNING``; see ``claims``)."""
+    """Take a run for this worker, loaded, or None if it is finished or alive elsewhere
+    (see ``claims``)."""
     now = timezone.now()
     return claims.claim_run(run_id, now=now, before=now - (stale or stale_after()))
 
@@ -362,16 +354,7 @@ def _release(run: Run, *, resend: bool = False) -> None:
     once (``resend``: it had no message of its own, so the next dispatch sends it). If the
     database is still away, the claim just goes stale and is swept."""
     extra = {"enqueued_at": None} if resend else {}
-    try:
-        Run.objects.filter(pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING).update(
-            status=RunStatus.PENDING,
-            claim_token="",
-            heartbeat_at=None,
-            claims=F("claims") - 1,
-            **extra,
-        )
-    except TRANSIENT_DB_ERRORS:
-        logger.warning("Run %s: could not give its claim back; it will be swept.", run.pk)
+    claims.claim_of(run).give_back(status=RunStatus.PENDING, **extra)
 
 
 @dataclass(frozen=True)
@@ -405,13 +388,11 @@ def _execute_claimed(run: Run, call_log: CallLogBuffer, timings: Timings | None 
     usage = LLMUsage()
     started = time.monotonic()
 
+    claim = claims.claim_of(run)
+
     def renew() -> bool:
         with timings.timed("heartbeat") if timings else contextlib.nullcontext():
-            return bool(
-                Run.objects.filter(
-                    pk=run.pk, claim_token=run.claim_token, status=RunStatus.RUNNING
-                ).update(heartbeat_at=timezone.now())
-            )
+            return claim.renew()
 
     heartbeat = Heartbeat(renew, name=f"run {run.pk}")
     try:
@@ -486,9 +467,7 @@ class _TurnCheckpoints:
 
     def _store(self, transcript: list[dict]) -> None:
         with timed("checkpoint"):
-            Run.objects.filter(
-                pk=self.run.pk, claim_token=self.run.claim_token, status=RunStatus.RUNNING
-            ).update(transcript=transcript, heartbeat_at=timezone.now())
+            claims.claim_of(self.run).renew(transcript=transcript)
         self.written += 1
 
 
@@ -611,11 +590,7 @@ def _close(
         with timed("close"), transaction.atomic():
             call_log.flush()  # the run's model calls, in one write
             with timed("store"):
-                # Run.objects.filter(...).update(**fields), its SQL written once per process
-                written = statements_for(Run).update(
-                    {"id": run.pk, "claim_token": run.claim_token, "status": RunStatus.RUNNING},
-                    fields,
-                )
+                written = claims.claim_of(run).finish(**fields)
             run.closed_here = bool(written)
             if written:
                 # the object now says what the row says, without reading it back
@@ -833,8 +808,8 @@ def batch_dispatch(*, batch: RunBatch) -> int:
     return enqueued
 
 
-def run_send(run_id: int) -> None:
-    send_task("apps.runs.tasks.execute_run_task", run_id)
+def run_send(run_id: int) -> bool:
+    return send_task("apps.runs.tasks.execute_run_task", run_id)
 
 
 def runs_sweep(*, now=None) -> dict:
@@ -843,22 +818,11 @@ def runs_sweep(*, now=None) -> dict:
     (its worker died, or the message was lost), then move every active batch along (queue
     its next runs, finish it when every slot is final).
 
-    Safe on several hosts at once: a run is taken by a conditional UPDATE of its
-    ``enqueued_at`` that only one sweeper wins, so it is sent once per period.
+    Safe on several hosts at once: a run is sent once per period (``Claimable.sweep``).
     Returns ``{"sent": [run ids], "batches": [batch ids refreshed]}``.
     """
-    now = now or timezone.now()
-    before = now - stale_after()
-    lost = _lost_q(before) & Q(enqueued_at__lt=before)
     active = RunBatch.objects.filter(executor=Executor.CELERY, job__status__in=ACTIVE_JOB_STATUSES)
-    sent = []
-    for run_id in (
-        Run.objects.filter(lost, batch__in=active).order_by("id").values_list("pk", flat=True)
-    ):
-        if Run.objects.filter(lost, pk=run_id).update(enqueued_at=now):
-            logger.info("Sweeper: sending run %s again.", run_id)
-            run_send(run_id)
-            sent.append(run_id)
+    sent = claims.RUNS.sweep(Run.objects.filter(batch__in=active), send=run_send, now=now)
     refreshed = []
     for batch in active.order_by("id"):
         batch_refresh(batch=batch)

@@ -1,14 +1,13 @@
 """Synthesis jobs: start, cancel, resume, and keep the core Job's progress and verdict."""
 
-import logging
 import random
-from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.core.claims import Claimable
 from apps.core.exceptions import ApplicationError
 from apps.core.leases import stale_after
 from apps.core.models import ACTIVE_JOB_STATUSES, Job, JobStatus
@@ -20,7 +19,6 @@ from apps.synthesis.generators import (
     TEMPLATE_FAMILY_CHOICES,
 )
 from apps.synthesis.models import (
-    FINISHED_SLOT_STATUSES,
     MAX_ENVIRONMENTS_PER_JOB,
     MAX_REPAIR_ROUNDS,
     MAX_TASKS_PER_ENVIRONMENT,
@@ -37,15 +35,16 @@ from apps.synthesis.selectors import synthesis_summary
 from apps.synthesis.services.prompts import CURRENT_PROMPT_VERSION
 from coworkenv_engine import library
 
-logger = logging.getLogger(__name__)
-
 SYNTHESIS_JOB_KIND = "synthesis"
 MAX_RESULT_LINKS = 50
 
 
-def lease_seconds() -> float:
-    """How long a slot's claim lives without a heartbeat (``JOB_STALE_AFTER_S``)."""
-    return stale_after().total_seconds()
+# A slot is claimed when requested, or taken over when its holder stopped heartbeating.
+SLOTS = Claimable(
+    SynthesisSlot,
+    waiting=Q(status=SlotStatus.REQUESTED),
+    held=Q(status__in=RUNNING_SLOT_STATUSES),
+)
 
 
 def _field_error(field: str, message: str) -> ApplicationError:
@@ -243,7 +242,11 @@ def synthesis_start(
 
 def _enqueue_slots(slot_ids: list[int]) -> None:
     for slot_id in slot_ids:
-        send_task("apps.synthesis.tasks.synthesize_slot_task", slot_id)
+        _send_slot(slot_id)
+
+
+def _send_slot(slot_id: int) -> bool:
+    return send_task("apps.synthesis.tasks.synthesize_slot_task", slot_id)
 
 
 def synthesis_cancel(*, synthesis: SynthesisJob) -> SynthesisJob:
@@ -273,57 +276,32 @@ def synthesis_resume(*, synthesis: SynthesisJob) -> dict:
     if job.status not in ACTIVE_JOB_STATUSES:
         return {"enqueued": 0, "leased": 0, "recheck_in": None}
     now = timezone.now()
-    lease = timedelta(seconds=lease_seconds())
-    slots = list(
-        SynthesisSlot.objects.filter(synthesis=synthesis)
-        .exclude(status__in=FINISHED_SLOT_STATUSES)
-        .values("pk", "status", "heartbeat_at")
+    lease = stale_after()
+    slots = SynthesisSlot.objects.filter(synthesis=synthesis)
+    ready = list(slots.filter(SLOTS.lost(now - lease)).values_list("pk", flat=True))
+    beats = list(
+        slots.filter(SLOTS.held).exclude(pk__in=ready).values_list("heartbeat_at", flat=True)
     )
-    ready, leased_until = [], []
-    for slot in slots:
-        beat = slot["heartbeat_at"]
-        if slot["status"] == SlotStatus.REQUESTED or beat is None or beat < now - lease:
-            ready.append(slot["pk"])
-        else:
-            leased_until.append(beat + lease)
     if ready:
         SynthesisSlot.objects.filter(pk__in=ready).update(enqueued_at=now)
         transaction.on_commit(lambda: _enqueue_slots(ready))
     synthesis_refresh(synthesis=synthesis)
     recheck = None
-    if leased_until:
-        recheck = max(1.0, (min(leased_until) - now).total_seconds() + 1.0)
-    return {"enqueued": len(ready), "leased": len(leased_until), "recheck_in": recheck}
+    if beats:
+        recheck = max(1.0, (min(beats) + lease - now).total_seconds() + 1.0)
+    return {"enqueued": len(ready), "leased": len(beats), "recheck_in": recheck}
 
 
 def synthesis_sweep(*, now=None) -> dict:
     """What Celery beat runs every JOB_SWEEP_EVERY_S: send again every slot of an active job
     that nobody works on although it was sent more than ``JOB_STALE_AFTER_S`` ago (its
-    worker died, or the message was lost), then bring every active job's progress and
-    verdict up to date (a job whose last slot finished while its refresh failed ends here).
-
-    Slots worked in process (``--sync``, never sent) are left to that process. Safe on
-    several hosts at once: a slot is taken by a conditional UPDATE of ``enqueued_at`` that
-    only one sweeper wins, so it is sent once per period.
-    Returns ``{"sent": [slot ids], "jobs": [synthesis ids refreshed]}``.
+    worker died, or the message was lost; once per period, ``Claimable.sweep``), then bring
+    every active job's progress and verdict up to date (a job whose last slot finished while
+    its refresh failed ends here). Slots worked in process (``--sync``, never sent) are left
+    to that process. Returns ``{"sent": [slot ids], "jobs": [synthesis ids refreshed]}``.
     """
-    now = now or timezone.now()
-    before = now - stale_after()
-    lost = Q(enqueued_at__lt=before) & (
-        Q(status=SlotStatus.REQUESTED)
-        | Q(
-            Q(heartbeat_at__lt=before) | Q(heartbeat_at__isnull=True),
-            status__in=RUNNING_SLOT_STATUSES,
-        )
-    )
     active = SynthesisJob.objects.filter(job__status__in=ACTIVE_JOB_STATUSES)
-    sent = []
-    candidates = SynthesisSlot.objects.filter(lost, synthesis__in=active).order_by("id")
-    for slot_id in candidates.values_list("pk", flat=True):
-        if SynthesisSlot.objects.filter(lost, pk=slot_id).update(enqueued_at=now):
-            logger.info("Sweeper: sending synthesis slot %s again.", slot_id)
-            _enqueue_slots([slot_id])
-            sent.append(slot_id)
+    sent = SLOTS.sweep(SynthesisSlot.objects.filter(synthesis__in=active), send=_send_slot, now=now)
     refreshed = []
     for synthesis in active.order_by("id"):
         synthesis_refresh(synthesis=synthesis)

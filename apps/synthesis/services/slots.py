@@ -14,17 +14,16 @@ worker died is sent again by the sweeper (``synthesis_sweep``); one whose worker
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from apps.accounts.models import Project
-from apps.core.leases import TRANSIENT_DB_ERRORS, Heartbeat, max_claims, worker_name
+from apps.core.claims import Claim
+from apps.core.leases import TRANSIENT_DB_ERRORS, max_claims, worker_name
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
 from apps.environments.attachments import attachment_bytes
 from apps.environments.models import EnvironmentSource
@@ -32,7 +31,6 @@ from apps.environments.services import environment_import, environment_validatio
 from apps.llm.exceptions import LLMError, LLMOutputError
 from apps.synthesis.models import (
     FINISHED_SLOT_STATUSES,
-    RUNNING_SLOT_STATUSES,
     AttemptKind,
     Generator,
     SlotStatus,
@@ -43,7 +41,7 @@ from apps.synthesis.models import (
 from apps.synthesis.services import staged
 from apps.synthesis.services.drafting import Answer, draft_with_llm, draft_with_template
 from apps.synthesis.services.duplicates import duplicate_find, signature_store, signatures_refresh
-from apps.synthesis.services.jobs import lease_seconds, synthesis_mark_running, synthesis_refresh
+from apps.synthesis.services.jobs import SLOTS, synthesis_mark_running, synthesis_refresh
 from apps.synthesis.services.staged import drafts_in_stages
 from apps.synthesis.similarity import DUPLICATE_THRESHOLD, document_sketch
 from coworkenv_engine import spec as engine_spec
@@ -65,54 +63,33 @@ class SlotKilled(Exception):
     """The slot's workers died too many times while holding it."""
 
 
-def slot_claim(*, slot_id: int, worker: str = "") -> tuple[SynthesisSlot, str] | None:
+def slot_claim(*, slot_id: int, worker: str = "") -> tuple[SynthesisSlot, Claim] | None:
     """Claim a slot that is not started, or whose holder's lease expired; None otherwise."""
-    now = timezone.now()
-    stale = now - timedelta(seconds=lease_seconds())
-    token = uuid.uuid4().hex
-    claimable = Q(status=SlotStatus.REQUESTED) | Q(
-        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True),
-        status__in=RUNNING_SLOT_STATUSES,
+    drafting = Case(
+        When(status=SlotStatus.REQUESTED, then=Value(SlotStatus.DRAFTING)), default=F("status")
     )
-    won = SynthesisSlot.objects.filter(claimable, pk=slot_id).update(
-        claim_token=token,
-        claims=F("claims") + 1,
-        worker=worker[:200],
-        heartbeat_at=now,
-        started_at=Case(When(started_at__isnull=True, then=now), default=F("started_at")),
-        status=Case(
-            When(status=SlotStatus.REQUESTED, then=Value(SlotStatus.DRAFTING)), default=F("status")
-        ),
-    )
-    if not won:
+    claim = SLOTS.claim(slot_id, worker=worker, status=drafting)
+    if claim is None:
         return None
     slot = SynthesisSlot.objects.select_related(
         "synthesis__job", "synthesis__endpoint", "synthesis__project", "synthesis__created_by"
     ).get(pk=slot_id)
-    return slot, token
+    return slot, claim
 
 
 class SlotLease:
-    """The claim's token, checkpoints that fence every write, and a heartbeat thread."""
+    """The slot's claim, checkpoints that fence every write, and its heartbeat."""
 
-    def __init__(self, slot: SynthesisSlot, token: str):
+    def __init__(self, slot: SynthesisSlot, claim: Claim):
         self.slot = slot
-        self.token = token
+        self.claim = claim
         self.lost = False
-        self._heartbeat = Heartbeat(
-            lambda: bool(self._mine().update(heartbeat_at=timezone.now())),
-            name=f"synthesis slot {slot.pk}",
-        )
-
-    def _mine(self):
-        return SynthesisSlot.objects.filter(
-            pk=self.slot.pk, claim_token=self.token, status__in=RUNNING_SLOT_STATUSES
-        )
+        self._heartbeat = claim.heartbeat(f"synthesis slot {slot.pk}")
 
     def checkpoint(self) -> None:
         """Renew the lease; raise SlotLost if it was taken over, SlotCancelled on cancel."""
         self.lost = self.lost or self._heartbeat.lost
-        if self.lost or not self._mine().update(heartbeat_at=timezone.now()):
+        if self.lost or not self.claim.renew():
             self.lost = True
             raise SlotLost
         job = Job.objects.filter(pk=self.slot.synthesis.job_id).values("status", "cancel_requested")
@@ -121,12 +98,10 @@ class SlotLease:
             raise SlotCancelled
 
     def set_status(self, status: str) -> None:
-        if not self._mine().update(status=status, heartbeat_at=timezone.now()):
+        if not self.claim.renew(status=status):
             self.lost = True
             raise SlotLost
         self.slot.status = status
-
-    # --- heartbeat thread ---------------------------------------------------------------
 
     def __enter__(self) -> "SlotLease":
         self._heartbeat.__enter__()
@@ -134,17 +109,6 @@ class SlotLease:
 
     def __exit__(self, *exc) -> None:
         self._heartbeat.__exit__(*exc)
-
-    def release(self) -> None:
-        """Give the claim back (the database went away under the work): the slot becomes
-        claimable at once and resumes from its stored attempts. If the database is still
-        away the claim simply goes stale and is swept."""
-        try:
-            self._mine().update(claim_token="", heartbeat_at=None, claims=F("claims") - 1)
-        except TRANSIENT_DB_ERRORS:
-            logger.warning(
-                "Slot %s: could not give its claim back; it will be swept.", self.slot.pk
-            )
 
 
 @dataclass
@@ -167,9 +131,9 @@ def synthesis_slot_run(*, slot_id: int, worker: str | None = None) -> str:
             # first delivery may have died between finishing the slot and the refresh).
             synthesis_refresh(synthesis=synthesis)
         return "skipped"
-    slot, token = claimed
+    slot, claim = claimed
     synthesis = slot.synthesis
-    lease = SlotLease(slot, token)
+    lease = SlotLease(slot, claim)
     outcome = "lost"
     try:
         with lease:
@@ -180,7 +144,8 @@ def synthesis_slot_run(*, slot_id: int, worker: str | None = None) -> str:
             final = _produce(slot, lease)
             outcome = _finish(slot, lease, final)
     except TRANSIENT_DB_ERRORS:
-        lease.release()
+        # the slot is claimable at once and resumes from its stored attempts
+        claim.give_back()
         raise
     except SlotKilled as exc:
         outcome = _finish(
@@ -341,8 +306,7 @@ def _store_attempt(
     )
     try:
         with transaction.atomic():
-            fenced = lease._mine().update(
-                heartbeat_at=timezone.now(),
+            fenced = lease.claim.renew(
                 attempts_count=F("attempts_count") + 1,
                 repair_rounds=round_,
                 tokens_in=F("tokens_in") + answer.tokens_in,
@@ -371,7 +335,7 @@ def _finish(slot: SynthesisSlot, lease: SlotLease, final: Final, *, fenced_only=
         "prompt_version": synthesis.prompt_version,
     }
     if fenced_only or final.attempt is None:
-        lease.lost = lease.lost or not lease._mine().update(
+        lease.lost = lease.lost or not lease.claim.finish(
             status=final.status, error=final.error, finished_at=now, **lineage
         )
         return "lost" if lease.lost else final.status
@@ -382,7 +346,7 @@ def _finish(slot: SynthesisSlot, lease: SlotLease, final: Final, *, fenced_only=
         # One finishing slot per project at a time: on PostgreSQL two slots finishing at the
         # same moment would not see each other's signature and miss their near-duplicate.
         Project.objects.select_for_update().filter(pk=synthesis.project_id).first()
-        if not lease._mine().update(
+        if not lease.claim.finish(
             status=final.status, error=final.error, finished_at=now, **lineage
         ):
             raise SlotLost

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job, JobStatus
-from apps.core.services import job_cancel, job_create, job_finish
+from apps.core.services import JOBS, job_cancel, job_create, job_finish
 from apps.datasets.models import (
     DatasetExport,
     DatasetKind,
@@ -78,29 +78,21 @@ def training_jobs_sweep(*, now=None) -> dict:
     - a running local or openai job whose worker went silent for TRAINING_STALE_S is sent
       again: the claim takes it over and local training resumes from its last checkpoint.
 
-    Each send is claimed by a conditional UPDATE of ``enqueued_at``, so two sweepers send a
-    job once. Command jobs report through their callback and are never re-sent; one whose
-    script has not reported for TRAINING_COMMAND_SILENT_S is failed (``failed``)."""
+    Two sweepers send a job once (``Claimable.sweep``). Command jobs report through their
+    callback and are never re-sent; one whose script has not reported for
+    TRAINING_COMMAND_SILENT_S is failed (``failed``)."""
     now = now or timezone.now()
     failed = _silent_command_jobs_fail(now)
-    stale_before = now - training_stale_after()
-    never_sent = Q(job__status=JobStatus.PENDING, job__enqueued_at__isnull=True)
-    silent = Q(
-        job__status=JobStatus.RUNNING,
-        backend__in=[Backend.LOCAL, Backend.OPENAI],
-    ) & (Q(job__heartbeat_at__isnull=True) | Q(job__heartbeat_at__lt=stale_before))
-    candidates = TrainingJob.objects.filter(never_sent | silent).values_list(
-        "job_id", "backend", "job__enqueued_at"
+    candidates = Job.objects.filter(training_job__isnull=False).filter(
+        Q(status=JobStatus.PENDING, enqueued_at__isnull=True)
+        | Q(status=JobStatus.RUNNING, training_job__backend__in=[Backend.LOCAL, Backend.OPENAI])
     )
-    sent = []
-    for job_id, backend, enqueued_at in candidates:
-        if enqueued_at is not None and enqueued_at >= stale_before:
-            continue  # sent again recently: its worker has had no time to take it
-        claimed = Job.objects.filter(pk=job_id, enqueued_at=enqueued_at).update(enqueued_at=now)
-        if claimed and _send(job_id, backend):
-            sent.append(job_id)
-        elif claimed:
-            Job.objects.filter(pk=job_id, enqueued_at=now).update(enqueued_at=enqueued_at)
+
+    def send(job_id: int) -> bool:
+        backend = TrainingJob.objects.filter(job_id=job_id).values_list("backend", flat=True)
+        return _send(job_id, backend.get())
+
+    sent = JOBS.sweep(candidates, send=send, now=now, before=now - training_stale_after())
     return {"sent": sent, "failed": failed}
 
 

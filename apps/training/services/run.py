@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
 from apps.core.models import Job, JobStatus
-from apps.core.services import JobContext, job_claim, job_execute, job_finish
+from apps.core.services import JOBS, JobContext, job_claim, job_execute, job_finish
 from apps.training.models import Backend, TrainingJob
 from apps.training.redaction import scrub
 from apps.training.services.jobs import training_stale_after
@@ -81,13 +81,10 @@ def training_jobs_recover() -> tuple[list[int], float | None]:
     callback, not through a worker."""
     now = timezone.now()
     stale_after = training_stale_after()
-    running = TrainingJob.objects.filter(
-        backend__in=[Backend.LOCAL, Backend.OPENAI], job__status=JobStatus.RUNNING
-    ).values_list("job_id", "job__heartbeat_at")
-    stale, waits = [], []
-    for job_id, beat in running:
-        if beat is None or beat < now - stale_after:
-            stale.append(job_id)
-        else:
-            waits.append((beat + stale_after - now).total_seconds() + 1)
+    running = Job.objects.filter(
+        training_job__backend__in=[Backend.LOCAL, Backend.OPENAI], status=JobStatus.RUNNING
+    )
+    stale = list(running.filter(JOBS.lost(now - stale_after)).values_list("pk", flat=True))
+    beats = running.exclude(pk__in=stale).values_list("heartbeat_at", flat=True)
+    waits = [(beat + stale_after - now).total_seconds() + 1 for beat in beats]
     return stale, (min(waits) if waits else None)
