@@ -93,3 +93,26 @@ def test_the_api_module_loads_first_in_a_fresh_process(tmp_path):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.django_db
+def test_a_sqlite_without_returning_is_named_by_the_database_check(monkeypatch):
+    import sqlite3
+
+    from django.core.checks import run_checks
+    from django.db import connection
+
+    from apps.runs import checks
+
+    def database_errors():
+        return [e for e in run_checks(databases=["default"]) if e.id == "runs.E001"]
+
+    if connection.vendor != "sqlite":
+        assert checks.sqlite_returning_check(None, databases=["default"]) == []
+        return
+    assert database_errors() == []
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.34.1")
+    [error] = database_errors()
+    assert "SQLite 3.34.1 has no UPDATE … RETURNING" in error.msg
+    assert "3.35" in error.hint
