@@ -30,6 +30,17 @@ class Step:
     run: Callable | None = None  # stage -> None, works its jobs here (inline)
     collect: Callable | None = None  # stage -> outputs read from its finished jobs
     settle: Callable | None = None  # ctx -> outputs, or StageWaiting
+    # stage -> (succeeded | failed | active, message); default: its jobs' states
+    state: Callable | None = None
+
+
+def _serve(after: str) -> Step:
+    return Step(
+        start=lambda ctx: s.serve_stage_start(ctx, after),
+        run=s.serve_stage_run,
+        collect=s.serve_stage_collect,
+        state=s.serve_stage_state,
+    )
 
 
 def _student(name: str, endpoint_of: Callable) -> Step:
@@ -60,13 +71,13 @@ STEPS = {
     Stage.SFT: Step(
         start=s.sft_stage_start, run=s.training_stage_run, collect=s.training_stage_collect
     ),
-    Stage.SERVE_SFT: Step(start=None, settle=lambda ctx: s.serve_stage_settle(ctx, Stage.SFT)),
+    Stage.SERVE_SFT: _serve(Stage.SFT),
     Stage.EVAL_BASE: _student("base", lambda ctx: s.base_endpoint(ctx)),
     Stage.EVAL_SFT: _student("after SFT", _served(Stage.SERVE_SFT)),
     Stage.GRPO: Step(
         start=s.grpo_stage_start, run=s.training_stage_run, collect=s.training_stage_collect
     ),
-    Stage.SERVE_GRPO: Step(start=None, settle=lambda ctx: s.serve_stage_settle(ctx, Stage.GRPO)),
+    Stage.SERVE_GRPO: _serve(Stage.GRPO),
     Stage.EVAL_GRPO: _student("after GRPO", _served(Stage.SERVE_GRPO)),
 }
 
@@ -124,7 +135,7 @@ def _advance_stage(ctx: s.Context, stage: ExperimentStage, step: Step) -> str:
         _start(ctx, stage, step)
     if ctx.inline and step.run is not None:
         step.run(stage)
-    state, message = _jobs_state(stage.job_ids)
+    state, message = step.state(stage) if step.state else _jobs_state(stage.job_ids)
     if state == "failed":
         _save(stage, status=StageStatus.FAILED, message=message, finished_at=timezone.now())
         return StageStatus.FAILED
@@ -160,6 +171,9 @@ def experiment_advance(*, experiment_id: int, inline: bool = False) -> Experimen
             }[status]
             message = f"{stage.get_stage_display()}: {stage.message}" if stage.message else ""
             break
+    if outcome in (ExperimentStatus.SUCCEEDED, ExperimentStatus.FAILED):
+        for name in (Stage.SERVE_SFT, Stage.SERVE_GRPO):  # nothing left to ask them
+            s.serve_stage_stop(records[name])
     Experiment.objects.filter(pk=experiment.pk).update(status=outcome, message=message)
     experiment.status, experiment.message = outcome, message
     return experiment

@@ -7,6 +7,9 @@ its unit of work); ``collect`` reads what the finished jobs made into the stage'
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
+from apps.core.models import JobStatus
 from apps.curation.models import Demonstration, DemonstrationStatus
 from apps.curation.services import demonstrations_approve_by_policy
 from apps.datasets.models import DatasetVersion
@@ -26,6 +29,10 @@ from apps.runs.services import (
     run_batch_create,
     run_batch_execute_inline,
 )
+from apps.serving.models import ModelServer
+from apps.serving.running import model_server_run_in_thread
+from apps.serving.selectors import model_server_ready
+from apps.serving.services import model_server_start, model_server_stop, model_server_wait_ready
 from apps.synthesis.models import Generator, SynthesisJob, SynthesisSlot
 from apps.synthesis.services import synthesis_run_inline, synthesis_start
 from apps.training.models import Backend, TrainedModel, TrainingJob, TrainingMethod
@@ -260,7 +267,9 @@ def sft_stage_start(ctx: Context) -> tuple[list[int], dict]:
 
 
 def grpo_stage_start(ctx: Context) -> tuple[list[int], dict]:
-    """GRPO on the train environments, from the SFT job's checkpoint."""
+    """GRPO on the train environments, from the SFT job's checkpoint (the SFT and base
+    servers are stopped first: their evaluations are done, and training wants the cores)."""
+    serve_stage_stop(ctx.stages[Stage.SERVE_SFT])
     grpo = ctx.recipe.grpo
     checkpoint = TrainedModel.objects.get(training_job_id=ctx.output(Stage.SFT, "training_job"))
     training_job = training_job_create(
@@ -302,18 +311,85 @@ def dataset_stage_run(stage: ExperimentStage) -> None:
 
 # ----------------------------------------------------------------------------- serving
 
+SERVERS = ("model_server", "base_server")  # the outputs of a serve stage naming its servers
+
+
+def _base_model_path(trained: TrainedModel) -> str:
+    """What the trained model started from: the folder a preset was built into (kept in
+    the job's artifacts), or the hub id or path the job named."""
+    final = (trained.training_job.artifacts or {}).get("final") or {}
+    return str(final.get("base_model") or trained.base_model)
+
+
+def serve_stage_start(ctx: Context, after: str) -> tuple[list[int], dict]:
+    """Serve the model ``after`` trained; after SFT, also its base model (unless the recipe
+    names the base's endpoint), so the before/after compares two served models alike."""
+    trained = TrainedModel.objects.select_related("training_job").get(
+        pk=ctx.output(after, "trained_model")
+    )
+    servers = {
+        "model_server": model_server_start(
+            project=ctx.project, user=ctx.user, trained_model=trained
+        )
+    }
+    if after == Stage.SFT and not ctx.recipe.student_endpoint:
+        servers["base_server"] = model_server_start(
+            project=ctx.project, user=ctx.user, model_path=_base_model_path(trained)
+        )
+    return [server.job_id for server in servers.values()], {
+        "trained_model": trained.pk,
+        **{key: server.pk for key, server in servers.items()},
+    }
+
+
+def _servers(stage: ExperimentStage) -> list[ModelServer]:
+    ids = [stage.outputs[key] for key in SERVERS if stage.outputs.get(key)]
+    return list(ModelServer.objects.filter(pk__in=ids).select_related("job"))
+
+
+def serve_stage_run(stage: ExperimentStage) -> None:
+    """Inline: work each server in a thread of this process, and wait until it answers."""
+    for server in _servers(stage):
+        if server.job.status == JobStatus.PENDING:
+            model_server_run_in_thread(server=server)
+    for server in _servers(stage):
+        model_server_wait_ready(server=server, timeout_s=settings.SERVING_START_TIMEOUT_S)
+
+
+def serve_stage_state(stage: ExperimentStage) -> tuple[str, str]:
+    """A serve stage is done once every server answers (its jobs keep running after)."""
+    servers = _servers(stage)
+    ended = [s for s in servers if not s.job.is_active]
+    if ended:
+        return "failed", f"{ended[0].job.title}: {ended[0].job.message or ended[0].job.status}"
+    if all(model_server_ready(server=server) for server in servers):
+        return "succeeded", ""
+    return "active", ""
+
+
+def serve_stage_collect(stage: ExperimentStage) -> dict:
+    endpoints = {
+        "model_server": "endpoint",
+        "base_server": "base_endpoint",
+    }
+    found = {}
+    for key, output in endpoints.items():
+        if stage.outputs.get(key):
+            found[output] = ModelServer.objects.get(pk=stage.outputs[key]).endpoint_id
+    return found
+
+
+def serve_stage_stop(stage: ExperimentStage) -> None:
+    """Stop the stage's servers that still run (their endpoints go with them)."""
+    for server in _servers(stage):
+        if server.job.is_active:
+            model_server_stop(server=server)
+
 
 def base_endpoint(ctx: Context):
-    """The base model's endpoint: the recipe's ``student_endpoint``."""
+    """The base model's endpoint: the recipe's ``student_endpoint``, else the base model
+    served beside the SFT model."""
     endpoint = _endpoint(ctx, "student_endpoint")
-    if endpoint is None:
-        raise ValueError("Name the base model's endpoint in the recipe (student_endpoint).")
-    return endpoint
-
-
-def serve_stage_settle(ctx: Context, after: str) -> dict:
-    """The endpoint that answers for the model ``after`` trained: the trained model's own
-    when it has one, else the recipe's ``student_endpoint``."""
-    trained = TrainedModel.objects.get(pk=ctx.output(after, "trained_model"))
-    endpoint = trained.endpoint or base_endpoint(ctx)
-    return {"trained_model": trained.pk, "endpoint": endpoint.pk}
+    if endpoint is not None:
+        return endpoint
+    return ctx.project.model_endpoints.get(pk=ctx.output(Stage.SERVE_SFT, "base_endpoint"))

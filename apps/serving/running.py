@@ -10,6 +10,7 @@ deleted.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.core.exceptions import ApplicationError
-from apps.core.services import JobContext
+from apps.core.services import JobContext, job_execute
 from apps.serving import process
 from apps.serving.models import LOG_TAIL_CHARS, ModelServer
 from apps.serving.selectors import model_server_idle_expired
@@ -90,3 +91,17 @@ def model_server_run(context: JobContext, *, clock: Callable[[], datetime] = tim
         process.stop(running)
         _append_log(server, log.read())
         model_server_unregister(server=server)
+
+
+def model_server_run_in_thread(*, server: ModelServer) -> threading.Thread:
+    """Work the server's job in a thread of this process, as its gpu worker would, for a
+    caller that runs without workers (an experiment advanced with ``--sync``). It stops as
+    any server does: ``model_server_stop``, its idle timeout, or this process ending."""
+    thread = threading.Thread(
+        target=job_execute,
+        kwargs={"job_id": server.job_id, "work": model_server_run},
+        name=f"model-server-{server.pk}",
+        daemon=True,
+    )
+    thread.start()
+    return thread

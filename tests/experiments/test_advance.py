@@ -4,6 +4,7 @@ after a kill between stages, and a stage's failure recorded with its message."""
 import pytest
 from django.urls import reverse
 
+from apps.core.models import Job
 from apps.curation.models import Demonstration, DemonstrationStatus
 from apps.curation.services import demonstration_review
 from apps.datasets.models import DatasetVersion, VersionStatus
@@ -11,9 +12,12 @@ from apps.environments.models import Environment
 from apps.experiments.advance import STEPS, Step, experiment_advance
 from apps.experiments.models import ExperimentStatus, Stage, StageStatus
 from apps.experiments.services import experiment_create
+from apps.llm.models import LLMCall
 from apps.runs.models import RunBatch, RunRole
+from apps.serving.models import ModelServer
 from apps.synthesis.models import SynthesisJob
 from apps.training.models import TrainedModel, TrainingJob
+from tests.workers import wait_for
 
 
 @pytest.fixture
@@ -28,8 +32,10 @@ def _stage(experiment, name):
     return experiment.stages.get(stage=name)
 
 
+@pytest.mark.django_db(transaction=True)  # the model servers' threads read committed rows
 def test_every_stage_end_to_end(catalogue, author, small, student, client_for, api_client_for):
-    """The whole loop, small: outputs and lineage of every stage; the table's shape."""
+    """The whole loop, small: outputs and lineage of every stage; the trained models served
+    for real (transformers serve on loopback) and stopped at the end; the table's shape."""
     endpoint, server = student
     small["student_endpoint"] = "student"
     small["grpo"]["hyperparameters"] = {"max_steps": 2}
@@ -63,13 +69,31 @@ def test_every_stage_end_to_end(catalogue, author, small, student, client_for, a
     grpo = TrainingJob.objects.get(pk=out["grpo"]["training_job"])
     assert (grpo.method, grpo.base_model) == ("grpo", checkpoint.path)
     assert set(grpo.environments.values_list("pk", flat=True)) == set(train)
-    # student batches on every held-out task, k trials, against the endpoint answering tools
+    # student batches on every held-out task, k trials: the base through the recipe's
+    # endpoint, each trained model through the server the stage before it started
+    base = RunBatch.objects.get(pk=out["eval_base"]["batch"])
+    assert base.endpoint_id == endpoint.pk
+    assert any(r.messages[-1].get("role") == "tool" for r in server.requests if r.messages)
+    for stage, serve in (("eval_sft", "serve_sft"), ("eval_grpo", "serve_grpo")):
+        batch = RunBatch.objects.get(pk=out[stage]["batch"])
+        served = ModelServer.objects.select_related("job").get(pk=out[serve]["model_server"])
+        assert served.trained_model_id == out[serve]["trained_model"]
+        assert batch.endpoint_name == f"served-{served.pk}"
+        assert batch.model == served.served_model
+        # stopped once nothing was left to ask it: its worker ends it within a poll
+        wait_for(
+            lambda served=served: Job.objects.get(pk=served.job_id).status == "cancelled",
+            timeout=120,
+            interval=0.2,
+            message="the model server to stop",
+        )
+        assert LLMCall.objects.filter(endpoint_name=batch.endpoint_name).exists()
+    assert "base_server" not in out["serve_sft"]  # the recipe named the base's endpoint
     for stage in ("eval_base", "eval_sft", "eval_grpo"):
         batch = RunBatch.objects.get(pk=out[stage]["batch"])
-        assert (batch.role, batch.endpoint_id) == (RunRole.STUDENT, endpoint.pk)
+        assert batch.role == RunRole.STUDENT
         assert set(batch.runs.values_list("environment_id", flat=True)) == set(held_out)
         assert batch.job.status == "succeeded"
-    assert any(r.messages[-1].get("role") == "tool" for r in server.requests if r.messages)
     # the page and the API show the table: every group, each arm, linked to its batch
     page = client_for(author).get(reverse("experiments:detail", args=[experiment.pk]))
     body = page.content.decode()
