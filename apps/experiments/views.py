@@ -11,7 +11,7 @@ from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
 from apps.core.http import redirect_after_post, render_page
 from apps.experiments.access import experiment_get_for_user
-from apps.experiments.forms import ExperimentForm
+from apps.experiments.forms import ExperimentForm, shipped_recipes
 from apps.experiments.outcomes import ARM_STAGES, experiment_curves, experiment_results
 from apps.experiments.results import ARMS, table_csv, table_markdown, table_summary
 from apps.experiments.selectors import experiment_list, experiment_stages, stage_links
@@ -36,7 +36,8 @@ def experiment_list_view(request, slug):
 @require_http_methods(["GET", "POST"])
 def experiment_create_view(request, slug):
     project = project_get_for_user(request.user, slug, min_role=Role.AUTHOR)
-    form = ExperimentForm(request.POST or None)
+    recipes = shipped_recipes()
+    form = ExperimentForm(request.POST or None, shipped=recipes.get(request.GET.get("recipe", "")))
     if request.method == "POST" and form.is_valid():
         try:
             experiment = experiment_create(
@@ -50,7 +51,7 @@ def experiment_create_view(request, slug):
                 reverse("experiments:detail", args=[experiment.pk]),
                 f"Started “{experiment.name}”.",
             )
-    context = {"project": project, "form": form}
+    context = {"project": project, "form": form, "recipes": recipes}
     return render_page(request, "experiments/launch.html", context, partial="form")
 
 

@@ -109,3 +109,19 @@ def test_the_results_files_before_any_student_batch(
     assert client_for(outsider).get(csv_url).status_code == 404
     page = client_for(author).get(reverse("experiments:detail", args=[experiment.pk]))
     assert 'data-testid="results"' not in page.content.decode()
+
+
+def test_the_form_offers_the_shipped_recipes_and_prefills_one(catalogue, author, client_for):
+    client = client_for(author)
+    url = reverse("experiments:create", args=[catalogue.slug])
+    page = client.get(url).content.decode()
+    assert 'href="?recipe=laptop"' in page and 'href="?recipe=gpu-small"' in page
+    laptop = client.get(url, {"recipe": "laptop"})
+    shipped = laptop.context["form"].initial["recipe"]
+    assert json.loads(shipped)["sft"] == {"preset": "laptop-cpu"}
+    # an unknown name leaves the example in place; nothing is read from elsewhere
+    other = client.get(url, {"recipe": "../settings"}).context["form"]
+    assert "recipe" not in other.initial
+    response = client.post(url, {"recipe": shipped})
+    assert response.status_code == 302
+    assert Experiment.objects.get().name.startswith("Laptop")
