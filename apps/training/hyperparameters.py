@@ -59,7 +59,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "learning_rate": 3e-3,
             "batch_size": 2,
             "gradient_accumulation_steps": 1,
-            "max_length": 1024,
+            "max_length": 4096,  # a template environment's rows run to ~3,000 tiny-tokenizer tokens
             "warmup_ratio": 0.0,
             "lr_scheduler_type": "linear",
             "save_steps": 10,
@@ -73,7 +73,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "learning_rate": 1e-3,
             "batch_size": 4,
             "gradient_accumulation_steps": 1,
-            "max_length": 2048,
+            "max_length": 4096,
             "warmup_ratio": 0.05,
             "lr_scheduler_type": "cosine",
             "weight_decay": 0.01,

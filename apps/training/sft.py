@@ -272,6 +272,12 @@ def _prepare_text(base: str, data: Data, hp: dict[str, Any]) -> Prepared:
         return datasets.Dataset.from_list(pairs)
 
     train, evaluation = tokenized(data.train_rows), tokenized(data.eval_rows)
+    limit = hp["max_length"]
+    if limit and all(all(x == -100 for x in t["labels"][:limit]) for t in train):
+        raise ValueError(
+            f"Every training row ends before its first trained token at max_length={limit} "
+            "(the prompt and tools fill it): raise max_length."
+        )
     return Prepared(
         tokenizer=tokenizer,
         model=transformers.AutoModelForCausalLM.from_pretrained(base, **_model_kwargs(hp)),

@@ -106,3 +106,17 @@ def test_template_without_one_span_per_assistant_message_is_refused(tokenizer):
     )
     with pytest.raises(WeightMaskError, match="marks 1 assistant spans for 3 assistant messages"):
         tokenize_row(tokenizer, template, ROW)
+
+
+def test_rows_cut_before_their_first_trained_token_fail_with_what_to_change(tmp_path):
+    from tests.training.conftest import run_sft_entry_point
+
+    train = tmp_path / "train.jsonl"
+    train.write_text(json.dumps(ROW) + "\n")
+    result, events = run_sft_entry_point(
+        tmp_path, "preset:tiny-qwen2", train, {"max_steps": 1, "max_length": 16}
+    )
+    assert result.returncode == 1
+    assert events[-1]["status"] == "failed"
+    assert "before its first trained token at max_length=16" in events[-1]["message"]
+    assert "raise max_length" in events[-1]["message"]
