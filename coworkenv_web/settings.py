@@ -568,6 +568,8 @@ if SERVING_DEVICE not in ("auto", "cpu"):
 SERVING_IDLE_TIMEOUT_S = env_int("SERVING_IDLE_TIMEOUT_S", 1800)
 SERVING_START_TIMEOUT_S = env_int("SERVING_START_TIMEOUT_S", 900)
 SERVING_MAX_CONCURRENCY = env_int("SERVING_MAX_CONCURRENCY", 4)
+# the served endpoint's max_tokens: room for an agent's step, not for a small model's babble
+SERVING_MAX_TOKENS = env_int("SERVING_MAX_TOKENS", 1024)
 SERVING_POLL_S = env_float("SERVING_POLL_S", 2.0)
 
 # Training (apps.training). Local jobs write under TRAINING_ROOT; the gpu-queue worker starts

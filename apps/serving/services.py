@@ -160,6 +160,7 @@ def model_server_register(*, server: ModelServer, now: datetime) -> ModelEndpoin
         model=server.served_model,
         temperature=0.0,
         max_concurrency=settings.SERVING_MAX_CONCURRENCY,
+        max_tokens=settings.SERVING_MAX_TOKENS,
         served_address=f"{server.host}:{server.port}",
     )
     server.endpoint = endpoint

@@ -33,9 +33,12 @@ def _stage(experiment, name):
 
 
 @pytest.mark.django_db(transaction=True)  # the model servers' threads read committed rows
-def test_every_stage_end_to_end(catalogue, author, small, student, client_for, api_client_for):
+def test_every_stage_end_to_end(
+    catalogue, author, small, student, client_for, api_client_for, settings
+):
     """The whole loop, small: outputs and lineage of every stage; the trained models served
     for real (transformers serve on loopback) and stopped at the end; the table's shape."""
+    settings.SERVING_MAX_TOKENS = 24  # two tiny models answer: a few tokens a step will do
     endpoint, server = student
     small["student_endpoint"] = "student"
     small["grpo"]["hyperparameters"] = {"max_steps": 2}
