@@ -1,6 +1,15 @@
 """`make lint`'s dead-code check: what it reports, and the uses it knows vulture cannot see."""
 
-from scripts.dead_code import unused
+import importlib.util
+from pathlib import Path
+
+# by path: ``scripts`` is not a package, and this folder's own name would shadow it
+_SPEC = importlib.util.spec_from_file_location(
+    "dead_code", Path(__file__).resolve().parents[2] / "scripts" / "dead_code.py"
+)
+dead_code = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(dead_code)
+unused = dead_code.unused
 
 
 def _tree(tmp_path, files):
