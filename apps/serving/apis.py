@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from apps.accounts.access import project_get_for_user_by_pk
 from apps.accounts.models import Role
-from apps.core.api import paginated_response
+from apps.core.api import StandardPagination, paginated_response
 from apps.core.apis import JobOutput
 from apps.core.exceptions import ApplicationError
 from apps.core.safeinput import ID_MAX
@@ -54,6 +54,8 @@ class ModelServerInput(serializers.Serializer):
 
 
 class ModelServerListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=ModelServerOutput(many=True), operation_id="model_servers_list")
     def get(self, request, pk):
         project = project_get_for_user_by_pk(request.user, pk)

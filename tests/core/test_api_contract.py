@@ -66,7 +66,7 @@ def test_every_list_declares_its_pagination(schema):
             }:
                 lists.append(path)
     assert arrays == []
-    assert len(lists) == 25  # + training metrics, command templates (docs/commands.md), experiments
+    assert len(lists) == 26  # + metrics, command templates, experiments, model servers
     assert "/api/v1/environments/{id}/attachments/" in lists
     assert "/api/v1/run-batches/{id}/groups/" in lists
     assert "/api/v1/projects/{id}/training-jobs/" in lists

@@ -308,7 +308,7 @@ def test_too_few_rows_for_openai_train_is_refused(dataset, author, sample_enviro
     assert version.exports.get(format="trl", split="train").status == ExportStatus.READY
     assert version.exports.get(format="openai", split="validation").status == ExportStatus.EMPTY
     assert version.job.message.endswith(
-        "; 2 of 6 exports offered; not offered: openai (The training file has 1 examples; "
+        "; 5 of 12 exports offered; not offered: openai (The training file has 1 examples; "
         "openai needs at least 10.)."
     )
 
