@@ -3,20 +3,29 @@ nothing scrolls sideways (long values and JSON wrap or scroll inside their own b
 laptop's width the metric tables show every column; identifiers never wrap; no page asks a
 host other than the app's own for anything (issue 27)."""
 
+import copy
 import io
 from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.accounts.models import Project
 from apps.capabilities.models import Capability
 from apps.core.models import Job
+from apps.core.services import job_claim
 from apps.curation.models import Demonstration
 from apps.datasets.models import DatasetVersion
 from apps.environments.models import Environment, Grader, ToolSchema
+from apps.experiments.advance import experiment_advance
+from apps.experiments.forms import EXAMPLE_RECIPE
+from apps.experiments.models import Experiment
+from apps.experiments.services import experiment_create
 from apps.runs.models import Run, RunBatch
+from apps.serving.models import ModelServer
+from apps.serving.services import model_server_register, model_server_start
 from apps.synthesis.models import SynthesisJob, SynthesisSlot
 from tests.browser.conftest import htmx_settled
 
@@ -28,6 +37,25 @@ VIEWPORTS = [(1366, 900), (390, 844)]
 def longest_run(project) -> Run:
     """The demo's run with the most messages: the tallest trajectory page."""
     return max(Run.objects.filter(batch__project=project), key=lambda r: len(r.transcript))
+
+
+def watched_jobs(project) -> tuple[Experiment, ModelServer]:
+    """An experiment under way (its first stage started) and a model server answering, as
+    their workers leave them: the demo seeds neither."""
+    experiment = Experiment.objects.filter(project=project).first()
+    if experiment is None:
+        experiment = experiment_create(
+            project=project, user=None, recipe=copy.deepcopy(EXAMPLE_RECIPE), enqueue=False
+        )
+        experiment_advance(experiment_id=experiment.pk)
+    server = ModelServer.objects.filter(project=project).first()
+    if server is None:
+        server = model_server_start(project=project, model_path="Qwen/Qwen2.5-0.5B-Instruct")
+        job_claim(job_id=server.job_id)
+        server.host, server.port, server.served_model = "127.0.0.1", 18_000, server.model_path
+        server.save(update_fields=["host", "port", "served_model"])
+        model_server_register(server=server, now=timezone.now())
+    return experiment, server
 
 
 def main_flow_paths() -> list[str]:
@@ -48,6 +76,7 @@ def main_flow_paths() -> list[str]:
     version = DatasetVersion.objects.filter(dataset__project=project).order_by("pk").first()
     grouped = RunBatch.objects.filter(project=project, group_size__isnull=False).first()
     capability = Capability.objects.filter(project=project).order_by("pk").first()
+    experiment, server = watched_jobs(project)
     paths = [
         reverse("workspace:dashboard", args=[slug]),
         reverse("environments:list", args=[slug]),
@@ -86,6 +115,11 @@ def main_flow_paths() -> list[str]:
         reverse("training:templates", args=[slug]),
         reverse("environments:envserver", args=[slug]),
         reverse("curation:settings", args=[slug]),
+        reverse("experiments:list", args=[slug]),
+        reverse("experiments:create", args=[slug]),
+        reverse("experiments:detail", args=[experiment.pk]),
+        reverse("serving:list", args=[slug]),
+        reverse("serving:detail", args=[server.pk]),
         reverse("core:job_list", args=[slug]),
         reverse("core:job_detail", args=[job.pk]),
         reverse("llm:endpoint_list", args=[slug]),

@@ -3,22 +3,39 @@ test opens the page while the job is under way, ends the job through its own ser
 worker would), and waits for the page to show Cancel gone and the results there, without a
 reload of its own."""
 
+import copy
+import re
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 from playwright.sync_api import expect
 
+from apps.core.models import JobStatus
+from apps.core.services import job_claim, job_finish, job_report_progress
 from apps.datasets.services import (
     VersionFilter,
     dataset_create,
     dataset_version_build_job,
     dataset_version_create,
 )
-from apps.runs.models import Executor
+from apps.experiments.advance import STEPS, experiment_advance
+from apps.experiments.forms import EXAMPLE_RECIPE
+from apps.experiments.models import Stage
+from apps.experiments.services import experiment_create
+from apps.runs.models import Executor, RunBatch
 from apps.runs.services import (
     BatchSettings,
     TaskSelection,
+    run_batch_cancel,
     run_batch_create,
     run_batch_execute_inline,
+)
+from apps.serving.services import (
+    model_server_register,
+    model_server_start,
+    model_server_stop,
+    model_server_unregister,
 )
 from apps.synthesis.services import synthesis_run_inline
 from apps.training.services import training_job_create
@@ -135,3 +152,68 @@ def test_version_page_shows_the_rows_once_the_build_ends(
     expect(page.get_by_test_id("train-rows")).not_to_have_text("0")
     expect(page.get_by_test_id("row-table")).to_be_visible()
     expect(page.get_by_test_id("rebuild-version")).to_be_visible()
+
+
+def test_server_page_shows_the_endpoint_then_the_stop(login, live_server, author, project):
+    """The rows as the gpu worker leaves them (``apps.serving.running``), without a model
+    process: claimed, then answering and registered, then stopped on request."""
+    server = model_server_start(project=project, user=author, model_path="org/tiny-model")
+    page = login(author)
+    page.goto(f"{live_server.url}{reverse('serving:detail', args=[server.pk])}")
+    expect(page.get_by_test_id("server-status")).to_have_text("Pending")
+    expect(page.get_by_test_id("stop-server")).to_be_visible()
+
+    job = job_claim(job_id=server.job_id)
+    server.host, server.port, server.served_model = "127.0.0.1", 18_000, "org/tiny-model"
+    server.save(update_fields=["host", "port", "served_model"])
+    model_server_register(server=server, now=timezone.now())
+    job_report_progress(job=job, done=0, message=f"Serving at {server.base_url}")
+
+    expect(page.get_by_test_id("server-status")).to_have_text("Running", timeout=LIVE_MS)
+    expect(page.get_by_test_id("server-endpoint")).to_contain_text(f"served-{server.pk}")
+    expect(page.get_by_test_id("server-message")).to_have_text(f"Serving at {server.base_url}")
+
+    model_server_stop(server=server)
+    model_server_unregister(server=server)
+    job_finish(job=job, status=JobStatus.CANCELLED, message="Cancelled.")
+
+    expect(page.get_by_test_id("server-status")).to_have_text("Cancelled", timeout=LIVE_MS)
+    expect(page.get_by_test_id("stop-server")).to_have_count(0)
+    expect(page.get_by_test_id("server-endpoint")).to_have_count(0)
+
+
+def test_experiment_page_shows_each_stage_and_the_end(
+    login,
+    live_server,
+    author,
+    project,
+    catalogue,  # noqa: F811
+):
+    """Advanced as its worker would (``experiment_advance``): the synthesis stage done and
+    the teacher's batch started show in place; the batch cancelled, the experiment ends."""
+    recipe = copy.deepcopy(EXAMPLE_RECIPE)
+    experiment = experiment_create(project=project, user=author, recipe=recipe, enqueue=False)
+    experiment_advance(experiment_id=experiment.pk)
+    page = login(author)
+    page.goto(f"{live_server.url}{reverse('experiments:detail', args=[experiment.pk])}")
+    live = page.get_by_test_id("experiment-live")
+    synthesis = live.locator('[data-testid="stage-row"][data-stage="synthesis"]')
+    teacher = live.locator('[data-testid="stage-row"][data-stage="teacher"]')
+    expect(live).to_have_attribute("data-status", "running")
+    expect(synthesis).to_have_attribute("data-status", "running")
+
+    STEPS[Stage.SYNTHESIS].run(experiment.stages.get(stage=Stage.SYNTHESIS))
+    experiment_advance(experiment_id=experiment.pk)
+
+    expect(synthesis).to_have_attribute("data-status", "succeeded", timeout=LIVE_MS)
+    expect(teacher).to_have_attribute("data-status", "running")
+    expect(teacher.get_by_role("link")).not_to_have_count(0)
+
+    teacher_batch = experiment.stages.get(stage=Stage.TEACHER).outputs["batch"]
+    run_batch_cancel(batch=RunBatch.objects.get(pk=teacher_batch))
+    experiment_advance(experiment_id=experiment.pk)
+
+    expect(page.get_by_test_id("experiment-status")).to_have_text("Failed", timeout=LIVE_MS)
+    expect(teacher).to_have_attribute("data-status", "failed")
+    expect(page.get_by_test_id("experiment-message")).to_contain_text("Teacher batch")
+    expect(live).not_to_have_attribute("hx-get", re.compile(".*"))
