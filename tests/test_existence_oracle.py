@@ -27,6 +27,7 @@ from apps.experiments.recipe import recipe_parse
 from apps.llm.models import ModelEndpoint
 from apps.runs.models import Executor, Run, RunBatch
 from apps.runs.services import run_batch_create, run_batch_execute_inline
+from apps.serving.models import MODEL_SERVER_KIND, ModelServer
 from apps.synthesis.models import SynthesisJob, SynthesisSlot
 from apps.training.models import TrainedModel, TrainingJob
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
@@ -78,6 +79,7 @@ API_OBJECTS = [
     ("api/v1/datasets/", "dataset"),
     ("api/v1/training-jobs/", "training_job"),
     ("api/v1/experiments/", "experiment"),
+    ("api/v1/model-servers/", "model_server"),
 ]
 PAGE_OBJECTS = [
     ("account/tokens/", "token"),
@@ -100,6 +102,7 @@ PAGE_OBJECTS = [
     ("training/models/", "trained_model"),
     ("training/", "training_job"),
     ("experiments/", "experiment"),
+    ("serving/", "model_server"),
     ("p/<slug:slug>/members/", "membership"),
     ("p/<slug:slug>/review/", "demonstration"),
 ]
@@ -187,6 +190,11 @@ def _build_world():
             name="x",
             recipe=recipe_parse({"name": "x", "capabilities": ["cap"]}).to_dict(),
         ),
+        "model_server": ModelServer.objects.create(
+            project=project,
+            job=Job.objects.create(project=project, kind=MODEL_SERVER_KIND, title="serve"),
+            model_path="org/model",
+        ),
         "service": record.service,
         "collection": record.collection,
     }
@@ -197,6 +205,7 @@ def _teardown_world(world) -> None:
     TrainingJob.objects.filter(project=world["project"]).delete()  # they PROTECT versions
     DatasetVersion.objects.filter(dataset__project=world["project"]).delete()
     RunBatch.objects.filter(project=world["project"]).delete()  # their jobs are PROTECTed
+    ModelServer.objects.filter(project=world["project"]).delete()  # so are theirs
     Project.objects.filter(pk__in=[world["project"].pk, world["home"].pk]).delete()
     world["owner"].delete()
     world["outsider"].delete()
