@@ -208,11 +208,11 @@ class DatasetVersion(models.Model):
         validation split at all (its metrics say nothing about these)."""
         if not self.validation_rows:
             return []
-        return [
+        return sorted(  # jsonb keeps no key order on PostgreSQL
             slug
             for slug, c in (self.capability_mix or {}).items()
             if slug and c.get("train", 0) and not c.get("validation", 0)
-        ]
+        )
 
     @property
     def kind(self) -> str:
