@@ -8,7 +8,9 @@ class StartForm(forms.Form):
     """What to serve: a trained model of the project (the training page's Serve button
     names it) or a hub id / a folder on the gpu worker (e.g. the base model)."""
 
-    trained_model = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    trained_model = forms.IntegerField(
+        required=False, min_value=1, max_value=2**63 - 1, widget=forms.HiddenInput
+    )
     model_path = forms.CharField(
         max_length=500,
         required=False,

@@ -343,8 +343,8 @@ def run(config: dict[str, Any]) -> int:
     base = config["base_model"]
     with state.main_process_first():
         if base in TEXT_PRESET_MODELS:
-            rows = tokenizer_rows(specs)
-            base = str(build_text_preset(rows, output_dir / "base", hp["seed"], model=base))
+            texts = tokenizer_rows(specs)
+            base = str(build_text_preset(texts, output_dir / "base", hp["seed"], model=base))
     tokenizer = transformers.AutoTokenizer.from_pretrained(base, padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -5,7 +5,6 @@ refused, an unknown tool is an MCP error and the session goes on."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 
@@ -16,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from coworkenv_engine.mcp_server import mcp_content
 from coworkenv_engine.server import create_app
 from coworkenv_engine.spec import load_spec
+from tests.asyncio_thread import run_coroutine
 
 from . import mcp_drive
 from .helpers import SAMPLES, load_json, mini_doc
@@ -50,7 +50,7 @@ def task_url(base_url: str, **query) -> str:
 
 
 def run(coro):
-    return asyncio.run(coro)
+    return run_coroutine(coro)
 
 
 def test_the_reference_solution_scores_one(base_url):

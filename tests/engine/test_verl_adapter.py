@@ -7,7 +7,6 @@ each message without tool calls) is scored by ``compute_score`` as the engine sc
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +25,7 @@ from verl.tools.utils.tool_registry import initialize_tools_from_config
 from coworkenv_engine import verl_adapter
 from coworkenv_engine.server import create_app
 from coworkenv_engine.spec import load_spec
+from tests.asyncio_thread import run_coroutine
 
 from .helpers import SAMPLES, load_json
 from .serving import running
@@ -70,7 +70,7 @@ async def call(tool: BaseTool, arguments: dict, agent_data: AgentData):
 
 def start(interaction: BaseInteraction, request_id: str, spec=SPEC, task=TASK) -> None:
     kwargs = {"name": "coworkenv", "environment": spec.name, "task_key": task.key, "seed": 0}
-    asyncio.run(interaction.start_interaction(request_id, **kwargs))
+    run_coroutine(interaction.start_interaction(request_id, **kwargs))
 
 
 def test_the_configs_load_into_verls_own_classes(loaded):
@@ -103,7 +103,7 @@ def test_the_reference_solution_scores_one(loaded):
             messages.append({"role": "user", "content": user})
         return done, turn_rewards
 
-    done, turn_rewards = asyncio.run(play())
+    done, turn_rewards = run_coroutine(play())
     assert done is True
     assert sum(turn_rewards) == pytest.approx(1.0)
     scores = agent_data.extra_fields["reward_scores"]
@@ -127,7 +127,7 @@ def test_a_trajectory_without_tool_calls_is_graded_from_its_text(loaded, monkeyp
             )
         return done, final
 
-    done, final = asyncio.run(idle())
+    done, final = run_coroutine(idle())
     assert done is True and final["coworkenv"] < 0.75 and final["passed"] is False
     monkeypatch.setenv("COWORKENV_SPECS", str(SAMPLES[0]))
     extra = {"environment": SPEC.name, "task_key": TASK.key, "seed": 0, "rollout_reward_scores": {}}
@@ -142,7 +142,7 @@ def test_another_environments_tool_is_a_tool_error(loaded):
     foreign = sorted({t.name for t in OTHER.tools} - {t.name for t in SPEC.tools})[0]
     agent_data = AgentData("foreign-1")
     start(interactions["coworkenv"], agent_data.request_id)
-    response, reward, _ = asyncio.run(call(tools[foreign], {}, agent_data))
+    response, reward, _ = run_coroutine(call(tools[foreign], {}, agent_data))
     assert response.text == f"Error: no tool {foreign!r} here."
     assert reward == 0.0
     state = verl_adapter.EPISODES[agent_data.request_id].session.session.state()
@@ -206,7 +206,7 @@ def test_the_round_limit_ends_the_episode_and_the_score_still_reaches_verl(loade
         end = await interaction.generate_response(agent_data.request_id, [])
         return after, end
 
-    (after, _, _), (done, _, _, scores) = asyncio.run(spin())
+    (after, _, _), (done, _, _, scores) = run_coroutine(spin())
     assert after.text == "Error: no episode is running."
     assert done is True and scores == agent_data.extra_fields["reward_scores"]
     assert scores["coworkenv"] < 0.75
@@ -239,7 +239,7 @@ def test_the_interaction_can_run_episodes_on_an_environment_server(loaded, monke
         return done
 
     with running(app) as url:
-        assert asyncio.run(play(url)) is True
+        assert run_coroutine(play(url)) is True
     assert app.state.store.slots == {}
     extra = {"rollout_reward_scores": agent_data.extra_fields["reward_scores"]}
     assert verl_adapter.compute_score("coworkenv", "", TASK.key, extra)["score"] == 1.0

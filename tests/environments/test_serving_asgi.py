@@ -4,7 +4,6 @@ driven by openenv-core's client, httpx and websockets."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 
@@ -16,6 +15,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from apps.environments.models import Environment, EnvironmentStatus
+from tests.asyncio_thread import run_coroutine
 from tests.engine import mcp_drive
 from tests.engine.serving import running
 from tests.workers import wait_for
@@ -56,7 +56,7 @@ def test_an_mcp_client_through_the_web_app(app_url, served, project):
         async with mcp_drive.mcp_session(url, served["member"]) as session:
             return await mcp_drive.play_reference(session, task)
 
-    assert asyncio.run(oracle()).structured_content["reward"] == 1.0
+    assert run_coroutine(oracle()).structured_content["reward"] == 1.0
     refused = httpx.post(url, json={}, headers={"Authorization": f"Bearer {served['outsider']}"})
     assert (refused.status_code, refused.json()) == (401, REFUSED)
 
