@@ -13,7 +13,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from apps.core.safeinput import parse_id
-from apps.curation.models import Demonstration, DemonstrationStatus, Review
+from apps.curation.models import Demonstration, DemonstrationStatus, Review, ReviewReasonTag
 
 
 def pairwise_agreement(decisions: list[str]) -> float | None:
@@ -328,3 +328,8 @@ def _describe(message) -> dict | None:
         "calls": calls,
         "weight": message.get("weight"),
     }
+
+
+def active_reason_tags(*, project) -> list[ReviewReasonTag]:
+    """The project's reason tags a reviewer may pick (not archived)."""
+    return list(ReviewReasonTag.objects.filter(project=project, archived_at__isnull=True))
