@@ -107,7 +107,8 @@ def measure(calls: int, repeat: int) -> dict:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from apps.llm.client import CallLogBuffer, llm_chat
+    from apps.llm.call_log import CallLogBuffer
+    from apps.llm.client import llm_chat
     from apps.llm.models import LLMCall
     from apps.llm.services import endpoint_create
     from apps.workspace.services import project_start

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from apps.environments.attachments import attachment_data_url
-from apps.llm.client import CallLogBuffer, LLMResult, llm_chat
+from apps.llm.call_log import CallLogBuffer
+from apps.llm.client import LLMResult, llm_chat
 from apps.runs.context import ContextManager, summary_request
 from coworkenv_engine.attachments import Attachment, lift_tool_images, url_sha256
 from coworkenv_engine.policies import PolicyAction, PolicyView, ToolCall

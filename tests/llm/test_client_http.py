@@ -11,10 +11,12 @@ import openai
 import pytest
 
 import apps.llm.client as client_module
-from apps.llm.client import RetryPolicy, endpoint_openai_client, llm_chat
+import apps.llm.transport as transport_module
+from apps.llm.client import RetryPolicy, llm_chat
 from apps.llm.exceptions import LLMRequestError, LLMUnavailable
 from apps.llm.models import LLMCall, LLMCallStatus
 from apps.llm.services import endpoint_create
+from apps.llm.transport import endpoint_openai_client
 from tests.llm_server import Reply
 
 pytestmark = pytest.mark.django_db
@@ -43,13 +45,13 @@ def sdk_create(endpoint):
 def classified(monkeypatch):
     """The openai exceptions llm_chat's attempts ended with, in order."""
     seen = []
-    classify = client_module._classify
+    classify = transport_module.classify
 
     def spy(exc, endpoint, timeout):
         seen.append(exc)
         return classify(exc, endpoint, timeout)
 
-    monkeypatch.setattr(client_module, "_classify", spy)
+    monkeypatch.setattr(client_module, "classify", spy)  # where llm_chat looks it up
     return seen
 
 

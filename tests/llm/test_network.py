@@ -386,31 +386,31 @@ def test_a_process_builds_one_client_per_endpoint_and_one_tls_context(monkeypatc
     import ssl
     import threading
 
-    from apps.llm import client as llm_client
+    from apps.llm import transport as llm_transport
     from apps.llm.network import GuardedTransport, verified_ssl_context
 
-    llm_client._built_endpoint_client.cache_clear()
+    llm_transport._built_endpoint_client.cache_clear()
     builds = []
-    build = llm_client.openai.OpenAI
+    build = llm_transport.openai.OpenAI
 
     def counted(*args, **kwargs):
         builds.append(1)
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(llm_client.openai, "OpenAI", counted)
+    monkeypatch.setattr(llm_transport.openai, "OpenAI", counted)
     start = threading.Barrier(16)
     clients = []
 
     def lane():
         start.wait()
-        clients.append(llm_client._endpoint_client("http://127.0.0.1:9/v1", "k", 5.0, ()))
+        clients.append(llm_transport.endpoint_client("http://127.0.0.1:9/v1", "k", 5.0, ()))
 
     threads = [threading.Thread(target=lane) for _ in range(16)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    llm_client._built_endpoint_client.cache_clear()
+    llm_transport._built_endpoint_client.cache_clear()
     assert len(builds) == 1
     assert len({id(client) for client in clients}) == 1
     context = verified_ssl_context()

@@ -240,7 +240,7 @@ def test_a_lane_closes_its_run_and_takes_the_next_in_one_transaction(batch, monk
     played again, never half-closed), and one that succeeds commits all three."""
     from django.db import OperationalError
 
-    from apps.llm.client import CallLogBuffer
+    from apps.llm.call_log import CallLogBuffer
     from apps.llm.models import LLMCall
     from apps.runs.services import execution
     from apps.runs.services.execution import _close, _Outcome
@@ -334,7 +334,7 @@ def test_the_outcome_is_written_only_while_the_run_is_held(batch, monkeypatch):
     taken over keeps the other worker's result."""
     from decimal import Decimal
 
-    from apps.llm.client import CallLogBuffer
+    from apps.llm.call_log import CallLogBuffer
     from apps.runs.services.execution import _close, _Outcome
 
     now = timezone.now()

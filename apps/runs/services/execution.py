@@ -40,7 +40,7 @@ from apps.core.text import count_of
 from apps.core.timings import Timings, collecting, timed
 from apps.environments.models import Environment
 from apps.environments.specs import environment_document, environment_documents
-from apps.llm.client import CallLogBuffer
+from apps.llm.call_log import CallLogBuffer
 from apps.llm.exceptions import LLMError
 from apps.llm.judge import LLMJudge
 from apps.runs.agent import LLMAgentPolicy, LLMUsage, LLMUserSimulator

@@ -20,7 +20,7 @@ from django.conf import settings
 
 from apps.core.exceptions import ApplicationError
 from apps.core.services import JobCancelled, JobContext
-from apps.llm.client import describe_openai_error, endpoint_openai_client
+from apps.llm.transport import describe_openai_error, endpoint_openai_client
 from apps.training.models import ModelKind, TrainingJob
 from apps.training.services.local import write_split
 from apps.training.services.reports import (
