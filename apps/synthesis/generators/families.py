@@ -12,7 +12,10 @@ from datetime import timedelta
 from typing import Any
 
 from . import words
-from .items import InvoiceItem, Item, MeetingItem, OnboardingItem, PurchaseItem, TicketItem
+from .items import Item
+from .items_calendar import MeetingItem, OnboardingItem
+from .items_rows import InvoiceItem, PurchaseItem
+from .items_tickets import TicketItem
 from .world import TaskBuilder, World, iso
 
 

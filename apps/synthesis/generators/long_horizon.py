@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .items import Item
-from .patterns import emailed, grade_writes, outcome, said, send, uniq
+from .pattern_kit import emailed, grade_writes, outcome, said, send, uniq
 from .world import TaskBuilder, all_of, call, called, day_text, iso, reply
 
 HORIZONS = ("short", "medium", "long")
