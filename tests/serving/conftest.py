@@ -10,6 +10,7 @@ import pytest
 from apps.core.models import Job
 from apps.core.services import job_execute
 from apps.serving.running import model_server_run
+from apps.training.services import trained_model_register, training_job_create
 from tests.datasets.conftest import (  # noqa: F401  (fixtures)
     approved_demonstrations,
     sample_environments,
@@ -115,3 +116,28 @@ def lora_adapter(tmp_path_factory):
     result, events = run_sft_entry_point(folder, "preset:tiny-qwen2", train, hyperparameters)
     assert result.returncode == 0, result.stderr[-3000:]
     return events[-1]["artifacts"]
+
+
+HUB_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+@pytest.fixture
+def register_trained(project, author, training_version):  # noqa: F811  (the fixture)
+    """A trained model of ``kind`` registered from a local training job on ``HUB_MODEL`` (its
+    weights at a path that need not exist: nothing here serves them)."""
+
+    def register(kind, name="coworker"):
+        training_job = training_job_create(
+            project=project,
+            user=author,
+            dataset_version=training_version,
+            backend="local",
+            base_model=HUB_MODEL,
+            name=name,
+            enqueue=False,
+        )
+        return trained_model_register(
+            training_job=training_job, kind=kind, path="/models/run-1/final"
+        )
+
+    return register

@@ -23,29 +23,16 @@ from apps.serving.services import (
     model_servers_sweep,
 )
 from apps.training.models import ModelKind
-from apps.training.services import trained_model_register, training_job_create
 from tests.llm_server import LoopbackLLMServer, Reply
+from tests.serving.conftest import HUB_MODEL
 from tests.workers import queued_messages
 
 pytestmark = pytest.mark.django_db
 
-HUB_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
-
 
 @pytest.fixture
-def trained(project, author, training_version):
-    training_job = training_job_create(
-        project=project,
-        user=author,
-        dataset_version=training_version,
-        backend="local",
-        base_model=HUB_MODEL,
-        name="Qwen 0.5B coworker",
-        enqueue=False,
-    )
-    return trained_model_register(
-        training_job=training_job, kind=ModelKind.ADAPTER, path="/models/run-1/final"
-    )
+def trained(register_trained):
+    return register_trained(ModelKind.ADAPTER, name="Qwen 0.5B coworker")
 
 
 def _running(server: ModelServer, port: int) -> ModelServer:

@@ -9,27 +9,15 @@ from apps.core.models import JobStatus
 from apps.serving.models import ModelServer
 from apps.serving.services import model_server_register, model_server_start
 from apps.training.models import ModelKind
-from apps.training.services import trained_model_register, training_job_create
 from tests.conftest import HTMX_HEADERS
+from tests.serving.conftest import HUB_MODEL
 
 pytestmark = pytest.mark.django_db
-HUB_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 
 
 @pytest.fixture
-def trained(project, author, training_version):
-    training_job = training_job_create(
-        project=project,
-        user=author,
-        dataset_version=training_version,
-        backend="local",
-        base_model=HUB_MODEL,
-        name="coworker",
-        enqueue=False,
-    )
-    return trained_model_register(
-        training_job=training_job, kind=ModelKind.FULL, path="/models/run-1/final"
-    )
+def trained(register_trained):
+    return register_trained(ModelKind.FULL, name="coworker")
 
 
 def test_start_from_a_path_plain_and_htmx(client_for, author, project):
