@@ -36,6 +36,7 @@ from apps.serving.services import model_server_start, model_server_stop, model_s
 from apps.synthesis.models import Generator, SynthesisJob, SynthesisSlot
 from apps.synthesis.services import synthesis_run_inline, synthesis_start
 from apps.training.models import Backend, TrainedModel, TrainingJob, TrainingMethod
+from apps.training.selectors import trained_model_base
 from apps.training.services import training_job_create, training_job_execute
 
 HELD_OUT_SEED_OFFSET = 1_000_000  # held-out environments come from seeds never trained on
@@ -314,13 +315,6 @@ def dataset_stage_run(stage: ExperimentStage) -> None:
 SERVERS = ("model_server", "base_server")  # the outputs of a serve stage naming its servers
 
 
-def _base_model_path(trained: TrainedModel) -> str:
-    """What the trained model started from: the folder a preset was built into (kept in
-    the job's artifacts), or the hub id or path the job named."""
-    final = (trained.training_job.artifacts or {}).get("final") or {}
-    return str(final.get("base_model") or trained.base_model)
-
-
 def serve_stage_start(ctx: Context, after: str) -> tuple[list[int], dict]:
     """Serve the model ``after`` trained; after SFT, also its base model (unless the recipe
     names the base's endpoint), so the before/after compares two served models alike."""
@@ -334,7 +328,7 @@ def serve_stage_start(ctx: Context, after: str) -> tuple[list[int], dict]:
     }
     if after == Stage.SFT and not ctx.recipe.student_endpoint:
         servers["base_server"] = model_server_start(
-            project=ctx.project, user=ctx.user, model_path=_base_model_path(trained)
+            project=ctx.project, user=ctx.user, model_path=trained_model_base(trained)
         )
     return [server.job_id for server in servers.values()], {
         "trained_model": trained.pk,

@@ -34,6 +34,7 @@ from apps.llm.models import ModelEndpoint
 from apps.llm.services import endpoint_create, endpoint_delete
 from apps.serving.models import MODEL_SERVER_KIND, ModelServer
 from apps.training.models import ModelKind, TrainedModel
+from apps.training.selectors import trained_model_base
 from apps.training.services.evaluation import tool_call_parser
 
 SERVE_TASK = "apps.serving.tasks.serve_model_task"
@@ -52,11 +53,7 @@ def _model_of(trained_model: TrainedModel | None, model_path: str, project) -> d
     if trained_model.kind == ModelKind.REMOTE or not trained_model.path:
         raise ApplicationError("The provider hosts this model; it has no weights to serve.")
     if trained_model.kind == ModelKind.ADAPTER:
-        base = trained_model.base_model
-        if base.startswith("preset:"):  # built for the job: its folder is in the artifacts
-            final = (trained_model.training_job.artifacts or {}).get("final") or {}
-            base = str(final.get("base_model") or "")
-        return {"model_path": base, "adapter_path": trained_model.path}
+        return {"model_path": trained_model_base(trained_model), "adapter_path": trained_model.path}
     return {"model_path": trained_model.path, "adapter_path": ""}
 
 

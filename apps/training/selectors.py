@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from apps.environments.models import Environment, EnvironmentStatus
-from apps.training.models import TrainingJob, TrainingMetric
+from apps.training.models import TrainedModel, TrainingJob, TrainingMetric
 
 
 def training_job_list(*, project) -> QuerySet[TrainingJob]:
@@ -128,3 +128,10 @@ def rl_job_list(*, project) -> QuerySet[TrainingJob]:
 def project_environments(*, project, ids) -> QuerySet[Environment]:
     """The project's environments among ``ids`` (other projects' ids are simply absent)."""
     return Environment.objects.filter(project=project, pk__in=list(ids)).order_by("pk")
+
+
+def trained_model_base(trained_model: TrainedModel) -> str:
+    """What the model was trained from: the folder a preset was built into (kept in the
+    job's artifacts), or the hub id or path the job named."""
+    final = (trained_model.training_job.artifacts or {}).get("final") or {}
+    return str(final.get("base_model") or trained_model.base_model)
