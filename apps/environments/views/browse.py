@@ -1,6 +1,7 @@
 """Browsing environments: the list, import, export, bulk actions and one-click actions.
 
-The detail page and its edit forms live in ``editing.py``; the actions here redirect there.
+The detail page lives in ``detail.py`` and its edit forms in ``editing.py`` and
+``task_editing.py``; the actions here redirect there.
 """
 
 from django.contrib import messages
