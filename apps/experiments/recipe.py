@@ -15,6 +15,7 @@ SCHEMA = "coworkenv.experiment/v1"
 FAMILIES = tuple(key for key, _ in TEMPLATE_FAMILY_CHOICES if key != RECEIPTS_FAMILY)
 MAX_COUNT = 50  # environments per (family, horizon) cell
 MAX_K = 16
+MAX_ANSWER_TOKENS = 32768
 
 
 class ReviewPolicy:
@@ -81,12 +82,14 @@ class Recipe:
     grpo: TrainingRecipe
     k: int
     student_endpoint: str = ""
+    max_tokens: int = 0  # the served models' answer cap in the student batches; 0: theirs
+
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["schema"] = SCHEMA
         data["review"] = {"policy": self.review}
-        data["evaluation"] = {"k": data.pop("k")}
+        data["evaluation"] = {"k": data.pop("k"), "max_tokens": data.pop("max_tokens")}
         return json.loads(json.dumps(data))  # tuples become lists, as the JSON field stores
 
 
@@ -244,7 +247,7 @@ def recipe_parse(data) -> Recipe:
     review = _object(data.get("review"), "review")
     _unknown(review, {"policy"}, "review")
     evaluation = _object(data.get("evaluation"), "evaluation")
-    _unknown(evaluation, {"k"}, "evaluation")
+    _unknown(evaluation, {"k", "max_tokens"}, "evaluation")
     return Recipe(
         name=name,
         capabilities=_capabilities(data.get("capabilities")),
@@ -257,4 +260,5 @@ def recipe_parse(data) -> Recipe:
         grpo=_training(data.get("grpo"), "grpo", GRPO_PRESETS),
         k=_int(evaluation, "k", "evaluation", 2, 1, MAX_K),
         student_endpoint=_text(data, "student_endpoint", ""),
+        max_tokens=_int(evaluation, "max_tokens", "evaluation", 0, 0, MAX_ANSWER_TOKENS),
     )

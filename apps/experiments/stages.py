@@ -22,6 +22,7 @@ from apps.datasets.services import (
 from apps.experiments.models import Experiment, ExperimentStage, Stage
 from apps.experiments.recipe import ReviewPolicy, recipe_parse
 from apps.experiments.services import recipe_resolve
+from apps.llm.services import endpoint_update
 from apps.runs.models import Executor, PolicyKind, RunBatch, RunRole
 from apps.runs.services import (
     BatchSettings,
@@ -362,6 +363,9 @@ def serve_stage_state(stage: ExperimentStage) -> tuple[str, str]:
 
 
 def serve_stage_collect(stage: ExperimentStage) -> dict:
+    """The servers' endpoints, capped at the recipe's ``evaluation.max_tokens`` if it gives
+    one (an untrained model babbles to the cap on every step)."""
+    max_tokens = recipe_parse(stage.experiment.recipe).max_tokens
     endpoints = {
         "model_server": "endpoint",
         "base_server": "base_endpoint",
@@ -369,7 +373,10 @@ def serve_stage_collect(stage: ExperimentStage) -> dict:
     found = {}
     for key, output in endpoints.items():
         if stage.outputs.get(key):
-            found[output] = ModelServer.objects.get(pk=stage.outputs[key]).endpoint_id
+            server = ModelServer.objects.select_related("endpoint").get(pk=stage.outputs[key])
+            if max_tokens and server.endpoint.max_tokens != max_tokens:
+                endpoint_update(endpoint=server.endpoint, max_tokens=max_tokens)
+            found[output] = server.endpoint_id
     return found
 
 

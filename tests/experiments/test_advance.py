@@ -33,12 +33,11 @@ def _stage(experiment, name):
 
 
 @pytest.mark.django_db(transaction=True)  # the model servers' threads read committed rows
-def test_every_stage_end_to_end(
-    catalogue, author, small, student, client_for, api_client_for, settings
-):
+def test_every_stage_end_to_end(catalogue, author, small, student, client_for, api_client_for):
     """The whole loop, small: outputs and lineage of every stage; the trained models served
     for real (transformers serve on loopback) and stopped at the end; the table's shape."""
-    settings.SERVING_MAX_TOKENS = 24  # two tiny models answer: a few tokens a step will do
+    # two tiny models answer: the recipe caps their endpoints at a few tokens a step
+    small["evaluation"] = {"k": 2, "max_tokens": 24}
     endpoint, server = student
     small["student_endpoint"] = "student"
     small["grpo"]["hyperparameters"] = {"max_steps": 2}
@@ -90,7 +89,9 @@ def test_every_stage_end_to_end(
             interval=0.2,
             message="the model server to stop",
         )
-        assert LLMCall.objects.filter(endpoint_name=batch.endpoint_name).exists()
+        calls = LLMCall.objects.filter(endpoint_name=batch.endpoint_name)
+        assert calls.exists()
+        assert {call.request_params.get("max_tokens") for call in calls} == {24}
     assert "base_server" not in out["serve_sft"]  # the recipe named the base's endpoint
     for stage in ("eval_base", "eval_sft", "eval_grpo"):
         batch = RunBatch.objects.get(pk=out[stage]["batch"])

@@ -21,7 +21,7 @@ def test_the_example_parses_with_every_choice_kept(recipe):
     stored = parsed.to_dict()
     assert stored["schema"] == SCHEMA
     assert stored["review"] == {"policy": "approve-strict-passes"}
-    assert stored["evaluation"] == {"k": 2}
+    assert stored["evaluation"] == {"k": 2, "max_tokens": 0}
     assert recipe_parse(stored) == parsed  # what is stored parses back to the same recipe
 
 
@@ -33,6 +33,14 @@ def test_defaults_fill_what_a_minimal_recipe_leaves_out():
     assert parsed.review == ReviewPolicy.HUMAN
     assert parsed.held_out.seeds == 1
     assert parsed.k == 2
+    assert parsed.max_tokens == 0  # the served endpoints keep their own answer cap
+
+
+def test_an_answer_cap_for_the_served_models_round_trips(recipe):
+    recipe["evaluation"] = {"k": 1, "max_tokens": 256}
+    parsed = recipe_parse(recipe)
+    assert (parsed.k, parsed.max_tokens) == (1, 256)
+    assert recipe_parse(parsed.to_dict()) == parsed
 
 
 @pytest.mark.parametrize(
@@ -53,6 +61,8 @@ def test_defaults_fill_what_a_minimal_recipe_leaves_out():
         ({"sft": {"preset": "huge"}}, "sft.preset"),
         ({"grpo": {"hyperparameters": []}}, "grpo.hyperparameters"),
         ({"evaluation": {"k": 0}}, "evaluation.k"),
+        ({"evaluation": {"max_tokens": -1}}, "evaluation.max_tokens"),
+        ({"evaluation": {"max_tokens": 1.5}}, "evaluation.max_tokens"),
         ({"surprise": 1}, "surprise"),
         ({"schema": "other/v9"}, "schema"),
     ],
