@@ -18,7 +18,7 @@ TINY_PRESET_MODEL = "preset:tiny-qwen2"
 # A tiny vision-language model (a LLaVA: a 1-layer CLIP vision tower, a 2-layer Qwen2) built
 # from a config with a locally trained tokenizer: the CPU smoke test for image versions.
 TINY_VLM_PRESET_MODEL = "preset:tiny-llava"
-# A decoder of about 20M parameters (8 layers, hidden 384) with an 8,192-token tokenizer,
+# A decoder of about 10M parameters (8 layers, hidden 256) with an 8,192-token tokenizer,
 # both built locally like the tiny one: large enough to learn tool use on a laptop's CPU.
 SMALL_PRESET_MODEL = "preset:small-qwen2"
 TEXT_PRESET_MODELS = (TINY_PRESET_MODEL, SMALL_PRESET_MODEL)
@@ -66,7 +66,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "laptop-cpu": {
-        "label": "Small model that learns on a laptop (CPU, built from a config, ~20M parameters)",
+        "label": "Small model that learns on a laptop (CPU, built from a config, ~10M parameters)",
         "base_model": SMALL_PRESET_MODEL,
         "hyperparameters": {
             "epochs": 4.0,
@@ -353,8 +353,8 @@ GRPO_PRESETS: dict[str, dict[str, Any]] = {
         "label": "Small model on a laptop (CPU; start from its SFT checkpoint)",
         "base_model": SMALL_PRESET_MODEL,
         "hyperparameters": {
-            "max_steps": 40,
-            "learning_rate": 2e-5,
+            "max_steps": 30,
+            "learning_rate": 1e-4,
             "group_size": 4,
             "batch_size": 4,
             "temperature": 1.0,

@@ -1,8 +1,9 @@
 """The models built from configs, with tokenizers trained on the job's own rows (no download).
 
 ``preset:tiny-qwen2`` (a 2-layer Qwen2, hidden 64, Qwen2.5's chat template; the tests'),
-``preset:small-qwen2`` (8 layers, hidden 384, an 8,192-token tokenizer: ~20M parameters, what
-a laptop's CPU trains to use tools in under an hour) and
+``preset:small-qwen2`` (8 layers, hidden 256, an 8,192-token tokenizer: ~10M parameters, what
+a laptop's CPU trains to use tools in under an hour; its template lists each tool on one
+line, ``chat_templates/chatml_compact_tools_training.jinja``) and
 ``preset:tiny-llava`` (a LLaVA with a 1-layer CLIP vision tower, 32x32 pixels, 8x8 patches:
 16 image tokens per image, over the same tiny Qwen2). What the tests and CPU smoke runs train.
 """
@@ -28,6 +29,7 @@ class TextModelSize:
     heads: int
     kv_heads: int
     vocab: int
+    compact_tools: bool = False  # CoworkEnv's one-line tool list instead of Qwen2.5's schemas
 
 
 TEXT_MODEL_SIZES = {
@@ -35,12 +37,15 @@ TEXT_MODEL_SIZES = {
         hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, vocab=2000
     ),
     SMALL_PRESET_MODEL: TextModelSize(
-        hidden=384, intermediate=1536, layers=8, heads=6, kv_heads=2, vocab=8192
+        hidden=256, intermediate=1088, layers=8, heads=4, kv_heads=2, vocab=8192, compact_tools=True
     ),
 }
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VISION_TEMPLATE = Path(__file__).parent / "chat_templates" / "chatml_vision_training.jinja"
+COMPACT_TOOLS_TEMPLATE = (
+    Path(__file__).parent / "chat_templates" / "chatml_compact_tools_training.jinja"
+)
 IMAGE_PAD = "<|image_pad|>"
 VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", IMAGE_PAD]
 TINY_IMAGE_SIZE = 32
@@ -70,7 +75,14 @@ def build_text_preset(
                 yield json.dumps(message, ensure_ascii=False)
 
     tokenizer = train_bpe_tokenizer(texts(), SPECIAL_TOKENS, vocab_size=size.vocab)
-    tokenizer.chat_template = trl_template("qwen2_5")
+    if size.compact_tools:
+        from trl.chat_template_utils import qwen3_template
+
+        tokenizer.chat_template = COMPACT_TOOLS_TEMPLATE.read_text()
+        # TRL recognises Qwen's own templates only: GRPO parses tool calls with this one
+        tokenizer.response_template = qwen3_template
+    else:
+        tokenizer.chat_template = trl_template("qwen2_5")
     return save_preset_model(
         transformers.Qwen2ForCausalLM, qwen2_config(tokenizer, size), seed, tokenizer, directory
     )

@@ -51,11 +51,73 @@ def test_the_small_preset_is_a_decoder_of_10_to_40_million_parameters(tmp_path):
     config = transformers.AutoConfig.from_pretrained(directory)
     size = TEXT_MODEL_SIZES[SMALL_PRESET_MODEL]
     assert (config.num_hidden_layers, config.hidden_size) == (size.layers, size.hidden)
-    assert 10e6 <= _parameters(directory) <= 40e6
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     # a tokenizer trained on 40 short rows stops short of the vocabulary it may grow to
     assert len(tokenizer) <= size.vocab
-    assert "<tool_call>" in tokenizer.chat_template  # Qwen2.5's template: tools render
+    at_full_vocabulary = _parameters(directory) + (size.vocab - len(tokenizer)) * size.hidden
+    assert 10e6 <= at_full_vocabulary <= 40e6
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "list_rows",
+            "description": "List the rows of a sheet.",
+            "parameters": {
+                "type": "object",
+                "properties": {"sheet": {"type": "string"}, "limit": {"type": "integer"}},
+                "required": ["sheet"],
+            },
+        },
+    }
+]
+
+
+def test_the_small_preset_lists_each_tool_on_one_line_and_marks_what_it_trains(tmp_path):
+    import transformers
+
+    from apps.training.encoding import training_chat_template
+
+    directory = build_text_preset(ROWS, tmp_path / "small", seed=0, model=SMALL_PRESET_MODEL)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    text = tokenizer.apply_chat_template(ROWS[0]["messages"], tools=TOOLS, tokenize=False)
+    assert "\nlist_rows(sheet, limit?): List the rows of a sheet.\n" in text
+    assert '"properties"' not in text
+    assert (
+        '<tool_call>\n{"name": "archive_ticket", "arguments": {"id": "T-0"}}\n</tool_call>' in text
+    )
+    # its own {% generation %} markers: SFT trains the assistant turns only, unpatched
+    template = training_chat_template(tokenizer)
+    assert template == tokenizer.chat_template
+    encoded = tokenizer.apply_chat_template(
+        ROWS[0]["messages"],
+        tools=TOOLS,
+        chat_template=template,
+        return_dict=True,
+        return_assistant_tokens_mask=True,
+    )
+    trained = [
+        t for t, m in zip(encoded["input_ids"], encoded["assistant_masks"], strict=True) if m
+    ]
+    assert tokenizer.decode(trained).endswith("Ticket T-0 is archived.<|im_end|>\n")
+
+
+def test_the_small_preset_parses_its_tool_calls_as_grpo_does(tmp_path):
+    import transformers
+
+    directory = build_text_preset(ROWS, tmp_path / "small", seed=0, model=SMALL_PRESET_MODEL)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    reply = (
+        '<tool_call>\n{"name": "list_rows", "arguments": {"sheet": "A"}}\n</tool_call><|im_end|>'
+    )
+    parsed = tokenizer.parse_response(reply, prefix="")
+    assert parsed["tool_calls"] == [
+        {"type": "function", "function": {"name": "list_rows", "arguments": {"sheet": "A"}}}
+    ]
+    assert tokenizer.parse_response("no call, just words<|im_end|>", prefix="")["content"] == (
+        "no call, just words"
+    )
 
 
 def test_the_tiny_preset_stays_the_tests_model(tmp_path):
