@@ -19,12 +19,12 @@ from apps.core.models import Job
 from apps.core.services import JobContext, job_create
 from apps.core.text import count_of
 from apps.environments.interop import claw_eval, clawmark
-from apps.environments.interop.claw_eval_import import (
+from apps.environments.interop.claw_eval_archive import (
     ImportProblem,
     TaskDirectory,
-    document_from_directory,
     read_archive,
 )
+from apps.environments.interop.claw_eval_import import document_from_directory
 from apps.environments.models import Environment
 from apps.environments.services.attachment_owners import attachments_owned_check
 from apps.environments.services.environments import (
