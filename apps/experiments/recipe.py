@@ -84,7 +84,6 @@ class Recipe:
     student_endpoint: str = ""
     max_tokens: int = 0  # the served models' answer cap in the student batches; 0: theirs
 
-
     def to_dict(self) -> dict:
         data = asdict(self)
         data["schema"] = SCHEMA
