@@ -513,6 +513,9 @@ JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 45)
 JOB_SWEEP_EVERY_S = env_int("JOB_SWEEP_EVERY_S", 15)
 # How often a working experiment looks again at its current stage's jobs.
 EXPERIMENT_POLL_S = env_int("EXPERIMENT_POLL_S", 10)
+# An active experiment nobody advanced for this long lost its message (a broker down at
+# launch, a worker killed between two looks): the sweeper sends it again.
+EXPERIMENT_STALLED_S = env_int("EXPERIMENT_STALLED_S", 120)
 JOB_MAX_CLAIMS = env_int("JOB_MAX_CLAIMS", 5)
 # A worker that finishes a run takes its batch's next run itself, without a trip through the
 # broker, for up to RUN_LANE_MAX_S seconds; then it hands the next one to the queue (so other
@@ -549,6 +552,7 @@ CELERY_BEAT_SCHEDULE = {
         ("synthesis", "apps.synthesis.tasks.sweep_synthesis_task"),
         ("training", "apps.training.tasks.sweep_training_task"),
         ("model-servers", "apps.serving.tasks.sweep_model_servers_task"),
+        ("experiments", "apps.experiments.tasks.sweep_experiments_task"),
     )
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

@@ -174,6 +174,8 @@ def experiment_advance(*, experiment_id: int, inline: bool = False) -> Experimen
     if outcome in (ExperimentStatus.SUCCEEDED, ExperimentStatus.FAILED):
         for name in (Stage.SERVE_SFT, Stage.SERVE_GRPO):  # nothing left to ask them
             s.serve_stage_stop(records[name])
-    Experiment.objects.filter(pk=experiment.pk).update(status=outcome, message=message)
+    Experiment.objects.filter(pk=experiment.pk).update(
+        status=outcome, message=message, updated_at=timezone.now()
+    )
     experiment.status, experiment.message = outcome, message
     return experiment

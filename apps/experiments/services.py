@@ -1,12 +1,23 @@
 """Writes of experiments: create one from a recipe (checked against the project: nothing is
-created when a name does not resolve), and queue its advance once committed."""
+created when a name does not resolve), queue its advance once committed, and send again the
+advance of one whose message was lost."""
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from apps.capabilities.models import Capability
 from apps.core.exceptions import ApplicationError
 from apps.core.services import send_task
-from apps.experiments.models import STAGE_ORDER, Experiment, ExperimentStage, ExperimentStatus
+from apps.experiments.models import (
+    ACTIVE_EXPERIMENT_STATUSES,
+    STAGE_ORDER,
+    Experiment,
+    ExperimentStage,
+    ExperimentStatus,
+)
 from apps.experiments.recipe import Recipe, RecipeError, recipe_parse
 from apps.llm.models import ModelEndpoint
 
@@ -82,3 +93,25 @@ def experiment_continue(*, experiment: Experiment) -> None:
         raise ApplicationError(f"This experiment has already {experiment.status}.")
     pk = experiment.pk
     transaction.on_commit(lambda: experiment_enqueue(experiment_id=pk))
+
+
+def experiments_sweep(*, now=None) -> list[int]:
+    """What Celery beat runs every JOB_SWEEP_EVERY_S: an active experiment that nothing
+    advanced for EXPERIMENT_STALLED_S (each advance touches it; a live one every
+    EXPERIMENT_POLL_S) is sent again. Touching it first with a conditional UPDATE makes two
+    sweepers send it once."""
+    now = now or timezone.now()
+    stalled = (
+        Experiment.objects.filter(
+            status__in=ACTIVE_EXPERIMENT_STATUSES,
+            updated_at__lt=now - timedelta(seconds=settings.EXPERIMENT_STALLED_S),
+        )
+        .order_by("pk")
+        .values_list("pk", "updated_at")
+    )
+    sent = []
+    for pk, seen in stalled:
+        if Experiment.objects.filter(pk=pk, updated_at=seen).update(updated_at=now):
+            experiment_enqueue(experiment_id=pk)
+            sent.append(pk)
+    return sent
