@@ -2,8 +2,9 @@
 server-side evidence (the audit log of tool calls with the state changes they made), which
 the agent cannot fake by what it says.
 
-``LLMJudge`` is the engine's ``Judge`` callable (``(rubric, context) -> {score, reasoning}``)
-backed by a model endpoint through the one LLM client (retries, concurrency slots, call log).
+``LLMJudge`` is the engine's ``Judge`` callable (``(rubric, context) -> {score, reasoning}``),
+asking the engine's question (``coworkenv_engine.judging``: the prompt and the verdict's shape)
+of a model endpoint through the one LLM client (retries, concurrency slots, call log).
 Answers are cached in ``JudgeVerdict`` by (rubric, evidence hash, judge model) per project,
 so re-grading the same evidence makes no call. An ``LLMError`` (the endpoint stayed down
 after the client's retries, or answered no usable verdict) is kept in ``outage`` and
@@ -14,7 +15,6 @@ re-raised; the engine records the check as failed with that error, and callers m
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -25,43 +25,15 @@ from apps.llm.client import LLMResult, llm_json
 from apps.llm.exceptions import LLMError, LLMOutputError
 from apps.llm.models import JudgeVerdict, ModelEndpoint
 from apps.llm.selectors import project_judge_get
+from coworkenv_engine.judging import (
+    REASONING_MAX,
+    VERDICT_SCHEMA,
+    canonical,
+    judge_evidence,
+    judge_messages,
+)
 
 JUDGE_PURPOSE = "judge.grade"
-VERDICT_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "score": {"type": "number", "minimum": 0, "maximum": 1},
-        "reasoning": {"type": "string"},
-    },
-    "required": ["score", "reasoning"],
-    "additionalProperties": False,
-}
-JUDGE_SYSTEM = (
-    "You are a strict grader of an AI assistant's work in a simulated workplace. You get a "
-    "rubric, the conversation, and the server-side evidence: the audit log of every tool call "
-    "the assistant made with the records each call changed. Trust the evidence over what the "
-    "assistant claims: an action it says it took but that is not in the audit log did not "
-    "happen. Answer with one JSON object: "
-    '{"score": <a number from 0 to 1: how fully the rubric is met>, '
-    '"reasoning": <one short paragraph citing the evidence>}.'
-)
-REASONING_MAX = 4000
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def judge_evidence(context: dict[str, Any]) -> dict[str, Any]:
-    """What the judge reads besides the rubric: the conversation and the server's records."""
-    return {
-        "task": context.get("task", ""),
-        "scope": context.get("scope", "final"),
-        "conversation": context.get("messages") or [],
-        "final_reply": context.get("final_reply") or "",
-        "audit_log": context.get("audit") or [],
-        "changes": context.get("changes") or [],
-    }
 
 
 def evidence_hash(evidence: dict[str, Any]) -> str:
@@ -147,10 +119,7 @@ class LLMJudge:
         self.calls += 1
         out = llm_json(
             endpoint=self.endpoint,
-            messages=[
-                {"role": "system", "content": JUDGE_SYSTEM},
-                {"role": "user", "content": canonical({"rubric": rubric, **evidence})},
-            ],
+            messages=judge_messages(rubric, evidence),
             purpose=JUDGE_PURPOSE,
             schema=VERDICT_SCHEMA,
             schema_name="verdict",

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from .adversaries import policy_by_name
 from .attachments import directory_resolver, image_urls, message_text
 from .bounds import MAX_DOCUMENT_CHARS, DocumentUnreadable, loads_document
+from .judging import HttpJudge
 from .problems import Problem, SpecError
 from .runner import run_task
 from .spec import load_spec
@@ -38,6 +39,12 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m coworkenv_engine")
     sub = p.add_subparsers(dest="command", required=True)
@@ -52,6 +59,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"wall-clock budget of the whole validation (default {DEFAULT_TIME_BUDGET_S:g})",
     )
+    v.add_argument(
+        "--judge",
+        type=_url,
+        metavar="URL",
+        help="an OpenAI-compatible endpoint (…/v1) that grades the judge checks; the reference, "
+        "null and echo agents all go through it (key: $COWORKENV_JUDGE_API_KEY)",
+    )
+    v.add_argument("--judge-model", default="judge", help="the model the judge endpoint serves")
     pl = sub.add_parser("play", help="run one task with a built-in policy")
     pl.add_argument("file")
     pl.add_argument("--task", required=True)
@@ -162,11 +177,21 @@ def _validate(doc: Any, bounds: list[Problem], args: argparse.Namespace, out: Te
     if bounds:
         report = ValidationReport(problems=list(bounds), dynamic=not args.static)
     else:
-        report = validate_spec(doc, dynamic=not args.static, time_budget=args.time_budget)
+        report = validate_spec(
+            doc, dynamic=not args.static, time_budget=args.time_budget, judge=_judge(args)
+        )
     _print_report(report, args, _Safe(out))
     if any(p.code == "simulation_crashed" for p in report.problems):
         return EXIT_INTERNAL
     return EXIT_OK if report.valid else EXIT_INVALID
+
+
+def _judge(args: argparse.Namespace) -> HttpJudge | None:
+    if not args.judge:
+        return None
+    return HttpJudge(
+        args.judge, model=args.judge_model, api_key=os.environ.get("COWORKENV_JUDGE_API_KEY", "")
+    )
 
 
 class _Safe:

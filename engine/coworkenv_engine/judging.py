@@ -1,0 +1,143 @@
+"""The LLM judge's prompt and verdict, and a judge over any OpenAI-compatible endpoint.
+
+A ``judge`` check hands its rubric and a context (the conversation, the audit log of tool
+calls, the records each call changed) to a ``Judge`` callable. The prompt and the verdict's
+shape live here so the app's judge (``apps.llm.judge``: its client, call log and cache) and
+the command line's (``coworkenv-env validate --judge URL``) ask the same question.
+
+``HttpJudge`` needs nothing but the standard library: it posts the prompt to
+``<URL>/chat/completions`` at temperature 0, remembers each answer for the rest of the
+validation (the validator grades the same evidence more than once, and a judge must agree
+with itself), and raises ``JudgeError`` for an endpoint that fails or answers no verdict —
+the engine then fails that check with the error as its evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "score": {"type": "number", "minimum": 0, "maximum": 1},
+        "reasoning": {"type": "string"},
+    },
+    "required": ["score", "reasoning"],
+    "additionalProperties": False,
+}
+JUDGE_SYSTEM = (
+    "You are a strict grader of an AI assistant's work in a simulated workplace. You get a "
+    "rubric, the conversation, and the server-side evidence: the audit log of every tool call "
+    "the assistant made with the records each call changed. Trust the evidence over what the "
+    "assistant claims: an action it says it took but that is not in the audit log did not "
+    "happen. Answer with one JSON object: "
+    '{"score": <a number from 0 to 1: how fully the rubric is met>, '
+    '"reasoning": <one short paragraph citing the evidence>}.'
+)
+REASONING_MAX = 4000
+ANSWER_MAX_BYTES = 1_000_000
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+class JudgeError(Exception):
+    """The judge endpoint failed, or answered no usable verdict."""
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def judge_evidence(context: dict[str, Any]) -> dict[str, Any]:
+    """What the judge reads besides the rubric: the conversation and the server's records."""
+    return {
+        "task": context.get("task", ""),
+        "scope": context.get("scope", "final"),
+        "conversation": context.get("messages") or [],
+        "final_reply": context.get("final_reply") or "",
+        "audit_log": context.get("audit") or [],
+        "changes": context.get("changes") or [],
+    }
+
+
+def judge_messages(rubric: str, evidence: dict[str, Any]) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": JUDGE_SYSTEM},
+        {"role": "user", "content": canonical({"rubric": rubric, **evidence})},
+    ]
+
+
+def parse_verdict(text: str) -> dict[str, Any]:
+    """``{"score", "reasoning"}`` from a judge's answer (its first JSON object, fences and
+    prose around it allowed), or ``JudgeError`` saying what is wrong with it."""
+    found = _OBJECT.search(text or "")
+    try:
+        data = json.loads(found.group(0)) if found else None
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        raise JudgeError(f"the judge answered no JSON object: {(text or '')[:80]!r}")
+    score = data.get("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
+        raise JudgeError(f"the score must be a number from 0 to 1, not {canonical(score)[:40]}")
+    reasoning = data.get("reasoning")
+    if not isinstance(reasoning, str):
+        reasoning = "" if reasoning is None else canonical(reasoning)
+    return {"score": float(score), "reasoning": reasoning[:REASONING_MAX]}
+
+
+Opener = Callable[..., Any]
+
+
+class HttpJudge:
+    """The engine's ``Judge`` over an OpenAI-compatible endpoint at ``base_url`` (ending in
+    ``/v1`` or wherever its ``/chat/completions`` lives)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        api_key: str = "",
+        timeout: float = 60.0,
+        opener: Opener = urllib.request.urlopen,
+    ):
+        if not re.match(r"^https?://", base_url):
+            raise ValueError(f"the judge URL must start with http:// or https://: {base_url!r}")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.opener = opener
+        self.calls = 0
+        self._answers: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, rubric: str, context: dict[str, Any]) -> dict[str, Any]:
+        messages = judge_messages(rubric, judge_evidence(context))
+        key = canonical(messages)
+        if key not in self._answers:
+            self._answers[key] = {**parse_verdict(self._ask(messages)), "model": self.model}
+        return self._answers[key]
+
+    def _ask(self, messages: list[dict[str, str]]) -> str:
+        body = json.dumps({"model": self.model, "messages": messages, "temperature": 0})
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, data=body.encode(), headers=headers)
+        self.calls += 1
+        try:
+            with self.opener(request, timeout=self.timeout) as response:
+                answer = json.loads(response.read(ANSWER_MAX_BYTES))
+        except urllib.error.HTTPError as exc:
+            raise JudgeError(f"the judge endpoint answered HTTP {exc.code}") from None
+        except (OSError, ValueError) as exc:
+            raise JudgeError(f"the judge endpoint failed: {type(exc).__name__}: {exc}") from None
+        try:
+            return answer["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError):
+            raise JudgeError("the judge endpoint's answer has no choices[0].message") from None
