@@ -39,6 +39,7 @@ from apps.synthesis.services import synthesis_run_inline, synthesis_start
 from apps.training.models import Backend, TrainedModel, TrainingJob, TrainingMethod
 from apps.training.selectors import trained_model_base
 from apps.training.services import training_job_create, training_job_execute
+from apps.training.services.grpo import MAX_ENVIRONMENTS as MAX_GRPO_ENVIRONMENTS
 
 HELD_OUT_SEED_OFFSET = 1_000_000  # held-out environments come from seeds never trained on
 
@@ -268,9 +269,18 @@ def sft_stage_start(ctx: Context) -> tuple[list[int], dict]:
     return [training_job.job_id], {"training_job": training_job.pk}
 
 
+def spread(ids: list[int], limit: int) -> list[int]:
+    """At most ``limit`` of ``ids``, evenly spaced: the train environments come cell by cell,
+    so every family keeps its share."""
+    if len(ids) <= limit:
+        return list(ids)
+    return [ids[i * len(ids) // limit] for i in range(limit)]
+
+
 def grpo_stage_start(ctx: Context) -> tuple[list[int], dict]:
-    """GRPO on the train environments, from the SFT job's checkpoint (the SFT and base
-    servers are stopped first: their evaluations are done, and training wants the cores)."""
+    """GRPO on the train environments (an even spread of at most one job's
+    ``MAX_ENVIRONMENTS``), from the SFT job's checkpoint (the SFT and base servers are
+    stopped first: their evaluations are done, and training wants the cores)."""
     serve_stage_stop(ctx.stages[Stage.SERVE_SFT])
     grpo = ctx.recipe.grpo
     checkpoint = TrainedModel.objects.get(training_job_id=ctx.output(Stage.SFT, "training_job"))
@@ -284,7 +294,7 @@ def grpo_stage_start(ctx: Context) -> tuple[list[int], dict]:
         hyperparameters=grpo.hyperparameters,
         environments=list(
             ctx.project.environments.filter(
-                pk__in=ctx.output(Stage.SYNTHESIS, "train_environments")
+                pk__in=spread(train_environments(ctx), MAX_GRPO_ENVIRONMENTS)
             )
         ),
         task_split="train",
