@@ -52,9 +52,12 @@ def weighted_spans(mask: list[int], messages: list[dict[str, Any]]) -> list[tupl
     return [(start, end, weight) for (start, end), weight in zip(spans, weights, strict=True)]
 
 
-def tokenize_row(tokenizer, chat_template: str, row: dict[str, Any]) -> dict[str, Any]:
+def tokenize_row(
+    tokenizer, chat_template: str, row: dict[str, Any], *, context_loss: bool = False
+) -> dict[str, Any]:
     """``input_ids`` and ``labels`` of one TRL row: assistant tokens are labels, except the
-    tokens of assistant messages whose ``weight`` is 0, which are -100 like the prompt.
+    tokens of assistant messages whose ``weight`` is 0, which are -100 like the prompt
+    (``context_loss``: the prompt's tokens are labels too; excluded turns stay -100).
 
     The template's ``{% generation %}`` blocks give one contiguous span per assistant message,
     in order; the i-th span takes the i-th assistant message's weight. A template whose spans
@@ -71,18 +74,18 @@ def tokenize_row(tokenizer, chat_template: str, row: dict[str, Any]) -> dict[str
         return_assistant_tokens_mask=True,
     )
     input_ids = list(out["input_ids"])
-    labels = [-100] * len(input_ids)
-    trained = excluded = 0
+    labels = list(input_ids) if context_loss else [-100] * len(input_ids)
+    excluded = 0
     for start, end, weight in weighted_spans(list(out["assistant_masks"]), row["messages"]):
         if weight:
             labels[start:end] = input_ids[start:end]
-            trained += end - start
         else:
+            labels[start:end] = [-100] * (end - start)
             excluded += end - start
     return {
         "input_ids": input_ids,
         "labels": labels,
-        "trained_tokens": trained,
+        "trained_tokens": sum(1 for label in labels if label != -100),
         "excluded_tokens": excluded,
     }
 

@@ -41,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
     "save_total_limit": 2,
     "gradient_checkpointing": False,
     "bf16": False,
+    # also learn the system, user and tool text (never an excluded turn): a model built from
+    # a config learns the environments' language, and to copy ids from it, from every token
+    "context_loss": False,
     "lora": False,
     "lora_r": 16,
     "lora_alpha": 32,
@@ -69,11 +72,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "label": "Small model that learns on a laptop (CPU, built from a config, ~10M parameters)",
         "base_model": SMALL_PRESET_MODEL,
         "hyperparameters": {
-            "epochs": 4.0,
-            "learning_rate": 1e-3,
+            "epochs": 2.0,
+            "learning_rate": 2e-3,
             "batch_size": 4,
             "gradient_accumulation_steps": 1,
             "max_length": 4096,
+            "context_loss": True,
             "warmup_ratio": 0.05,
             "lr_scheduler_type": "cosine",
             "weight_decay": 0.01,
@@ -152,7 +156,7 @@ _NUMBERS: dict[str, tuple[type, float | None, float | None]] = {
     "lora_dropout": (float, 0.0, 0.9),
     "learning_rate_multiplier": (float, 0.001, 100.0),
 }
-_BOOLEANS = ("gradient_checkpointing", "bf16", "lora")
+_BOOLEANS = ("gradient_checkpointing", "bf16", "lora", "context_loss")
 
 
 def integer_bounds(name: str) -> dict[str, int]:

@@ -141,6 +141,8 @@ def run(config: dict[str, Any]) -> int:
     if note:
         reporter.emit({"type": "log", "line": note})
     vision = has_images(data.rows) or tiny_vlm_base(base)
+    if vision and hp.get("context_loss"):
+        raise ValueError("context_loss is for text rows: turn it off to train on images.")
     if vision and base in TEXT_PRESET_MODELS:
         raise ValueError(
             f"The rows show images and {base} is a text model: train "
@@ -265,7 +267,10 @@ def _prepare_text(base: str, data: Data, hp: dict[str, Any]) -> Prepared:
     template = training_chat_template(tokenizer)
 
     def tokenized(rows):
-        return [tokenize_row(tokenizer, template, row) for row in rows]
+        return [
+            tokenize_row(tokenizer, template, row, context_loss=hp.get("context_loss", False))
+            for row in rows
+        ]
 
     def dataset(encoded):
         pairs = [{"input_ids": t["input_ids"], "labels": t["labels"]} for t in encoded]

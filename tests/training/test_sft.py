@@ -98,6 +98,23 @@ def test_weight_zero_turn_contributes_no_trained_tokens(tokenizer):
     assert len(_trained_text(tokenizer, every)) == 3
 
 
+def test_context_loss_trains_the_prompt_and_tools_but_never_an_excluded_turn(tokenizer):
+    template = training_chat_template(tokenizer)
+    masked = tokenize_row(tokenizer, template, ROW)
+    context = tokenize_row(tokenizer, template, ROW, context_loss=True)
+    assert context["input_ids"] == masked["input_ids"]
+    assert context["excluded_tokens"] == masked["excluded_tokens"] > 0
+    trained = _trained_text(tokenizer, context)
+    # everything but the excluded turn: the system, user and tool text are labels too
+    assert len(trained) == 2
+    assert trained[0].startswith("<|im_start|>system\nYou are the operations assistant.")
+    assert trained[0].endswith("<|im_start|>assistant")
+    assert trained[1].startswith("<|im_start|>user\nYes, at 15:00.")
+    text = "".join(trained)
+    assert "Not yet, shall I book it now?" not in text and "<tool_response>" in text
+    assert context["trained_tokens"] == len(context["input_ids"]) - context["excluded_tokens"]
+
+
 def test_template_without_one_span_per_assistant_message_is_refused(tokenizer):
     # A template that puts every assistant turn inside one generation block.
     template = (
