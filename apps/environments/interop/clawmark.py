@@ -1,4 +1,4 @@
-"""ClawMark export: each task as ``tasks/<domain>/task<N>/task.py`` (METADATA, PROMPT,
+"""ClawMark export: each task as ``tasks/<domain_name>/task<N>/task.py`` (METADATA, PROMPT,
 contiguous async ``stageK(ctx)`` functions, async checkers, RUBRIC).
 
 Stage K is our turn K: stage 0 seeds the initial records, each stage applies its turn's
@@ -53,7 +53,11 @@ SKIP_REASONS = {
 
 
 def domain_of(document: dict) -> str:
-    return identifier((document["domain"] or document["name"]).lower(), "coworkenv")[:40]
+    """The export's folder under ``tasks/``: the environment's domain and name, so two
+    environments of one domain never write over each other's ``task<N>`` in one checkout
+    (ClawMark's task id is ``<folder>_task<N>``)."""
+    domain, name = (document["domain"] or "").lower(), document["name"].lower()
+    return identifier(name if domain in name else f"{domain} {name}", "coworkenv")[:80]
 
 
 def exportable(check: dict) -> bool:
@@ -134,12 +138,11 @@ def task_source(document: dict, task: dict, number: int) -> str:
         if not exportable(g["check"])
     ]
     services = {s: list(cols) for s, cols in state.items()}
-    domain = domain_of(document)
     users = _users(state)
     metadata = {
-        "id": f"{domain}_task{number}",
+        "id": f"{domain_of(document)}_task{number}",
         "name": task["title"] or task["key"],
-        "category": domain,
+        "category": identifier((document["domain"] or "").lower(), "coworkenv"),
         "environments": _environments(state),
         "timeout_seconds": 600,
         "difficulty": "medium",

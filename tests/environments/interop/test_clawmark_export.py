@@ -3,8 +3,10 @@
 side-effect checks and their combinations — judge the oracle's and a do-nothing run's stage
 snapshots and replies as the engine grades those runs; the rest are documented skips."""
 
+import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -224,7 +226,9 @@ def test_silent_updates_are_applied_but_not_announced(exported, tmp_path):
 
 def test_task_py_shape(exported):
     document = _document("support-desk")
-    source = (exported / "tasks/customer_support/task3/task.py").read_text()
+    folder = "customer_support_acme_support_helpdesk_with_crm_and_knowledge_base"
+    assert domain_of(document) == folder
+    source = (exported / f"tasks/{folder}/task3/task.py").read_text()
     assert source.startswith('"""Close a confirmed ticket, then act on a loud follow-up: exported')
     assert "async def stage0(ctx):" in source
     assert "async def stage1(ctx):" in source
@@ -232,8 +236,22 @@ def test_task_py_shape(exported):
     assert "RUBRIC = {" in source
     assert "COWORKENV = TaskData(SERVICES, INITIAL_STATE, TURNS, REFERENCE_CHANGES)" in source
     files = export_files(document)
-    assert "tasks/customer_support/_coworkenv/coworkenv_clawmark.py" in files
-    assert "tasks/customer_support/_coworkenv/coworkenv_engine/checks.py" in files
+    assert f"tasks/{folder}/_coworkenv/coworkenv_clawmark.py" in files
+    assert f"tasks/{folder}/_coworkenv/coworkenv_engine/checks.py" in files
+
+
+def test_two_environments_of_one_domain_share_no_task_in_a_checkout(tmp_path):
+    first = _document("support-desk")
+    second = {**copy.deepcopy(first), "name": "Globex Support"}
+    files = {**export_files(first)}
+    clashes = set(files) & {p for p in export_files(second) if "/task" in p}
+    assert not clashes
+    ids = set()
+    for document in (first, second):
+        for path, content in export_files(document).items():
+            if path.endswith("/task.py"):
+                ids.add(re.search(r"""['"]id['"]: ['"](\w+)['"]""", content.decode()).group(1))
+    assert len(ids) == 2 * len(first["tasks"])
 
 
 def test_clawmark_loader_accepts_the_export(exported, tmp_path):
