@@ -227,7 +227,7 @@ def setup(server, concurrency: int, environments: int):
         environment_import(project=project, spec=spec(i), user=user) for i in range(environments)
     ]
     # Validated as every environment a batch plays is: the workers then load each spec as
-    # its validation certified it, without checking it again (``_LoadedSpecs``).
+    # its validation certified it, without checking it again (``LoadedSpecs``).
     for environment in envs:
         assert environment_validate(environment=environment).valid
     envs = list(Environment.objects.filter(pk__in=[e.pk for e in envs]).order_by("pk"))

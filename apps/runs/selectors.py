@@ -15,7 +15,7 @@ from apps.core.safeinput import parse_id
 from apps.environments.models import Task
 from apps.runs.evaluation import batch_evaluation, outcome_stats, task_horizon
 from apps.runs.models import Run, RunBatch, RunStatus
-from apps.runs.services.execution import final_runs_q
+from apps.runs.services.progress import final_runs_q
 
 EVAL_FIELDS = (
     "id",

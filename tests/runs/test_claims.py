@@ -22,7 +22,7 @@ from apps.runs.services import (
     run_claim,
     run_execute,
 )
-from apps.runs.services.execution import _take_next
+from apps.runs.services.progress import take_next
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -212,13 +212,13 @@ def unsent(batch) -> list[int]:
 
 def test_a_lane_takes_the_first_unsent_run_and_none_once_cancelled(batch):
     runs = unsent(batch)  # (the batch's first ``concurrency`` runs went to the broker)
-    taken = _take_next(batch)
+    taken = take_next(batch)
     assert taken.pk == runs[0] and taken.enqueued_at is not None
     assert taken.status == RunStatus.RUNNING and taken.batch.endpoint.model == "before"
     Run.objects.filter(pk=runs[1]).update(enqueued_at=timezone.now())  # sent to the broker
-    assert _take_next(batch).pk == runs[2]
+    assert take_next(batch).pk == runs[2]
     Job.objects.filter(pk=batch.job_id).update(cancel_requested=True)
-    assert _take_next(batch) is None
+    assert take_next(batch) is None
     assert Run.objects.get(pk=runs[3]).status == RunStatus.PENDING
 
 
@@ -226,7 +226,7 @@ def test_lanes_taking_at_once_never_hold_one_run(batch):
     runs, taken, lock = unsent(batch), [], threading.Lock()
 
     def lane(_):
-        while (run := _take_next(batch)) is not None:
+        while (run := take_next(batch)) is not None:
             with lock:
                 taken.append(run.pk)
 
@@ -264,7 +264,7 @@ def test_a_lane_closes_its_run_and_takes_the_next_in_one_transaction(batch, monk
     def broken_take(batch):
         raise OperationalError("the database went away")
 
-    monkeypatch.setattr(execution, "_take_next", broken_take)
+    monkeypatch.setattr(execution, "take_next", broken_take)
     unwritten = call_log(ours)
     with pytest.raises(OperationalError):
         _close(ours, _Outcome(RunStatus.SUCCEEDED), unwritten, keep_next=True)
@@ -321,9 +321,9 @@ def test_a_database_error_while_closing_gives_the_run_back(
 def test_dispatch_with_nothing_unsent_takes_no_lock(batch, django_assert_num_queries):
     """A batch's ending lanes each refresh it: with nothing left to send, none of them waits
     for the batch's row lock (on PostgreSQL they queued on it one after another)."""
-    from apps.runs.services.execution import batch_dispatch
+    from apps.runs.services.progress import batch_dispatch
 
-    while _take_next(batch) is not None:
+    while take_next(batch) is not None:
         pass
     with django_assert_num_queries(1):  # the look for an unsent run, no SELECT … FOR UPDATE
         assert batch_dispatch(batch=batch) == 0
@@ -358,102 +358,3 @@ def test_the_outcome_is_written_only_while_the_run_is_held(batch, monkeypatch):
     _close(theirs, _Outcome(RunStatus.ERRORED, "late"), CallLogBuffer(), keep_next=True)
     assert not theirs.closed_here
     assert Run.objects.get(pk=theirs.pk).status == RunStatus.RUNNING
-
-
-def test_loaded_specs_drop_the_least_recently_used(sample_environments, monkeypatch):
-    """A batch over more environments than the cache holds: a spec used again stays, the
-    one used longest ago goes (first-in-first-out missed on every run of such a batch)."""
-    from apps.runs.services import execution
-
-    built = []
-    real = execution.environment_document
-    monkeypatch.setattr(execution, "environment_document", lambda e: built.append(e.pk) or real(e))
-    specs = execution._LoadedSpecs()
-    monkeypatch.setattr(specs, "SIZE", 2)
-    first, second, third = sample_environments[:3]
-    for environment in (first, second, first, third, first, second):
-        _spec, spec_hash, revision = specs.get(environment)
-        assert (spec_hash, revision) == (environment.spec_hash, environment.revision)
-    # first stays (used again before third came); second was the least recent when third came
-    assert built == [first.pk, second.pk, third.pk, second.pk]
-
-
-def test_threads_wanting_one_missing_spec_build_it_once(sample_environments, monkeypatch):
-    from apps.runs.services import execution
-
-    built = []
-    real = execution.environment_document
-
-    def slow_build(environment):
-        built.append(environment.pk)
-        time.sleep(0.2)  # the others ask meanwhile
-        return real(environment)
-
-    monkeypatch.setattr(execution, "environment_document", slow_build)
-    specs = execution._LoadedSpecs()
-    environment = sample_environments[0]
-    got = []
-    in_threads(lambda _: got.append(specs.get(environment)), range(6))
-    assert built == [environment.pk]
-    assert len(got) == 6 and all(spec is got[0] for spec in got)
-
-
-def test_a_batchs_first_miss_loads_all_its_environments_with_fixed_queries(
-    project, author, sample_environments, monkeypatch, django_assert_num_queries
-):
-    """A process's first lane to miss a spec of a batch loads every environment of that
-    batch it lacks, their rows read together: the same queries for three environments as
-    for one; the batch's other lanes (threads) wait for it and then find theirs loaded,
-    each the spec its rows build, as ``environment_document`` builds it one at a time."""
-    from apps.environments.specs import environment_document
-    from apps.runs.services import execution
-    from coworkenv_engine import spec as engine_spec
-
-    environments = sample_environments[:3]
-    batch = celery_batch(project, author, environments, trials=2, concurrency=1)
-    single = []
-    monkeypatch.setattr(
-        execution, "environment_document", lambda e: single.append(e.pk) or environment_document(e)
-    )
-    specs = execution._LoadedSpecs()
-    with django_assert_num_queries(8):  # its environments' ids, their rows, 6 of their parts
-        specs.get(environments[0], batch.pk)
-    got = []
-    in_threads(lambda environment: got.append(specs.get(environment, batch.pk)), environments)
-    assert single == []  # nothing built alone
-    by_hash = {spec_hash: spec for spec, spec_hash, _ in got}
-    for environment in environments:
-        _document, expected = engine_spec.load_canonical(environment_document(environment))
-        assert by_hash[environment.spec_hash] == expected
-
-
-def test_a_validated_environment_is_loaded_without_checking_it_again(
-    sample_environments, monkeypatch
-):
-    """Its last validation accepted exactly these rows (same canonical hash): no schema pass
-    when a worker loads it; once edited, the whole way again."""
-    from apps.environments.services import environment_update, environment_validation_record
-    from apps.environments.specs import environment_spec
-    from apps.runs.services import execution
-    from coworkenv_engine import spec as engine_spec
-    from coworkenv_engine.validation import validate_spec
-
-    environment = sample_environments[0]
-    report = environment_validation_record(
-        environment=environment, result=validate_spec(environment_spec(environment)).to_dict()
-    )
-    assert report.valid
-    passes = []
-    real = engine_spec.parse_spec
-    monkeypatch.setattr(engine_spec, "parse_spec", lambda doc: passes.append(1) or real(doc))
-    _spec, spec_hash, _revision = execution._LoadedSpecs().get(environment)
-    assert (passes, spec_hash) == ([], report.spec_hash)
-    edited = environment_update(
-        environment=environment,
-        name=environment.name,
-        domain=environment.domain,
-        description="Edited after its validation.",
-    )
-    passes.clear()
-    _spec, spec_hash, _revision = execution._LoadedSpecs().get(edited)
-    assert passes == [1] and spec_hash == edited.spec_hash != report.spec_hash

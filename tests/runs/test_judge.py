@@ -20,7 +20,8 @@ from apps.runs.services import (
     run_batch_create,
     run_batch_execute_inline,
 )
-from apps.runs.services.execution import RunCancelled, _play, run_claim
+from apps.runs.services.execution import run_claim
+from apps.runs.services.playing import RunCancelled, play_run
 from tests.conftest import HTMX_HEADERS
 from tests.llm_server import LoopbackLLMServer, Reply, judge_responder
 from tests.runs.conftest import import_valid
@@ -301,7 +302,7 @@ def test_cancelling_while_the_judge_is_due_cancels_the_run(project, author, judg
 
     run = run_claim(run_id=Run.objects.get(batch=batch).pk)
     with pytest.raises(RunCancelled):
-        _play(run, LLMUsage(), Heartbeat(lambda: True))
+        play_run(run, LLMUsage(), Heartbeat(lambda: True))
     assert judge_server.chat_requests() == []
 
 

@@ -221,7 +221,8 @@ def test_a_spec_is_built_from_the_environment_as_it_is_when_loaded(
     worker has not loaded yet is built from the rows as they are now, and the run records
     that revision and hash, not the instance's."""
     from apps.environments.services import environment_update
-    from apps.runs.services import execution
+    from apps.runs.services import playing
+    from apps.runs.services.loaded_specs import LoadedSpecs
 
     env = sample_environments[0]
     first, second = _two_trials(project, author, env)
@@ -229,7 +230,7 @@ def test_a_spec_is_built_from_the_environment_as_it_is_when_loaded(
     edited = environment_update(
         environment=env, name=env.name, domain=env.domain, description="Edited mid-batch."
     )
-    monkeypatch.setattr(execution, "_LOADED_SPECS", execution._LoadedSpecs())  # none loaded yet
+    monkeypatch.setattr(playing, "LOADED_SPECS", LoadedSpecs())  # none loaded yet
     run_execute(run_id=second.pk)
     second.refresh_from_db()
     assert (second.environment_revision, second.spec_hash) == (2, edited.spec_hash)

@@ -9,14 +9,9 @@ from apps.runs.services.batches import (
     run_batch_resume,
     tasks_select,
 )
-from apps.runs.services.execution import (
-    batch_dispatch,
-    batch_refresh,
-    run_claim,
-    run_execute,
-    runs_sweep,
-)
+from apps.runs.services.execution import run_claim, run_execute
 from apps.runs.services.groups import rollout_group_score, rollout_groups_score
+from apps.runs.services.progress import batch_dispatch, batch_refresh, runs_sweep
 
 __all__ = [
     "BatchSettings",

@@ -30,12 +30,8 @@ from apps.runs.models import (
     RunStatus,
     UserSide,
 )
-from apps.runs.services.execution import (
-    batch_dispatch,
-    batch_refresh,
-    run_execute,
-    run_send,
-)
+from apps.runs.services.execution import run_execute
+from apps.runs.services.progress import batch_dispatch, batch_refresh, run_send
 
 JOB_KIND = "run_batch"
 DEFAULT_STATUSES = (EnvironmentStatus.VALID, EnvironmentStatus.APPROVED)
