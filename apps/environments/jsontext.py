@@ -5,6 +5,7 @@
 its value starts on, so problems can be shown beside their location. Pure functions.
 """
 
+import bisect
 import json
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ from coworkenv_engine.problems import pointer as make_pointer
 
 _DECODER = json.JSONDecoder()
 _WHITESPACE = " \t\n\r"
+_CLOSERS = {"{": "}", "[": "]"}
 
 
 @dataclass
@@ -48,59 +50,59 @@ def parse_json_text(text: str):
 
 def value_lines(text: str) -> dict[str, int]:
     """Pointer -> 1-based line where that value starts, for a text that parses as JSON."""
-    positions: dict[str, int] = {}
-    line_starts = [0]
-    line_starts.extend(i + 1 for i, ch in enumerate(text) if ch == "\n")
+    walk = _ValueWalk(text)
+    try:
+        walk.value(0, ())
+    except (IndexError, ValueError, RecursionError):
+        return walk.positions
+    return walk.positions
 
-    def line_of(index: int) -> int:
-        low, high = 0, len(line_starts) - 1
-        while low < high:
-            middle = (low + high + 1) // 2
-            if line_starts[middle] <= index:
-                low = middle
-            else:
-                high = middle - 1
-        return low + 1
 
-    def skip(index: int) -> int:
+class _ValueWalk:
+    """One pass over a JSON text that records where each value starts. ``value`` is the
+    only recursive step, so the walk goes as deep as the text's nesting and no deeper."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.positions: dict[str, int] = {}
+        self.line_starts = [0, *(i + 1 for i, ch in enumerate(text) if ch == "\n")]
+
+    def line_of(self, index: int) -> int:
+        return bisect.bisect_right(self.line_starts, index)
+
+    def skip(self, index: int) -> int:
+        text = self.text
         while index < len(text) and text[index] in _WHITESPACE:
             index += 1
         return index
 
-    def walk(index: int, parts: tuple) -> int:
-        index = skip(index)
-        positions[make_pointer(*parts)] = line_of(index)
-        char = text[index]
-        if char == "{":
-            index = skip(index + 1)
-            if text[index] == "}":
+    def value(self, index: int, parts: tuple) -> int:
+        """Record the value at ``index`` (and everything inside it); return where it ends."""
+        text = self.text
+        index = self.skip(index)
+        self.positions[make_pointer(*parts)] = self.line_of(index)
+        closer = _CLOSERS.get(text[index])
+        if closer is None:
+            _, end = _DECODER.raw_decode(text, index)
+            return end
+        index = self.skip(index + 1)
+        if text[index] == closer:
+            return index + 1
+        position = 0
+        while True:
+            if closer == "}":
+                key, index = self.member_key(index)
+            else:
+                key, position = position, position + 1
+            index = self.skip(self.value(index, (*parts, key)))
+            if text[index] == closer:
                 return index + 1
-            while True:
-                key, index = json.decoder.scanstring(text, skip(index) + 1)
-                index = skip(index) + 1  # the colon
-                index = skip(walk(index, (*parts, key)))
-                if text[index] == "}":
-                    return index + 1
-                index += 1  # the comma
-        if char == "[":
-            index = skip(index + 1)
-            if text[index] == "]":
-                return index + 1
-            position = 0
-            while True:
-                index = skip(walk(index, (*parts, position)))
-                position += 1
-                if text[index] == "]":
-                    return index + 1
-                index += 1
-        _, end = _DECODER.raw_decode(text, index)
-        return end
+            index += 1  # the comma
 
-    try:
-        walk(0, ())
-    except (IndexError, ValueError, RecursionError):
-        return positions
-    return positions
+    def member_key(self, index: int) -> tuple[str, int]:
+        """The key of the object member at ``index`` and where its value begins."""
+        key, index = json.decoder.scanstring(self.text, self.skip(index) + 1)
+        return key, self.skip(index) + 1  # past the colon
 
 
 def nearest_line(lines: dict[str, int], pointer: str) -> int | None:

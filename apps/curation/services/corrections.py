@@ -62,41 +62,48 @@ def apply_edits(transcript: list, edits: list[dict]) -> list:
             raise ApplicationError(f"Each edit needs an op: one of {', '.join(EDIT_OPS)}.")
         index = _index(edit, result)
         if edit["op"] == "edit":
-            content = edit.get("content")
-            if not isinstance(content, str):
-                raise ApplicationError("An edit needs the new text as a string.")
-            if len(content) > MAX_CONTENT:
-                raise ApplicationError(f"A message is at most {MAX_CONTENT} characters.")
-            message = _assistant(result, index, "edited")
-            if not content.strip() and not message.get("tool_calls"):
-                raise ApplicationError(
-                    "A reply cannot be empty; exclude the turn from training instead."
-                )
-            message["content"] = content if content.strip() else None
+            _edit_text(result, index, edit.get("content"))
         elif edit["op"] == "weight":
-            weight = edit.get("weight")
-            if weight not in (0, 1) or isinstance(weight, bool):
-                raise ApplicationError("A turn's weight is 0 (excluded) or 1 (trained on).")
-            message = _assistant(result, index, "weighted")
-            if weight == 0:
-                message["weight"] = 0
-            else:
-                message.pop("weight", None)
+            _set_weight(result, index, edit.get("weight"))
         else:
-            users = [
-                i for i, m in enumerate(result) if isinstance(m, dict) and m.get("role") == "user"
-            ]
-            if not users or index <= users[0]:
-                raise ApplicationError(
-                    "A transcript keeps its system prompt and first user message: drop from "
-                    "a later message."
-                )
+            _check_truncation(result, index)
             cut = index if cut is None else min(cut, index)
     if cut is not None:
         result = result[:cut]
     if result == transcript:
         raise ApplicationError("These edits change nothing.")
     return result
+
+
+def _edit_text(transcript: list, index: int, content) -> None:
+    if not isinstance(content, str):
+        raise ApplicationError("An edit needs the new text as a string.")
+    if len(content) > MAX_CONTENT:
+        raise ApplicationError(f"A message is at most {MAX_CONTENT} characters.")
+    message = _assistant(transcript, index, "edited")
+    if not content.strip() and not message.get("tool_calls"):
+        raise ApplicationError("A reply cannot be empty; exclude the turn from training instead.")
+    message["content"] = content if content.strip() else None
+
+
+def _set_weight(transcript: list, index: int, weight) -> None:
+    if weight not in (0, 1) or isinstance(weight, bool):
+        raise ApplicationError("A turn's weight is 0 (excluded) or 1 (trained on).")
+    message = _assistant(transcript, index, "weighted")
+    if weight == 0:
+        message["weight"] = 0
+    else:
+        message.pop("weight", None)
+
+
+def _check_truncation(transcript: list, index: int) -> None:
+    """Truncating at ``index`` must keep the system prompt and the first user message."""
+    users = [i for i, m in enumerate(transcript) if isinstance(m, dict) and m.get("role") == "user"]
+    if not users or index <= users[0]:
+        raise ApplicationError(
+            "A transcript keeps its system prompt and first user message: drop from "
+            "a later message."
+        )
 
 
 def demonstration_correct(

@@ -165,104 +165,155 @@ def check_conversation(
     if not isinstance(messages, list) or not messages:
         problem("`messages` must be a non-empty list.")
         return 0
-    open_calls: dict[str, str] = {}
-    seen_ids: set[str] = set()
-    trained = 0
-    parallel = 0
+    conversation = _Conversation(messages, problem, arguments_as, tools)
     for index, message in enumerate(messages):
+        conversation.check_message(index, message)
+    conversation.check_end(open_end)
+    return conversation.parallel
+
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+class _Conversation:
+    """One walk through a conversation: the calls still waiting for their results (id to
+    function name), the call ids already used, and the counts ``check_conversation`` needs."""
+
+    def __init__(self, messages: list, problem, arguments_as: str, tools: set[str] | None):
+        self.messages = messages
+        self.problem = problem
+        self.arguments_as = arguments_as
+        self.tools = tools
+        self.open_calls: dict[str, str] = {}
+        self.seen_ids: set[str] = set()
+        self.trained = 0
+        self.parallel = 0
+
+    def check_message(self, index: int, message: Any) -> None:
         where = f"messages[{index}]"
         if not isinstance(message, dict):
-            problem(f"{where} is not an object.")
-            continue
+            self.problem(f"{where} is not an object.")
+            return
         role = message.get("role")
-        if role not in ("system", "user", "assistant", "tool"):
-            problem(f"{where} has role {role!r}; allowed: system, user, assistant, tool.")
-            continue
+        if role not in ROLES:
+            self.problem(f"{where} has role {role!r}; allowed: system, user, assistant, tool.")
+            return
         if "weight" in message and role != "assistant":
-            problem(f"{where}: `weight` is allowed only on assistant messages, not on {role}.")
-        if role != "tool" and open_calls:
-            problem(
-                f"{where} ({role}) comes before the result of "
-                f"{'call' if len(open_calls) == 1 else 'calls'} "
-                f"{', '.join(sorted(open_calls))}: every tool call needs its tool message first."
+            self.problem(f"{where}: `weight` is allowed only on assistant messages, not on {role}.")
+        if role != "tool" and self.open_calls:
+            self._drop_unanswered_calls(where, role)
+        check = {
+            "system": self._check_system,
+            "user": self._check_user,
+            "assistant": self._check_assistant,
+            "tool": self._check_tool,
+        }[role]
+        check(index, where, message)
+
+    def check_end(self, open_end: bool) -> None:
+        messages, open_calls = self.messages, self.open_calls
+        if open_calls and not (open_end and messages[-1].get("role") == "assistant"):
+            ids = ", ".join(sorted(open_calls))
+            if len(open_calls) == 1:
+                self.problem(f"Call {ids} has no tool result.")
+            else:
+                self.problem(f"Calls {ids} have no tool result.")
+        last = messages[-1] if isinstance(messages[-1], dict) else {}
+        if last.get("role") not in ("assistant", "tool"):
+            self.problem("The conversation must end with an assistant message or a tool result.")
+        if self.trained == 0:
+            self.problem("No assistant message has weight 1: the example would train nothing.")
+
+    # --- one check per role --------------------------------------------------------------
+
+    def _drop_unanswered_calls(self, where: str, role: str) -> None:
+        open_calls = self.open_calls
+        self.problem(
+            f"{where} ({role}) comes before the result of "
+            f"{'call' if len(open_calls) == 1 else 'calls'} "
+            f"{', '.join(sorted(open_calls))}: every tool call needs its tool message first."
+        )
+        open_calls.clear()
+
+    def _check_system(self, index: int, where: str, message: dict) -> None:
+        if index != 0:
+            self.problem(f"{where}: a system message may only come first.")
+        if not _text_or_parts(message.get("content")):
+            self.problem(f"{where}: system content must be a string.")
+
+    def _check_user(self, index: int, where: str, message: dict) -> None:
+        if not _text_or_parts(message.get("content")) or not message["content"]:
+            self.problem(f"{where}: user content must be a non-empty string (or content parts).")
+
+    def _check_assistant(self, index: int, where: str, message: dict) -> None:
+        if self._only_system_before(index):
+            self.problem(f"{where}: the conversation must start with a user message.")
+        self._count_weight(where, message)
+        content = message.get("content")
+        calls = message.get("tool_calls")
+        if content is not None and not _text_or_parts(content):
+            self.problem(f"{where}: assistant content must be a string.")
+        if calls is None or calls == []:
+            if not content:
+                self.problem(f"{where}: an assistant message needs content or tool_calls.")
+            return
+        if not isinstance(calls, list):
+            self.problem(f"{where}: tool_calls must be a list.")
+            return
+        if len(calls) > 1:
+            self.parallel += 1
+        for number, call in enumerate(calls):
+            self._open_call(index, number, call, f"{where}.tool_calls[{number}]")
+
+    def _check_tool(self, index: int, where: str, message: dict) -> None:
+        open_calls = self.open_calls
+        call_id = message.get("tool_call_id")
+        if not _text_or_parts(message.get("content")):
+            self.problem(f"{where}: tool content must be a string.")
+        if not open_calls:
+            self.problem(f"{where}: a tool message must answer a call of the assistant before it.")
+            return
+        if call_id is None and self.arguments_as == "object":
+            # TRL rows may pair by position; the name must then match the next open call.
+            call_id = next(iter(open_calls))
+        if call_id not in open_calls:
+            self.problem(
+                f"{where}: tool_call_id {call_id!r} does not pair with an open call "
+                f"({', '.join(sorted(open_calls))})."
             )
-            open_calls.clear()
-        if role == "system":
-            if index != 0:
-                problem(f"{where}: a system message may only come first.")
-            if not _text_or_parts(message.get("content")):
-                problem(f"{where}: system content must be a string.")
-        elif role == "user":
-            if not _text_or_parts(message.get("content")) or not message["content"]:
-                problem(f"{where}: user content must be a non-empty string (or content parts).")
-        elif role == "assistant":
-            if index == 0 or all(
-                m.get("role") == "system" for m in messages[:index] if isinstance(m, dict)
-            ):
-                problem(f"{where}: the conversation must start with a user message.")
-            weight = message.get("weight", 1)
-            if weight not in (0, 1) or isinstance(weight, bool):
-                problem(f"{where}: weight must be 0 or 1, not {weight!r}.")
-            elif weight == 1:
-                trained += 1
-            content = message.get("content")
-            calls = message.get("tool_calls")
-            if content is not None and not _text_or_parts(content):
-                problem(f"{where}: assistant content must be a string.")
-            if calls is None or calls == []:
-                if not content:
-                    problem(f"{where}: an assistant message needs content or tool_calls.")
-                continue
-            if not isinstance(calls, list):
-                problem(f"{where}: tool_calls must be a list.")
-                continue
-            if len(calls) > 1:
-                parallel += 1
-            for number, call in enumerate(calls):
-                _check_call(call, f"{where}.tool_calls[{number}]", problem, arguments_as, tools)
-                call_id = call.get("id") if isinstance(call, dict) else None
-                if call_id is None and arguments_as == "object":
-                    # TRL rows may leave ids out: results then pair with calls by position.
-                    call_id = f"#{index}.{number}"
-                if not isinstance(call_id, str) or not call_id:
-                    problem(f"{where}.tool_calls[{number}] needs an `id`.")
-                    continue
-                if call_id in seen_ids:
-                    problem(f"{where}.tool_calls[{number}]: the id {call_id!r} is used twice.")
-                seen_ids.add(call_id)
-                name = (call.get("function") or {}).get("name")
-                open_calls[call_id] = name if isinstance(name, str) else ""
-        elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if not _text_or_parts(message.get("content")):
-                problem(f"{where}: tool content must be a string.")
-            if not open_calls:
-                problem(f"{where}: a tool message must answer a call of the assistant before it.")
-                continue
-            if call_id is None and arguments_as == "object":
-                # TRL rows may pair by position; the name must then match the next open call.
-                call_id = next(iter(open_calls))
-            if call_id not in open_calls:
-                problem(
-                    f"{where}: tool_call_id {call_id!r} does not pair with an open call "
-                    f"({', '.join(sorted(open_calls))})."
-                )
-                continue
-            name = open_calls.pop(call_id)
-            if arguments_as == "object" and message.get("name") != name:
-                problem(f"{where}: a tool message must carry the called function's name {name!r}.")
-    if open_calls and not (open_end and messages[-1].get("role") == "assistant"):
-        ids = ", ".join(sorted(open_calls))
-        if len(open_calls) == 1:
-            problem(f"Call {ids} has no tool result.")
-        else:
-            problem(f"Calls {ids} have no tool result.")
-    last = messages[-1] if isinstance(messages[-1], dict) else {}
-    if last.get("role") not in ("assistant", "tool"):
-        problem("The conversation must end with an assistant message or a tool result.")
-    if trained == 0:
-        problem("No assistant message has weight 1: the example would train nothing.")
-    return parallel
+            return
+        name = open_calls.pop(call_id)
+        if self.arguments_as == "object" and message.get("name") != name:
+            self.problem(f"{where}: a tool message must carry the called function's name {name!r}.")
+
+    # --- assistant details ---------------------------------------------------------------
+
+    def _only_system_before(self, index: int) -> bool:
+        return index == 0 or all(
+            m.get("role") == "system" for m in self.messages[:index] if isinstance(m, dict)
+        )
+
+    def _count_weight(self, where: str, message: dict) -> None:
+        weight = message.get("weight", 1)
+        if weight not in (0, 1) or isinstance(weight, bool):
+            self.problem(f"{where}: weight must be 0 or 1, not {weight!r}.")
+        elif weight == 1:
+            self.trained += 1
+
+    def _open_call(self, index: int, number: int, call: Any, where: str) -> None:
+        _check_call(call, where, self.problem, self.arguments_as, self.tools)
+        call_id = call.get("id") if isinstance(call, dict) else None
+        if call_id is None and self.arguments_as == "object":
+            # TRL rows may leave ids out: results then pair with calls by position.
+            call_id = f"#{index}.{number}"
+        if not isinstance(call_id, str) or not call_id:
+            self.problem(f"{where} needs an `id`.")
+            return
+        if call_id in self.seen_ids:
+            self.problem(f"{where}: the id {call_id!r} is used twice.")
+        self.seen_ids.add(call_id)
+        name = (call.get("function") or {}).get("name")
+        self.open_calls[call_id] = name if isinstance(name, str) else ""
 
 
 def _check_call(call, where: str, problem, arguments_as: str, tools: set[str] | None) -> None:

@@ -150,48 +150,67 @@ class RolloutLinter(Linter):
     min_rows_warning = 2
 
     def check_row(self, row: dict[str, Any], problem) -> None:
-        unknown = sorted(set(row) - KEYS)
-        missing = sorted(KEYS - set(row))
-        if unknown:
-            problem(f"Unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}.")
-        if missing:
-            problem(f"Missing {noun_for(len(missing), 'key')} {', '.join(missing)}.")
+        if not _has_keys(row, problem):
             return
-        names = None
-        if not isinstance(row["tools"], str):
-            problem("`tools` must be a JSON string.")
-        else:
-            try:
-                names = check_tools(json.loads(row["tools"]), problem)
-            except ValueError:
-                problem("`tools` is not valid JSON.")
+        names = _tool_names(row, problem)
         messages = row["messages"]
         check_conversation(messages, problem, arguments_as="object", tools=names)
         for key in ("reward", "advantage"):
             if not _number(row[key]):
                 problem(f"`{key}` must be a finite number.")
-        variant = row["variant"] if isinstance(row["variant"], dict) else {}
-        if variant.get("credit") not in CREDITS:
+        credit = (row["variant"] if isinstance(row["variant"], dict) else {}).get("credit")
+        if credit not in CREDITS:
             problem(f"`variant.credit` must be one of {', '.join(CREDITS)}.")
         if not isinstance(messages, list):
             return
-        users = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "user")
-        turns = row["turn_rewards"]
-        if not isinstance(turns, list) or not all(_number(x) for x in turns):
-            problem("`turn_rewards` must be a list of numbers.")
-        elif len(turns) < users:
-            problem(f"{len(turns)} turn rewards for {users} user turns.")
-        if variant.get("credit") == "turn":
-            adv = row["turn_advantages"]
-            if not isinstance(adv, list) or len(adv) != len(turns or []):
-                problem("`turn_advantages` must give one advantage per turn reward.")
-        if variant.get("credit") == "call" and not isinstance(row["call_credit"], list):
-            problem("`call_credit` must list the tool calls' credit.")
-        for i, message in enumerate(messages):
-            if not isinstance(message, dict):
-                continue
-            if message.get("role") == "assistant":
-                if not _number(message.get("advantage")):
-                    problem(f"messages[{i}]: an assistant message needs a numeric advantage.")
-            elif "advantage" in message:
-                problem(f"messages[{i}]: only assistant messages carry an advantage.")
+        _check_turns(row, messages, credit, problem)
+        _check_message_advantages(messages, problem)
+
+
+def _has_keys(row: dict[str, Any], problem) -> bool:
+    """Report unknown and missing keys; the rest of the checks need every key there."""
+    unknown = sorted(set(row) - KEYS)
+    missing = sorted(KEYS - set(row))
+    if unknown:
+        problem(f"Unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}.")
+    if missing:
+        problem(f"Missing {noun_for(len(missing), 'key')} {', '.join(missing)}.")
+    return not missing
+
+
+def _tool_names(row: dict[str, Any], problem) -> set[str] | None:
+    if not isinstance(row["tools"], str):
+        problem("`tools` must be a JSON string.")
+        return None
+    try:
+        return check_tools(json.loads(row["tools"]), problem)
+    except ValueError:
+        problem("`tools` is not valid JSON.")
+        return None
+
+
+def _check_turns(row: dict[str, Any], messages: list, credit: Any, problem) -> None:
+    """One turn reward per user turn reached, and the credit's per-turn or per-call lists."""
+    users = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "user")
+    turns = row["turn_rewards"]
+    if not isinstance(turns, list) or not all(_number(x) for x in turns):
+        problem("`turn_rewards` must be a list of numbers.")
+    elif len(turns) < users:
+        problem(f"{len(turns)} turn rewards for {users} user turns.")
+    if credit == "turn":
+        adv = row["turn_advantages"]
+        if not isinstance(adv, list) or len(adv) != len(turns or []):
+            problem("`turn_advantages` must give one advantage per turn reward.")
+    if credit == "call" and not isinstance(row["call_credit"], list):
+        problem("`call_credit` must list the tool calls' credit.")
+
+
+def _check_message_advantages(messages: list, problem) -> None:
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "assistant":
+            if not _number(message.get("advantage")):
+                problem(f"messages[{i}]: an assistant message needs a numeric advantage.")
+        elif "advantage" in message:
+            problem(f"messages[{i}]: only assistant messages carry an advantage.")

@@ -84,58 +84,8 @@ def sharegpt_row(
             return message_text(content)
         return sharegpt_images(content, media, images)
 
-    system_parts: list[str] = []
-    # Each turn: [tag, value (str | list of call objects), excluded]
-    turns: list[list[Any]] = []
-    for message in messages:
-        role = message.get("role")
-        if role == "system":
-            if message.get("content"):
-                system_parts.append(message["content"])
-            continue
-        if role == "user":
-            turns.append(["human", text(message.get("content")), False])
-        elif role == "tool":
-            content = text(message.get("content"))
-            if turns and turns[-1][0] == "observation":
-                turns[-1][1] = f"{turns[-1][1]}\n{content}"
-            else:
-                turns.append(["observation", content, False])
-        elif role == "assistant":
-            excluded = message.get("weight", 1) == 0
-            if message.get("tool_calls"):
-                turns.append(["function_call", _calls_value(message["tool_calls"]), excluded])
-            else:
-                turns.append(["gpt", message.get("content") or "", excluded])
-    merged: list[list[Any]] = []
-    for turn in turns:
-        if merged and (merged[-1][0] in HUMAN_SIDE) == (turn[0] in HUMAN_SIDE):
-            last = merged[-1]
-            last[2] = last[2] or turn[2]
-            if turn[0] == "function_call":
-                last[1] = (last[1] if last[0] == "function_call" else []) + turn[1]
-                last[0] = "function_call"
-            elif last[0] == "function_call":
-                pass  # text after a call on the same side cannot happen in a valid transcript
-            elif turn[0] == last[0]:
-                last[1] = f"{last[1]}\n\n{turn[1]}"
-            else:  # observation next to human: keep both texts as the human turn
-                last[1] = f"{last[1]}\n\n{turn[1]}"
-                last[0] = "human"
-        else:
-            merged.append(list(turn))
-    while merged and merged[0][0] not in HUMAN_SIDE:
-        merged.pop(0)
-    while merged and merged[-1][0] not in MODEL_SIDE:
-        merged.pop()
-    conversations = []
-    for tag, value, excluded in merged:
-        if tag == "function_call":
-            value = json.dumps(value[0] if len(value) == 1 else value, ensure_ascii=False)
-        item: dict[str, Any] = {"from": tag, "value": value}
-        if excluded:
-            item["loss"] = False
-        conversations.append(item)
+    system_parts, turns = _role_turns(messages, text)
+    conversations = _conversation_items(_trim_untrained_ends(_merge_same_side(turns)))
     row: dict[str, Any] = {
         "conversations": conversations,
         "system": "\n\n".join(system_parts),
@@ -145,6 +95,81 @@ def sharegpt_row(
         kept = sum(turn["value"].count(IMAGE_TOKEN) for turn in conversations)
         row["images"] = images[:kept]  # a dropped trailing turn took its tokens along
     return row
+
+
+def _role_turns(messages: list[dict[str, Any]], text) -> tuple[list[str], list[list[Any]]]:
+    """The system texts, and one turn per message (a step's tool results joined into one
+    observation). Each turn: [tag, value (str | list of call objects), excluded]."""
+    system_parts: list[str] = []
+    turns: list[list[Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            if message.get("content"):
+                system_parts.append(message["content"])
+        elif role == "user":
+            turns.append(["human", text(message.get("content")), False])
+        elif role == "tool":
+            content = text(message.get("content"))
+            if turns and turns[-1][0] == "observation":
+                turns[-1][1] = f"{turns[-1][1]}\n{content}"
+            else:
+                turns.append(["observation", content, False])
+        elif role == "assistant":
+            turns.append(_assistant_turn(message))
+    return system_parts, turns
+
+
+def _assistant_turn(message: dict[str, Any]) -> list[Any]:
+    excluded = message.get("weight", 1) == 0
+    if message.get("tool_calls"):
+        return ["function_call", _calls_value(message["tool_calls"]), excluded]
+    return ["gpt", message.get("content") or "", excluded]
+
+
+def _merge_same_side(turns: list[list[Any]]) -> list[list[Any]]:
+    merged: list[list[Any]] = []
+    for turn in turns:
+        if merged and (merged[-1][0] in HUMAN_SIDE) == (turn[0] in HUMAN_SIDE):
+            _merge_into(merged[-1], turn)
+        else:
+            merged.append(list(turn))
+    return merged
+
+
+def _merge_into(last: list[Any], turn: list[Any]) -> None:
+    last[2] = last[2] or turn[2]
+    if turn[0] == "function_call":
+        last[1] = (last[1] if last[0] == "function_call" else []) + turn[1]
+        last[0] = "function_call"
+    elif last[0] == "function_call":
+        pass  # text after a call on the same side cannot happen in a valid transcript
+    elif turn[0] == last[0]:
+        last[1] = f"{last[1]}\n\n{turn[1]}"
+    else:  # observation next to human: keep both texts as the human turn
+        last[1] = f"{last[1]}\n\n{turn[1]}"
+        last[0] = "human"
+
+
+def _trim_untrained_ends(merged: list[list[Any]]) -> list[list[Any]]:
+    """Drop the turns before the first human-side turn and after the last model turn."""
+    while merged and merged[0][0] not in HUMAN_SIDE:
+        merged.pop(0)
+    while merged and merged[-1][0] not in MODEL_SIDE:
+        merged.pop()
+    return merged
+
+
+def _conversation_items(merged: list[list[Any]]) -> list[dict[str, Any]]:
+    conversations = []
+    for tag, value, excluded in merged:
+        if tag == "function_call":
+            value = json.dumps(value[0] if len(value) == 1 else value, ensure_ascii=False)
+        item: dict[str, Any] = {"from": tag, "value": value}
+        if excluded:
+            item["loss"] = False
+        conversations.append(item)
+    return conversations
 
 
 def dataset_info_entry(*, file_name: str, images: bool = False) -> dict[str, Any]:
@@ -202,51 +227,60 @@ class ShareGptLinter(Linter):
             problem(f"Unknown {noun_for(len(unknown), 'key')} {', '.join(unknown)}.")
         conversations = row.get("conversations")
         if "images" in row:
-            images = row["images"]
-            if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
-                problem("`images` must be a list of file paths.")
-            else:
-                tokens = sum(
-                    t["value"].count(IMAGE_TOKEN)
-                    for t in (conversations if isinstance(conversations, list) else [])
-                    if isinstance(t, dict) and isinstance(t.get("value"), str)
-                )
-                if tokens != len(images):
-                    problem(
-                        f"{tokens} <image> token{'s' if tokens != 1 else ''} but "
-                        f"{len(images)} path{'s' if len(images) != 1 else ''} in `images`."
-                    )
+            self._images(row["images"], conversations, problem)
         for message in alternation_problems(conversations):
             problem(message)
         if not isinstance(row.get("system", ""), str):
             problem("`system` must be a string.")
         names = self._tools(row.get("tools"), problem)
-        trained = 0
-        for index, turn in enumerate(conversations if isinstance(conversations, list) else []):
-            where = f"conversations[{index}]"
-            if not isinstance(turn, dict):
-                problem(f"{where} is not an object.")
-                continue
-            value = turn.get("value")
-            if not isinstance(value, str):
-                problem(f"{where}: value must be a string.")
-                continue
-            if "loss" in turn:
-                if turn["loss"] not in (True, False, None):
-                    problem(f"{where}: loss must be true, false or null.")
-                if turn.get("from") not in MODEL_SIDE:
-                    problem(f"{where}: loss is only meaningful on gpt/function_call turns.")
-            if turn.get("from") in MODEL_SIDE and turn.get("loss") is not False:
-                trained += 1
-            if turn.get("from") == "function_call":
-                self._function_call(value, where, names, problem)
-        model_turns = (
-            [t for t in conversations or [] if isinstance(t, dict) and t.get("from") in MODEL_SIDE]
-            if isinstance(conversations, list)
-            else []
+        if isinstance(conversations, list):
+            self._turns(conversations, names, problem)
+
+    @staticmethod
+    def _images(images: Any, conversations: Any, problem) -> None:
+        """A list of paths, one per ``<image>`` token in the values."""
+        if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
+            problem("`images` must be a list of file paths.")
+            return
+        tokens = sum(
+            t["value"].count(IMAGE_TOKEN)
+            for t in (conversations if isinstance(conversations, list) else [])
+            if isinstance(t, dict) and isinstance(t.get("value"), str)
         )
+        if tokens != len(images):
+            problem(
+                f"{tokens} <image> token{'s' if tokens != 1 else ''} but "
+                f"{len(images)} path{'s' if len(images) != 1 else ''} in `images`."
+            )
+
+    def _turns(self, conversations: list, names: set[str] | None, problem) -> None:
+        trained = 0
+        for index, turn in enumerate(conversations):
+            if self._turn_trains(turn, f"conversations[{index}]", names, problem):
+                trained += 1
+        model_turns = [
+            t for t in conversations if isinstance(t, dict) and t.get("from") in MODEL_SIDE
+        ]
         if model_turns and trained == 0:
             problem("Every model turn has loss false: the example would train nothing.")
+
+    def _turn_trains(self, turn: Any, where: str, names: set[str] | None, problem) -> bool:
+        """Check one turn; True when it is a well-formed model turn whose loss is not false."""
+        if not isinstance(turn, dict):
+            problem(f"{where} is not an object.")
+            return False
+        value = turn.get("value")
+        if not isinstance(value, str):
+            problem(f"{where}: value must be a string.")
+            return False
+        if "loss" in turn:
+            if turn["loss"] not in (True, False, None):
+                problem(f"{where}: loss must be true, false or null.")
+            if turn.get("from") not in MODEL_SIDE:
+                problem(f"{where}: loss is only meaningful on gpt/function_call turns.")
+        if turn.get("from") == "function_call":
+            self._function_call(value, where, names, problem)
+        return turn.get("from") in MODEL_SIDE and turn.get("loss") is not False
 
     @staticmethod
     def _tools(tools: Any, problem) -> set[str] | None:

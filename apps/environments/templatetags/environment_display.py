@@ -100,59 +100,76 @@ def check_lines(check, depth: int = 0) -> list[dict]:
             return [head] + [line for c in check[combinator] for line in check_lines(c, depth + 1)]
     if "not" in check:
         return [{"depth": depth, "text": "not:"}, *check_lines(check["not"], depth + 1)]
+    return [{"depth": depth, "text": _leaf_text(check)}]
+
+
+def _leaf_text(check: dict) -> str:
     kind = check.get("kind")
     if kind == "state":
-        text = f"state: {check.get('query', '')} {check.get('op', '')}"
-        if "value" in check:
-            text += f" {_literal(check['value'])}"
-        for bound in ("min", "max"):
-            if bound in check:
-                text += f" {bound} {check[bound]}"
-        if check.get("ignore_case"):
-            text += " (ignoring case)"
-    elif kind == "tool_call":
-        called = "called" if check.get("called", True) else "not called"
-        text = f"tool_call: {check.get('tool', '?')} {called}"
-        matchers = []
-        for name, matcher in (check.get("arguments") or {}).items():
-            if isinstance(matcher, dict) and "op" in matcher:
-                matchers.append(f"{name} {matcher['op']} {_literal(matcher.get('value'))}")
-            else:
-                matchers.append(f"{name} == {_literal(matcher)}")
-        if matchers:
-            text += " with " + ", ".join(matchers)
-        extras = [
-            f"{word} {check[key]}"
-            for key, word in (
-                ("min", "at least"),
-                ("max", "at most"),
-                ("before", "before"),
-                ("after", "after"),
-                ("during_turn", "during turn"),
-            )
-            if check.get(key) is not None
-        ]
-        if check.get("succeeded") is False:
-            extras.append("counting failed attempts")
-        if extras:
-            text += " (" + ", ".join(extras) + ")"
-    elif kind == "response":
-        scope = check.get("scope", "final")
-        if scope == "turn":
-            scope = f"turn {check.get('turn')}"
-        parts = [
-            f"{key} {_literal(check[key])}"
-            for key in ("contains", "matches", "mentions")
-            if key in check
-        ]
-        mode = f" ({check['mode']})" if check.get("mode") else ""
-        text = f"response ({scope} message): {' and '.join(parts)}{mode}"
-    elif kind == "judge":
+        return _state_text(check)
+    if kind == "tool_call":
+        return _tool_call_text(check)
+    if kind == "response":
+        return _response_text(check)
+    if kind == "judge":
         text = f"judge ({check.get('scope', 'final')}, threshold {check.get('threshold', 0.5)}): "
-        text += str(check.get("rubric", ""))
-    else:
-        text = _literal(check)
-    return [{"depth": depth, "text": text}]
+        return text + str(check.get("rubric", ""))
+    return _literal(check)
+
+
+def _state_text(check: dict) -> str:
+    text = f"state: {check.get('query', '')} {check.get('op', '')}"
+    if "value" in check:
+        text += f" {_literal(check['value'])}"
+    for bound in ("min", "max"):
+        if bound in check:
+            text += f" {bound} {check[bound]}"
+    if check.get("ignore_case"):
+        text += " (ignoring case)"
+    return text
+
+
+TOOL_CALL_LIMITS = (
+    ("min", "at least"),
+    ("max", "at most"),
+    ("before", "before"),
+    ("after", "after"),
+    ("during_turn", "during turn"),
+)
+
+
+def _tool_call_text(check: dict) -> str:
+    called = "called" if check.get("called", True) else "not called"
+    text = f"tool_call: {check.get('tool', '?')} {called}"
+    matchers = []
+    for name, matcher in (check.get("arguments") or {}).items():
+        if isinstance(matcher, dict) and "op" in matcher:
+            matchers.append(f"{name} {matcher['op']} {_literal(matcher.get('value'))}")
+        else:
+            matchers.append(f"{name} == {_literal(matcher)}")
+    if matchers:
+        text += " with " + ", ".join(matchers)
+    extras = [
+        f"{word} {check[key]}" for key, word in TOOL_CALL_LIMITS if check.get(key) is not None
+    ]
+    if check.get("succeeded") is False:
+        extras.append("counting failed attempts")
+    if extras:
+        text += " (" + ", ".join(extras) + ")"
+    return text
+
+
+def _response_text(check: dict) -> str:
+    scope = check.get("scope", "final")
+    if scope == "turn":
+        scope = f"turn {check.get('turn')}"
+    parts = [
+        f"{key} {_literal(check[key])}"
+        for key in ("contains", "matches", "mentions")
+        if key in check
+    ]
+    mode = f" ({check['mode']})" if check.get("mode") else ""
+    return f"response ({scope} message): {' and '.join(parts)}{mode}"
 
 
 register.filter("check_lines", check_lines)

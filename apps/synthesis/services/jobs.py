@@ -66,24 +66,12 @@ def _check_inputs(
     horizon=Horizon.SHORT,
     family="",
 ) -> None:
-    if not capabilities:
-        raise _field_error("capabilities", "Choose at least one capability.")
-    for capability in capabilities:
-        if capability.project_id != project.pk:
-            raise _field_error("capabilities", f"“{capability.slug}” is not in this project.")
-        if capability.is_archived:
-            raise _field_error("capabilities", f"“{capability.slug}” is archived.")
+    _check_capabilities(project, capabilities)
     if not 1 <= count <= MAX_ENVIRONMENTS_PER_JOB:
         raise _field_error(
             "count", f"Ask for between 1 and {MAX_ENVIRONMENTS_PER_JOB} environments."
         )
-    if generator not in Generator.values:
-        raise _field_error("generator", f"Choose a generator: {', '.join(Generator.values)}.")
-    if generator == Generator.LLM:
-        if endpoint is None:
-            raise _field_error("endpoint", "The LLM generator needs a model endpoint.")
-        if endpoint.project_id != project.pk:
-            raise _field_error("endpoint", "That endpoint is not in this project.")
+    _check_generator(project, generator, endpoint)
     unknown = [s for s in services if s not in library.KINDS]
     if unknown:
         raise _field_error(
@@ -114,6 +102,27 @@ def _check_inputs(
         tasks_per_environment=tasks_per_environment,
         horizon=horizon,
     )
+
+
+def _check_capabilities(project, capabilities) -> None:
+    if not capabilities:
+        raise _field_error("capabilities", "Choose at least one capability.")
+    for capability in capabilities:
+        if capability.project_id != project.pk:
+            raise _field_error("capabilities", f"“{capability.slug}” is not in this project.")
+        if capability.is_archived:
+            raise _field_error("capabilities", f"“{capability.slug}” is archived.")
+
+
+def _check_generator(project, generator, endpoint) -> None:
+    """A known generator; the LLM one with an endpoint of this project."""
+    if generator not in Generator.values:
+        raise _field_error("generator", f"Choose a generator: {', '.join(Generator.values)}.")
+    if generator == Generator.LLM:
+        if endpoint is None:
+            raise _field_error("endpoint", "The LLM generator needs a model endpoint.")
+        if endpoint.project_id != project.pk:
+            raise _field_error("endpoint", "That endpoint is not in this project.")
 
 
 def _check_family(*, family, generator, services, tasks_per_environment, horizon) -> None:

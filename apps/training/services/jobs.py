@@ -160,74 +160,29 @@ def training_job_create(
     if method not in TrainingMethod.values:
         raise _field_error("method", f"Unknown method “{method}”: use sft or grpo.")
     if method == TrainingMethod.GRPO:
-        from apps.training.services.grpo import grpo_job_check
-
-        checked = grpo_job_check(
+        return _grpo_job_create(
             project=project,
+            user=user,
             backend=backend,
             base_model=base_model,
             preset=preset,
             hyperparameters=hyperparameters,
+            name=name,
             environments=environments,
             task_split=task_split,
-        )
-        name = (name or "").strip() or (
-            f"{checked['base_model'].split('/')[-1].removeprefix('preset:')} GRPO on "
-            + ", ".join(e.name for e in checked["environments"])
-        )
-        return _training_job_save(
-            project=project,
-            user=user,
-            name=name,
-            method=method,
-            backend=Backend.LOCAL,
-            base_model=checked["base_model"],
-            preset=preset,
-            hyperparameters=checked["hyperparameters"],
-            total=checked["hyperparameters"]["max_steps"],
-            task_split=task_split,
-            environments=checked["environments"],
             enqueue=enqueue,
         )
-    if dataset_version is None or dataset_version.dataset.project_id != project.pk:
-        raise _field_error("dataset_version", "Choose a dataset version of this project.")
-    if dataset_version.status != VersionStatus.READY:
-        raise _field_error(
-            "dataset_version", "This dataset version is not ready (still building or failed)."
-        )
-    if dataset_version.dataset.kind != DatasetKind.SFT:
-        raise _field_error(
-            "dataset_version",
-            "Supervised training takes a version of demonstrations, not RL prompts or scored "
-            "rollouts (for RL, launch a grpo job on environments).",
-        )
+    _check_sft_version(project, dataset_version)
     if backend not in Backend.values:
         raise _field_error("backend", f"Unknown backend “{backend}”: use local, openai or command.")
-    if preset and preset not in PRESETS:
-        raise _field_error("preset", f"Unknown preset “{preset}”.")
-    base_model = (base_model or "").strip() or (PRESETS[preset]["base_model"] if preset else "")
-    if not base_model:
-        raise _field_error("base_model", "Name a base model (a hub id, a local path or a preset).")
-    if base_model.startswith("preset:") and base_model not in PRESET_MODELS:
-        raise _field_error(
-            "base_model",
-            f"Unknown preset model; the built-in ones are {', '.join(PRESET_MODELS)}.",
-        )
+    base_model = _sft_base_model(base_model, preset)
     try:
         hp = validate_hyperparameters(hyperparameters or {}, preset=preset)
     except HyperparameterError as exc:
         raise ApplicationError(
             "The hyperparameters are not valid.", {"fields": exc.errors}
         ) from None
-    if backend == Backend.OPENAI:
-        if endpoint is None or endpoint.project_id != project.pk:
-            raise _field_error("endpoint", "Choose this project's endpoint of the fine-tuning API.")
-        if base_model in PRESET_MODELS:
-            raise _field_error(
-                "base_model", "The tiny preset trains locally; name the provider's model."
-            )
-    else:
-        endpoint = None
+    endpoint = _sft_endpoint(project, backend, endpoint, base_model)
     command_template, command_parameters = _command_choice(
         backend, command_template, command_parameters
     )
@@ -236,19 +191,7 @@ def training_job_create(
     if not dataset_version.validation_rows:
         eval_split = ""
     fmt = EXPORT_FORMAT[backend]
-    multimodal = DatasetExport.objects.filter(  # a split with images exports a TRL bundle
-        version=dataset_version, format="trl", split="train", path__endswith=".zip"
-    ).exists()
-    # The local trainer writes the images beside its data file and trains a vision-language
-    # model on them (apps.training.vision); a command's script gets them too: beside its
-    # data files, or as the split's image bundle by URL ({train_bundle_url}).
-    if backend != Backend.OPENAI and multimodal and base_model in TEXT_PRESET_MODELS:
-        raise _field_error(
-            "base_model",
-            f"This version's demonstrations show images and {base_model} is a text "
-            f"model: train {TINY_VLM_PRESET_MODEL} (preset tiny-vlm-cpu) or a vision-language "
-            "model on it.",
-        )
+    _check_images_trainable(dataset_version, backend, base_model)
     if not _export_ready(dataset_version, fmt, "train"):
         raise _field_error(
             "dataset_version", f"This version has no {fmt} export of its train split to train on."
@@ -276,6 +219,112 @@ def training_job_create(
         command_parameters=command_parameters,
         enqueue=enqueue,
     )
+
+
+def _grpo_job_create(
+    *,
+    project,
+    user,
+    backend,
+    base_model,
+    preset,
+    hyperparameters,
+    name,
+    environments,
+    task_split,
+    enqueue,
+) -> TrainingJob:
+    from apps.training.services.grpo import grpo_job_check
+
+    checked = grpo_job_check(
+        project=project,
+        backend=backend,
+        base_model=base_model,
+        preset=preset,
+        hyperparameters=hyperparameters,
+        environments=environments,
+        task_split=task_split,
+    )
+    name = (name or "").strip() or (
+        f"{checked['base_model'].split('/')[-1].removeprefix('preset:')} GRPO on "
+        + ", ".join(e.name for e in checked["environments"])
+    )
+    return _training_job_save(
+        project=project,
+        user=user,
+        name=name,
+        method=TrainingMethod.GRPO,
+        backend=Backend.LOCAL,
+        base_model=checked["base_model"],
+        preset=preset,
+        hyperparameters=checked["hyperparameters"],
+        total=checked["hyperparameters"]["max_steps"],
+        task_split=task_split,
+        environments=checked["environments"],
+        enqueue=enqueue,
+    )
+
+
+def _check_sft_version(project, dataset_version) -> None:
+    """A ready version of this project's demonstrations."""
+    if dataset_version is None or dataset_version.dataset.project_id != project.pk:
+        raise _field_error("dataset_version", "Choose a dataset version of this project.")
+    if dataset_version.status != VersionStatus.READY:
+        raise _field_error(
+            "dataset_version", "This dataset version is not ready (still building or failed)."
+        )
+    if dataset_version.dataset.kind != DatasetKind.SFT:
+        raise _field_error(
+            "dataset_version",
+            "Supervised training takes a version of demonstrations, not RL prompts or scored "
+            "rollouts (for RL, launch a grpo job on environments).",
+        )
+
+
+def _sft_base_model(base_model: str, preset: str) -> str:
+    """The named base model, else the preset's; a ``preset:`` name must be a built-in one."""
+    if preset and preset not in PRESETS:
+        raise _field_error("preset", f"Unknown preset “{preset}”.")
+    base_model = (base_model or "").strip() or (PRESETS[preset]["base_model"] if preset else "")
+    if not base_model:
+        raise _field_error("base_model", "Name a base model (a hub id, a local path or a preset).")
+    if base_model.startswith("preset:") and base_model not in PRESET_MODELS:
+        raise _field_error(
+            "base_model",
+            f"Unknown preset model; the built-in ones are {', '.join(PRESET_MODELS)}.",
+        )
+    return base_model
+
+
+def _sft_endpoint(project, backend: str, endpoint, base_model: str):
+    """The openai backend's endpoint (of this project, for a provider's model); the other
+    backends take none."""
+    if backend != Backend.OPENAI:
+        return None
+    if endpoint is None or endpoint.project_id != project.pk:
+        raise _field_error("endpoint", "Choose this project's endpoint of the fine-tuning API.")
+    if base_model in PRESET_MODELS:
+        raise _field_error(
+            "base_model", "The tiny preset trains locally; name the provider's model."
+        )
+    return endpoint
+
+
+def _check_images_trainable(dataset_version, backend: str, base_model: str) -> None:
+    """A version whose demonstrations show images needs a model that sees them."""
+    multimodal = DatasetExport.objects.filter(  # a split with images exports a TRL bundle
+        version=dataset_version, format="trl", split="train", path__endswith=".zip"
+    ).exists()
+    # The local trainer writes the images beside its data file and trains a vision-language
+    # model on them (apps.training.vision); a command's script gets them too: beside its
+    # data files, or as the split's image bundle by URL ({train_bundle_url}).
+    if backend != Backend.OPENAI and multimodal and base_model in TEXT_PRESET_MODELS:
+        raise _field_error(
+            "base_model",
+            f"This version's demonstrations show images and {base_model} is a text "
+            f"model: train {TINY_VLM_PRESET_MODEL} (preset tiny-vlm-cpu) or a vision-language "
+            "model on it.",
+        )
 
 
 def _command_choice(backend: str, name: str, parameters) -> tuple[str, dict]:

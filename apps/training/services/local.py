@@ -252,6 +252,35 @@ def local_training_run(context: JobContext, training_job: TrainingJob) -> str:
     out.mkdir(parents=True, exist_ok=True)
     events_path = out / "events.jsonl"
     log_path = out / "train.log"
+    config_path = _write_config(training_job, out, events_path, log_path)
+    pid_file = out / "trainer.pid"
+    _stop_previous_trainer(pid_file)
+    command = launch_command(config_path, training_job.method)
+    TrainingJob.objects.filter(pk=training_job.pk).update(command=" ".join(command))
+    output = _TrainerOutput(training_job, events_path, log_path)
+    training_log_append(
+        training_job=training_job,
+        text=f"[coworkenv] attempt {context.job.attempts}: {' '.join(command)}\n",
+    )
+    with open(log_path, "ab") as log_file:
+        process = subprocess.Popen(
+            command,
+            cwd=settings.BASE_DIR,
+            env=_trainer_env(),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    pid_file.write_text(str(process.pid))
+    code = _supervise(context, training_job, process, output, pid_file)
+    output.drain()
+    pid_file.unlink(missing_ok=True)
+    return _outcome(training_job, code, output.finished)
+
+
+def _write_config(training_job: TrainingJob, out: Path, events_path: Path, log_path: Path) -> Path:
+    """Write ``job.json`` (and a supervised SFT job's data files); record them in the job's
+    artifacts. Returns the config's path."""
     report = {"events_file": str(events_path)}
     if training_job.method == TrainingMethod.GRPO:
         config, data_sha256 = grpo_job_config(training_job, report, supervisor_pid=os.getpid())
@@ -271,12 +300,11 @@ def local_training_run(context: JobContext, training_job: TrainingJob) -> str:
     )
     training_job.artifacts = artifacts
     TrainingJob.objects.filter(pk=training_job.pk).update(artifacts=artifacts)
+    return config_path
 
-    pid_file = out / "trainer.pid"
-    _stop_previous_trainer(pid_file)
-    command = launch_command(config_path, training_job.method)
-    TrainingJob.objects.filter(pk=training_job.pk).update(command=" ".join(command))
-    env = {
+
+def _trainer_env() -> dict[str, str]:
+    return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
             p for p in (str(settings.BASE_DIR), os.environ.get("PYTHONPATH", "")) if p
@@ -284,37 +312,44 @@ def local_training_run(context: JobContext, training_job: TrainingJob) -> str:
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    events = _Tail(events_path, events_path.stat().st_size if events_path.exists() else 0)
-    log = _Tail(log_path, log_path.stat().st_size if log_path.exists() else 0)
-    training_log_append(
-        training_job=training_job,
-        text=f"[coworkenv] attempt {context.job.attempts}: {' '.join(command)}\n",
-    )
-    with open(log_path, "ab") as log_file:
-        process = subprocess.Popen(
-            command,
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    pid_file.write_text(str(process.pid))
-    finished = None
 
-    def drain() -> None:
-        nonlocal finished
-        lines = [json.loads(line) for line in events.read().splitlines() if line.strip()]
+
+class _TrainerOutput:
+    """What the trainer writes, followed from where the files stood when it started: its
+    events go to the database, its output to the job's log. ``finished`` is the last
+    event that closed the run, once one came."""
+
+    def __init__(self, training_job: TrainingJob, events_path: Path, log_path: Path):
+        self.training_job = training_job
+        self.events = _Tail(events_path, events_path.stat().st_size if events_path.exists() else 0)
+        self.log = _Tail(log_path, log_path.stat().st_size if log_path.exists() else 0)
+        self.finished: dict | None = None
+
+    def drain(self) -> None:
+        training_job = self.training_job
+        lines = [json.loads(line) for line in self.events.read().splitlines() if line.strip()]
         if lines:
-            finished = training_events_apply(training_job=training_job, events=lines) or finished
-        text = log.read()
+            self.finished = (
+                training_events_apply(training_job=training_job, events=lines) or self.finished
+            )
+        text = self.log.read()
         if text:
             training_log_append(training_job=training_job, text=text[-LOG_CHUNK:])
 
+
+def _supervise(
+    context: JobContext,
+    training_job: TrainingJob,
+    process: subprocess.Popen,
+    output: _TrainerOutput,
+    pid_file: Path,
+) -> int:
+    """Follow the trainer until it exits (its exit code), reporting progress; a cancel or
+    any other exception stops its process group first."""
     try:
         while True:
             code = process.poll()
-            drain()
+            output.drain()
             training_job.refresh_from_db(
                 fields=["current_step", "last_loss", "last_reward", "total_steps"]
             )
@@ -324,18 +359,21 @@ def local_training_run(context: JobContext, training_job: TrainingJob) -> str:
                 training_progress_message(training_job),
             )
             if code is not None:
-                break
+                return code
             time.sleep(SUPERVISE_INTERVAL_S)
     except JobCancelled:
         _stop(process)
-        drain()
+        output.drain()
         pid_file.unlink(missing_ok=True)
         raise
     except BaseException:
         _stop(process)
         raise
-    drain()
-    pid_file.unlink(missing_ok=True)
+
+
+def _outcome(training_job: TrainingJob, code: int, finished: dict | None) -> str:
+    """Register the trained model of a run that succeeded and return its message; raise
+    for one that was cancelled or failed."""
     if code == 0 and finished and finished.get("status") == "succeeded":
         final = finished.get("artifacts") or {}
         kind = ModelKind.ADAPTER if final.get("kind") == "adapter" else ModelKind.FULL

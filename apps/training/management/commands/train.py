@@ -93,56 +93,12 @@ class Command(BaseCommand):
         project = Project.objects.filter(slug=opts["project"]).first()
         if project is None:
             raise CommandError(f"No project “{opts['project']}”.")
-        grpo = opts["method"] == TrainingMethod.GRPO
-        version = None
-        environments = []
-        if grpo:
-            environments = list(project_environments(project=project, ids=opts["environment"]))
-            missing = sorted(set(opts["environment"]) - {e.pk for e in environments})
-            if missing:
-                raise CommandError(
-                    f"No environment {', '.join(map(str, missing))} in {project.slug}."
-                )
+        if opts["method"] == TrainingMethod.GRPO:
+            environments, version = _environments(project, opts["environment"]), None
         else:
-            if opts["dataset"] is None or opts["version"] is None:
-                raise CommandError("sft needs --dataset and --version.")
-            version = (
-                DatasetVersion.objects.filter(
-                    dataset_id=opts["dataset"], dataset__project=project, number=opts["version"]
-                )
-                .select_related("dataset")
-                .first()
-            )
-            if version is None:
-                raise CommandError(
-                    f"No version {opts['version']} of dataset {opts['dataset']} in {project.slug}."
-                )
-        try:
-            hyperparameters = json.loads(opts["hyperparameters"])
-        except ValueError as exc:
-            raise CommandError(f"--hyperparameters is not JSON: {exc}") from None
-        if not isinstance(hyperparameters, dict):
-            raise CommandError("--hyperparameters must be a JSON object.")
-        for option, name in (
-            ("max_steps", "max_steps"),
-            ("epochs", "epochs"),
-            ("learning_rate", "learning_rate"),
-            ("group_size", "group_size"),
-            ("temperature", "temperature"),
-            ("reward", "reward"),
-            ("advantage", "advantage"),
-            ("credit", "credit"),
-            ("gamma", "gamma"),
-        ):
-            if opts[option] is not None:
-                hyperparameters[name] = opts[option]
-        if opts["lora"]:
-            hyperparameters["lora"] = True
-        endpoint = None
-        if opts["endpoint"]:
-            endpoint = project.model_endpoints.filter(name=opts["endpoint"]).first()
-            if endpoint is None:
-                raise CommandError(f"No endpoint “{opts['endpoint']}” in {project.slug}.")
+            environments, version = [], _dataset_version(project, opts)
+        hyperparameters = _hyperparameters(opts)
+        endpoint = _endpoint(project, opts["endpoint"])
         try:
             command_parameters = json.loads(opts["command_parameters"])
         except ValueError:
@@ -169,6 +125,10 @@ class Command(BaseCommand):
             details = exc.extra.get("fields") or {}
             text = "; ".join(f"{k}: {' '.join(v)}" for k, v in details.items())
             raise CommandError(f"{exc.message} {text}".strip()) from None
+        self._run(training_job, opts)
+
+    def _run(self, training_job: TrainingJob, opts) -> None:
+        """Run or follow the job, then print its losses and verdict."""
         self.stdout.write(
             f"Training job #{training_job.pk} “{training_job.name}”: {training_job.backend}, "
             f"base {training_job.base_model}, {training_job.total_steps or '?'} steps."
@@ -219,3 +179,67 @@ class Command(BaseCommand):
                 self.stdout.write("  Still running; follow it on its page.")
                 return
             time.sleep(2)
+
+
+# Options copied into the hyperparameters when given (option name, hyperparameter name).
+HYPERPARAMETER_OPTIONS = (
+    ("max_steps", "max_steps"),
+    ("epochs", "epochs"),
+    ("learning_rate", "learning_rate"),
+    ("group_size", "group_size"),
+    ("temperature", "temperature"),
+    ("reward", "reward"),
+    ("advantage", "advantage"),
+    ("credit", "credit"),
+    ("gamma", "gamma"),
+)
+
+
+def _environments(project: Project, ids: list[int]) -> list:
+    environments = list(project_environments(project=project, ids=ids))
+    missing = sorted(set(ids) - {e.pk for e in environments})
+    if missing:
+        raise CommandError(f"No environment {', '.join(map(str, missing))} in {project.slug}.")
+    return environments
+
+
+def _dataset_version(project: Project, opts) -> DatasetVersion:
+    if opts["dataset"] is None or opts["version"] is None:
+        raise CommandError("sft needs --dataset and --version.")
+    version = (
+        DatasetVersion.objects.filter(
+            dataset_id=opts["dataset"], dataset__project=project, number=opts["version"]
+        )
+        .select_related("dataset")
+        .first()
+    )
+    if version is None:
+        raise CommandError(
+            f"No version {opts['version']} of dataset {opts['dataset']} in {project.slug}."
+        )
+    return version
+
+
+def _hyperparameters(opts) -> dict:
+    """--hyperparameters, with the dedicated options (--max-steps, --lora…) on top."""
+    try:
+        hyperparameters = json.loads(opts["hyperparameters"])
+    except ValueError as exc:
+        raise CommandError(f"--hyperparameters is not JSON: {exc}") from None
+    if not isinstance(hyperparameters, dict):
+        raise CommandError("--hyperparameters must be a JSON object.")
+    for option, name in HYPERPARAMETER_OPTIONS:
+        if opts[option] is not None:
+            hyperparameters[name] = opts[option]
+    if opts["lora"]:
+        hyperparameters["lora"] = True
+    return hyperparameters
+
+
+def _endpoint(project: Project, name: str | None):
+    if not name:
+        return None
+    endpoint = project.model_endpoints.filter(name=name).first()
+    if endpoint is None:
+        raise CommandError(f"No endpoint “{name}” in {project.slug}.")
+    return endpoint
