@@ -56,68 +56,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
-import json
+import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Mount, Route, WebSocketRoute
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from .attachments import Resolver
 from .body_limit import BodyLimit
 from .mcp_server import McpFace
-from .protocol import (
-    ACTION_SCHEMA,
-    OBSERVATION_SCHEMA,
-    REFUSED,
-    STATE_SCHEMA,
-    VERSION,
-    Catalog,
-    ImageURLs,
-    ProtocolError,
-    SessionStore,
-    Slot,
-    Unavailable,
-    invalid,
-    parse_action,
-    state_of,
-    wire,
-)
-from .session import EpisodeSession, SessionError
+from .protocol import Catalog, ImageURLs, SessionStore
+from .protocol import Unavailable as Unavailable  # the app's gate raises it
+from .server_routes import ServedCatalog, ServerRoutes, ws_send_error
 from .spec import EnvironmentSpec
 
 logger = logging.getLogger(__name__)
 
-try:  # the per-step path: decode the action, encode the observation
-    import orjson
-
-    def _dumps(value: Any) -> bytes:
-        return orjson.dumps(value)
-
-    _loads = orjson.loads
-except ImportError:  # pragma: no cover - the server extra installs orjson
-
-    def _dumps(value: Any) -> bytes:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-
-    _loads = json.loads
-
-
-class _JSON(JSONResponse):
-    def render(self, content: Any) -> bytes:
-        return _dumps(content)
+Background = Callable[[], Coroutine[Any, Any, None]]
+Refresh = Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]]  # (specs, extra)
 
 
 # --------------------------------------------------------------------------- app
-
-HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 503}
 
 
 def create_app(
@@ -126,7 +88,7 @@ def create_app(
     token: str | None = None,
     authorise: Callable[[str, str], Awaitable[bool]] | None = None,
     listing_extra: Mapping[str, Mapping[str, Any]] | None = None,
-    refresh: Callable[[], Awaitable[tuple[Sequence[Any], Mapping[str, Any]]]] | None = None,
+    refresh: Refresh | None = None,
     refresh_interval: float = 60.0,
     allow_empty: bool = False,
     attachments: Resolver | None = None,
@@ -148,273 +110,55 @@ def create_app(
     ``attachment:sha256:<hex>`` URLs)."""
     if token and authorise is not None:
         raise ValueError("give a token or an authorise callable, not both")
-    current = _Current(Catalog(specs, listing_extra=listing_extra, allow_empty=allow_empty))
+    current = ServedCatalog(Catalog(specs, listing_extra=listing_extra, allow_empty=allow_empty))
     store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock, max_sessions_per_token)
     images = ImageURLs(attachments) if attachments is not None else None
-
-    async def authorised(request_or_ws: Request | WebSocket) -> bool:
-        """Whether the presented token opens the server. Its owner digest (whose sessions it
-        may use) goes to ``state.owner`` and the holder it counts against for the session
-        share to ``state.group``: the name ``authorise`` answered with (the app: the token's
-        user), else the owner itself. Both None on an open server."""
-        request_or_ws.state.owner = request_or_ws.state.group = None
-        if not token and authorise is None:
-            return True
-        given = request_or_ws.path_params.get("token")
-        if given is None:
-            header = request_or_ws.headers.get("authorization", "")
-            scheme, _, value = header.partition(" ")
-            given = value.strip() if scheme.lower() == "bearer" else ""
-        if authorise is not None:
-            client = request_or_ws.client
-            verdict = await authorise(given, client.host if client else "")
-        else:
-            verdict = hmac.compare_digest(given.encode(), token.encode())
-        if verdict:
-            owner = hashlib.sha256(given.encode()).hexdigest()
-            request_or_ws.state.owner = owner
-            request_or_ws.state.group = verdict if isinstance(verdict, str) else owner
-        return bool(verdict)
-
-    def error(exc: ProtocolError | SessionError) -> _JSON:
-        if isinstance(exc, SessionError):
-            return _JSON({"detail": str(exc), "code": "EXECUTION_ERROR"}, 409)
-        status = HTTP_STATUS.get(exc.code, 400)
-        detail: Any = exc.errors if exc.code == "VALIDATION_ERROR" else str(exc)
-        return _JSON({"detail": detail, "code": exc.code}, status)
-
-    async def body(request: Request) -> dict[str, Any]:
-        raw = await request.body()
-        if not raw:
-            return {}
-        try:
-            data = _loads(raw)
-        except ValueError as exc:
-            raise ProtocolError("INVALID_JSON", "the body is not JSON") from exc
-        if not isinstance(data, dict):
-            raise invalid("body", "the body must be an object")
-        return data
-
-    def guarded(handler):
-        async def endpoint(request: Request) -> _JSON:
-            try:
-                if not await authorised(request):
-                    return _JSON(REFUSED, 401)
-            except Unavailable as exc:
-                return _JSON({"detail": str(exc), "code": "UNAVAILABLE"}, 503)
-            try:
-                return await handler(request)
-            except (ProtocolError, SessionError) as exc:
-                return error(exc)
-
-        return endpoint
-
-    def start(slot: Slot, kwargs: dict[str, Any]) -> dict[str, Any]:
-        catalog = current.catalog
-        spec, task_key, seed, faults = catalog.resolve(kwargs)
-        slot.session = EpisodeSession(
-            spec,
-            task_key,
-            seed,
-            faults=faults,
-            tools=catalog.tools[spec.name],
-            evidence=kwargs.get("evidence", False),
-        )  # image parts keep their attachment: URLs; ``shown`` gives them data: URLs
-        slot.episode_id = slot.id  # server-chosen, whatever the client asked
-        store.touch(slot)
-        obs = slot.session.start()
-        obs["episode_id"] = slot.episode_id
-        return wire(obs)
-
-    async def step(slot: Slot, data: Any) -> dict[str, Any]:
-        reply, calls = parse_action(data)
-        if slot.session is None:
-            raise SessionError("call reset first")
-        store.touch(slot)
-        session = slot.session
-        obs = session.act(reply, calls)
-        obs["episode_id"] = slot.episode_id
-        if images is not None:  # images read off the event loop (a slow storage)
-            obs = await images.show(obs, session.spec)
-        return wire(obs)
-
-    async def health(request: Request) -> _JSON:
-        return _JSON({"status": "healthy"})
-
-    async def metadata(request: Request) -> _JSON:
-        names = ", ".join(current.catalog.specs)
-        return _JSON(
-            {
-                "name": "coworkenv",
-                "description": f"CoworkEnv environments: {names}",
-                "readme_content": None,
-                "version": VERSION,
-                "author": "CoworkEnv",
-                "documentation_url": None,
-            }
-        )
-
-    async def schema(request: Request) -> _JSON:
-        return _JSON(
-            {"action": ACTION_SCHEMA, "observation": OBSERVATION_SCHEMA, "state": STATE_SCHEMA}
-        )
-
-    async def tasks(request: Request) -> _JSON:
-        return _JSON(current.catalog.listing())
-
-    async def reset(request: Request) -> _JSON:
-        """A new HTTP session (its id chosen here), or a restart of the caller's own one
-        named by ``episode_id`` (anyone else's, or none, is not found)."""
-        kwargs = await body(request)
-        current.catalog.resolve(kwargs)  # refuse bad input before taking a slot
-        episode_id = kwargs.get("episode_id")
-        owner = request.state.owner
-        if episode_id is not None:
-            slot = http_slot(episode_id, owner)
-        else:
-            slot = store.open(owner, request.state.group)
-        return _JSON(start(slot, kwargs))
-
-    def http_slot(episode_id: Any, owner: str | None) -> Slot:
-        if not isinstance(episode_id, str):
-            raise invalid("episode_id", "episode_id (from the reset observation) must be a string")
-        slot = store.get(episode_id, owner)
-        if slot.websocket is not None:
-            raise ProtocolError("NOT_FOUND", f"no HTTP session {episode_id!r}")
-        return slot
-
-    async def http_step(request: Request) -> _JSON:
-        data = await body(request)
-        extra = sorted(set(data) - {"action", "episode_id", "timeout_s", "request_id"})
-        if extra:
-            raise invalid(extra[0], f"unknown field {extra[0]!r}")
-        if "action" not in data:
-            raise invalid("action", "field required")
-        if "episode_id" not in data:
-            raise invalid("episode_id", "episode_id (from the reset observation) is required")
-        slot = http_slot(data["episode_id"], request.state.owner)
-        return _JSON(await step(slot, data["action"]))
-
-    async def http_state(request: Request) -> _JSON:
-        episode_id = request.query_params.get("episode_id")
-        if not episode_id:
-            raise invalid("episode_id", "episode_id is required")
-        return _JSON(state_of(store.get(episode_id, request.state.owner)))
-
-    async def close(request: Request) -> _JSON:
-        data = await body(request)
-        episode_id = data.get("episode_id")
-        if not isinstance(episode_id, str):
-            raise invalid("episode_id", "episode_id is required")
-        slot = store.get(episode_id, request.state.owner)
-        store.drop(slot.id)
-        return _JSON({"episode_id": episode_id, "closed": True})
-
-    async def ws_send_error(ws: WebSocket, code: str, message: str, **extra: Any) -> None:
-        reply = {"type": "error", "data": {"message": message, "code": code, **extra}}
-        await ws.send_text(_dumps(reply).decode())
-
-    async def ws_endpoint(ws: WebSocket) -> None:
-        try:
-            denial = None if await authorised(ws) else _JSON(REFUSED, 401)
-        except Unavailable as exc:
-            denial = _JSON({"detail": str(exc), "code": "UNAVAILABLE"}, 503)
-        if denial is not None:
-            # the same answer as the HTTP routes where the ASGI server can send it
-            if "websocket.http.response" in ws.scope.get("extensions", {}):
-                await ws.send_denial_response(denial)
-            else:  # a bare refusal of the handshake (the client sees 403)
-                await ws.close(code=1008)
-            return
-        await ws.accept()
-        try:
-            slot = store.open(ws.state.owner, ws.state.group)
-        except ProtocolError as exc:
-            await ws_send_error(ws, exc.code, str(exc), **store.status())
-            await ws.close()
-            return
-        slot.websocket = ws
-        try:
-            while True:
-                try:
-                    raw = await ws.receive_text()
-                except WebSocketDisconnect:
-                    return
-                if store.slots.get(slot.id) is not slot or store.expired(slot):
-                    await ws_send_error(ws, "SESSION_ERROR", "the session expired")
-                    await ws.close()
-                    return
-                reply = await ws_message(slot, raw)
-                if reply is None:  # close
-                    await ws.close()
-                    return
-                await ws.send_text(_dumps(reply).decode())
-        finally:
-            store.drop(slot.id)
-
-    async def ws_message(slot: Slot, raw: str) -> dict[str, Any] | None:
-        try:
-            msg = _loads(raw)
-        except ValueError:
-            return _ws_error("INVALID_JSON", "the message is not JSON")
-        if not isinstance(msg, dict):
-            return _ws_error("VALIDATION_ERROR", "a message must be an object")
-        kind = msg.get("type")
-        if kind not in ("reset", "step", "state", "close"):
-            return _ws_error("UNKNOWN_TYPE", f"unknown message type {kind!r}")
-        allowed = {"type", "data"} if kind in ("reset", "step") else {"type"}
-        extra = sorted(set(msg) - allowed)
-        if extra:
-            return _ws_error("VALIDATION_ERROR", f"unknown key {extra[0]!r}")
-        if kind == "close":
-            return None
-        if kind == "state":
-            return {"type": "state", "data": state_of(slot)}
-        try:
-            if kind == "reset":
-                data = msg.get("data") or {}
-                if not isinstance(data, dict):
-                    raise invalid("data", "reset data must be an object")
-                return {"type": "observation", "data": start(slot, data)}
-            if "data" not in msg:
-                raise invalid("data", "field required")
-            return {"type": "observation", "data": await step(slot, msg["data"])}
-        except ProtocolError as exc:
-            code = (
-                exc.code if exc.code in ("VALIDATION_ERROR", "INVALID_JSON") else "EXECUTION_ERROR"
-            )
-            return _ws_error(code, str(exc), errors=exc.errors)
-        except SessionError as exc:
-            return _ws_error("EXECUTION_ERROR", str(exc))
-
+    handlers = ServerRoutes(current, store, images=images, token=token, authorise=authorise)
     face = McpFace(
-        store=store, start=start, step=step, authorised=authorised, idle_timeout=idle_timeout
+        store=store,
+        start=handlers.start,
+        step=handlers.step,
+        authorised=handlers.authorised,
+        idle_timeout=idle_timeout,
     )
+    reaper = functools.partial(_reap_expired, store, reap_interval)
+    refresher = (
+        functools.partial(_refresh_catalog, current, refresh, refresh_interval)
+        if refresh is not None
+        else None
+    )
+    app = Starlette(routes=_routes(handlers, face), lifespan=_lifespan(face, reaper, refresher))
+    app.state.store = store
+    app.state.current = current
+    return app
 
-    async def reaper() -> None:
-        while True:
-            await asyncio.sleep(reap_interval)
-            for slot in store.reap():
-                if slot.websocket is not None:
-                    with contextlib.suppress(Exception):
-                        await ws_send_error(slot.websocket, "SESSION_ERROR", "the session expired")
-                        await slot.websocket.close()
 
-    async def refresher() -> None:
-        assert refresh is not None
-        while True:
-            await asyncio.sleep(refresh_interval)
-            try:
-                new_specs, extra = await refresh()
-                current.catalog = Catalog(new_specs, listing_extra=extra, allow_empty=True)
-            except Exception:  # a failed refresh keeps serving the catalogue it has
-                logger.exception("The environment catalogue could not be refreshed.")
+def _routes(handlers: ServerRoutes, face: McpFace) -> list[BaseRoute]:
+    """Every route at the root and again under ``/t/<token>`` (``/health`` only at the root,
+    never behind the token)."""
+    guarded = handlers.guarded
+    routes: list[BaseRoute] = [
+        Route("/metadata", guarded(handlers.metadata)),
+        Route("/schema", guarded(handlers.schema)),
+        Route("/tasks", guarded(handlers.tasks)),
+        Route("/reset", guarded(handlers.reset), methods=["POST"]),
+        Route("/step", guarded(handlers.http_step), methods=["POST"]),
+        Route("/state", guarded(handlers.http_state)),
+        Route("/close", guarded(handlers.close), methods=["POST"]),
+        WebSocketRoute("/ws", handlers.ws_endpoint),
+        Route("/mcp", face, methods=["GET", "POST", "DELETE"]),
+    ]
+    return [Route("/health", handlers.health), *routes, Mount("/t/{token}", routes=routes)]
+
+
+def _lifespan(face: McpFace, reaper: Background, refresher: Background | None):
+    """Run the reaper, the MCP face and the refresher (if any) while the app serves."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         tasks = [asyncio.create_task(reaper())]
         tasks.append(await face.running())
-        if refresh is not None:
+        if refresher is not None:
             tasks.append(asyncio.create_task(refresher()))
         try:
             yield
@@ -425,35 +169,33 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    routes = [
-        Route("/metadata", guarded(metadata)),
-        Route("/schema", guarded(schema)),
-        Route("/tasks", guarded(tasks)),
-        Route("/reset", guarded(reset), methods=["POST"]),
-        Route("/step", guarded(http_step), methods=["POST"]),
-        Route("/state", guarded(http_state)),
-        Route("/close", guarded(close), methods=["POST"]),
-        WebSocketRoute("/ws", ws_endpoint),
-        Route("/mcp", face, methods=["GET", "POST", "DELETE"]),
-    ]
-    app = Starlette(
-        routes=[Route("/health", health), *routes, Mount("/t/{token}", routes=routes)],
-        lifespan=lifespan,
-    )
-    app.state.store = store
-    app.state.current = current
-    return app
+    return lifespan
 
 
-class _Current:
-    """The catalogue being served (replaced whole by a refresh)."""
+async def _reap_expired(store: SessionStore, interval: float) -> None:
+    """Every ``interval`` seconds drop the expired sessions, telling their WebSockets."""
+    while True:
+        await asyncio.sleep(interval)
+        for slot in store.reap():
+            if slot.websocket is not None:
+                with contextlib.suppress(Exception):
+                    await ws_send_error(slot.websocket, "SESSION_ERROR", "the session expired")
+                    await slot.websocket.close()
 
-    def __init__(self, catalog: Catalog):
-        self.catalog = catalog
 
-
-def _ws_error(code: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "error", "data": {"message": message, "code": code, **extra}}
+async def _refresh_catalog(
+    current: ServedCatalog,
+    refresh: Refresh,
+    interval: float,
+) -> None:
+    """Every ``interval`` seconds replace the catalogue with what ``refresh`` returns."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            new_specs, extra = await refresh()
+            current.catalog = Catalog(new_specs, listing_extra=extra, allow_empty=True)
+        except Exception:  # a failed refresh keeps serving the catalogue it has
+            logger.exception("The environment catalogue could not be refreshed.")
 
 
 def serve(

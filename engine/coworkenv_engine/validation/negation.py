@@ -182,29 +182,11 @@ class _Reach:
         if kind == "pipe" and len(children) == 2:
             return self.ev(children[1], self.ev(children[0], ctx))
         if kind == "index_expression" and len(children) == 2:
-            left = self.ev(children[0], ctx)
-            self.escalate(left)
-            step = children[1].get("type") if isinstance(children[1], dict) else None
-            if left and left[0] in ("list", "vlist") and step in ("index", "slice"):
-                if step == "slice":
-                    return left
-                return ("rec", *left[1:]) if left[0] == "list" else ("val", *left[1:])
-            return None
+            return self.index_expression(children, ctx)
         if kind == "projection" and len(children) == 2:
             return self.project(self.ev(children[0], ctx), children[1])
         if kind == "filter_projection" and len(children) == 3:
-            mark = len(self.touched)
-            left = self.ev(children[0], ctx)
-            self.escalate(left)
-            if left and left[0] == "list":
-                never = self.never_true(children[2], left[1], left[2])
-                self.ev(children[2], ("rec", left[1], left[2]))
-                if never and set(self.touched[mark:]) == {(left[1], left[2])}:
-                    del self.touched[mark:]
-                    self.emptied.add((left[1], left[2]))
-            else:
-                self.ev(children[2], None)
-            return self.project(left, children[1])
+            return self.filter_projection(children, ctx)
         if kind == "expref" and children:
             self.ev(children[0], None)
             return None
@@ -220,6 +202,33 @@ class _Reach:
             return None
         self.unknown = True
         return None
+
+    def index_expression(self, children: list[Any], ctx: Any) -> Any:
+        """``list[0]`` is one of its records (or values), ``list[1:]`` still the list."""
+        left = self.ev(children[0], ctx)
+        self.escalate(left)
+        step = children[1].get("type") if isinstance(children[1], dict) else None
+        if left and left[0] in ("list", "vlist") and step in ("index", "slice"):
+            if step == "slice":
+                return left
+            return ("rec", *left[1:]) if left[0] == "list" else ("val", *left[1:])
+        return None
+
+    def filter_projection(self, children: list[Any], ctx: Any) -> Any:
+        """``list[?cond]``: a condition no record can meet empties the list instead of
+        reading it (when the condition reads nothing else)."""
+        mark = len(self.touched)
+        left = self.ev(children[0], ctx)
+        self.escalate(left)
+        if left and left[0] == "list":
+            never = self.never_true(children[2], left[1], left[2])
+            self.ev(children[2], ("rec", left[1], left[2]))
+            if never and set(self.touched[mark:]) == {(left[1], left[2])}:
+                del self.touched[mark:]
+                self.emptied.add((left[1], left[2]))
+        else:
+            self.ev(children[2], None)
+        return self.project(left, children[1])
 
     def field(self, name: Any, ctx: Any) -> Any:
         if ctx == ("root",):

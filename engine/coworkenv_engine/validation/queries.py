@@ -54,21 +54,9 @@ class _Analyzer:
         if kind == "pipe":
             return self.ev(children[1], self.ev(children[0], ctx))
         if kind == "index_expression":
-            left = self.ev(children[0], ctx)
-            if left and left[0] == "coll":
-                is_index = isinstance(children[1], dict) and children[1].get("type") == "index"
-                return ("rec", *left[1:]) if is_index else left
-            return None
+            return self.index_expression(children, ctx)
         if kind in ("projection", "filter_projection"):
-            left = self.ev(children[0], ctx)
-            element = ("rec", *left[1:]) if left and left[0] == "coll" else None
-            if kind == "filter_projection":
-                self.ev(children[2], element)
-            right = children[1]
-            self.ev(right, element)
-            if left and left[0] == "coll" and right.get("type") == "identity":
-                return left
-            return None
+            return self.projection(kind, children, ctx)
         if kind == "flatten":
             inner = self.ev(children[0], ctx)
             return inner if inner and inner[0] == "coll" else None
@@ -83,6 +71,27 @@ class _Analyzer:
             return None
         for child in children:
             self.ev(child, ctx)
+        return None
+
+    def index_expression(self, children: list[Any], ctx: Ctx) -> Ctx:
+        """``coll[0]`` is a record of the collection, ``coll[1:]`` still the collection."""
+        left = self.ev(children[0], ctx)
+        if left and left[0] == "coll":
+            is_index = isinstance(children[1], dict) and children[1].get("type") == "index"
+            return ("rec", *left[1:]) if is_index else left
+        return None
+
+    def projection(self, kind: str, children: list[Any], ctx: Ctx) -> Ctx:
+        """``coll[*].x`` / ``coll[?cond].x``: the condition and the right side read records;
+        only ``coll[*]`` (an identity right side) is still the collection."""
+        left = self.ev(children[0], ctx)
+        element = ("rec", *left[1:]) if left and left[0] == "coll" else None
+        if kind == "filter_projection":
+            self.ev(children[2], element)
+        right = children[1]
+        self.ev(right, element)
+        if left and left[0] == "coll" and right.get("type") == "identity":
+            return left
         return None
 
     def function(self, name: str, args: list[Any], ctx: Ctx) -> Ctx:

@@ -55,22 +55,43 @@ def _properties(tool: Any) -> dict[str, Any]:
     return props if isinstance(props, dict) else {}
 
 
+def _binding_value_type(value: Any, props: dict[str, Any]) -> str:
+    """The JSON type a binding's value writes: a placeholder's is its parameter's."""
+    name = placeholder_name(value)
+    if name is None:
+        return "string" if value == "$now" else json_type(value)
+    declared = props.get(name, {})
+    t = declared.get("type") if isinstance(declared, dict) else None
+    return {"integer": "number"}.get(t, t) if isinstance(t, str) else ANY
+
+
 class _Types:
     """JSON types each record field takes, per (service, collection)."""
 
     def __init__(self, spec: EnvironmentSpec, task: TaskSpec):
         self.types: dict[tuple[str, str, str], set[str]] = {}
         self.open: set[tuple[str, str]] = set()
+        self._add_records(spec, task)
+        self._add_updates(task)
+        self._add_bindings(spec)
+        self._add_required_fields(spec)
+
+    def _add_records(self, spec: EnvironmentSpec, task: TaskSpec) -> None:
         for source in (spec.services, task.records):
             for service, cols in source.items():
                 for name, records in cols.items():
                     for r in records:
                         for f, v in r.items():
                             self.add(service, name, f, json_type(v))
+
+    def _add_updates(self, task: TaskSpec) -> None:
         for turn in task.turns:
             for up in turn.updates:
                 for f, v in (up.values or {}).items():
                     self.add(up.service, up.collection, f, json_type(v))
+
+    def _add_bindings(self, spec: EnvironmentSpec) -> None:
+        """The fields create / update bindings write; a merge leaves its collection open."""
         for tool in spec.tools:
             b = tool.binding
             if b.merge is not None:
@@ -79,14 +100,9 @@ class _Types:
                 continue
             props = _properties(tool)
             for f, v in b.values.items():
-                name = placeholder_name(v)
-                if name is None:
-                    t = "string" if v == "$now" else json_type(v)
-                else:
-                    declared = props.get(name, {})
-                    t = declared.get("type") if isinstance(declared, dict) else None
-                    t = {"integer": "number"}.get(t, t) if isinstance(t, str) else ANY
-                self.add(b.service, b.collection, f, t)
+                self.add(b.service, b.collection, f, _binding_value_type(v, props))
+
+    def _add_required_fields(self, spec: EnvironmentSpec) -> None:
         for service, cols in spec.services.items():
             for name in cols:
                 for f in library.required_fields(service, name):

@@ -13,11 +13,11 @@ from ..bindings import placeholder_name
 from ..formats import schema_problem, validator_for
 from ..limits import Limits
 from ..problems import Problem, error, pointer, warning
-from ..spec_model import EnvironmentSpec, TaskSpec, ToolSpec
+from ..spec_model import EnvironmentSpec, TaskSpec, ToolSpec, Update
 from ..state import json_size
 from .attachments import attachment_problems
 from .semantic import semantic_problems
-from .static_checks import CheckContext, _turns, check_problems
+from .static_checks import CheckContext, _turns, grader_problems
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RESERVED_PARAMETERS = {"now"}
@@ -271,45 +271,31 @@ def _task(
     spec: EnvironmentSpec,
     collections: dict[str, set[str]],
 ) -> None:
-    base = ("tasks", k)
-    _records(out, task.records, (*base, "records"), collections)
+    _records(out, task.records, ("tasks", k, "records"), collections)
     ids, fields = _task_universe(task, spec, collections)
     _references(out, spec, task, k)
-    n_turns = len(task.turns)
+    _updates(out, k, task, collections, ids)
+    _reference_steps(out, k, task, spec)
+    grader_problems(out, k, CheckContext(spec, task, collections, fields))
+
+
+def _updates(
+    out: list[Problem],
+    k: int,
+    task: TaskSpec,
+    collections: dict[str, set[str]],
+    ids: dict[tuple[str, str], set[str]],
+) -> None:
+    """Each exogenous update, turn by turn, against the ids that exist by then (``ids``
+    follows the creates and deletes)."""
     for j, turn in enumerate(task.turns):
         for u, up in enumerate(turn.updates):
-            ptr = pointer(*base, "turns", j, "updates", u)
+            ptr = pointer("tasks", k, "turns", j, "updates", u)
             if not _where(out, ptr, up.service, up.collection, collections):
                 continue
             key = (up.service, up.collection)
             if up.op == "create":
-                new_id = (up.values or {}).get("id", up.id)
-                if new_id is not None and new_id in ids[key]:
-                    out.append(
-                        error(
-                            "duplicate_id",
-                            ptr,
-                            f"Update creates '{new_id}' in "
-                            f"{up.service}.{up.collection}, which already exists.",
-                            "Use a new id or an update op.",
-                        )
-                    )
-                missing = [
-                    f
-                    for f in library.required_fields(*key)
-                    if f != "id" and f not in (up.values or {})
-                ]
-                if missing:
-                    out.append(
-                        error(
-                            "record_missing_field",
-                            ptr + "/values",
-                            f"The created record lacks {', '.join(missing)}.",
-                            "Add the fields the service kind requires.",
-                        )
-                    )
-                if new_id is not None:
-                    ids[key].add(new_id)
+                _created_record(out, ptr, up, ids[key])
             elif up.id not in ids[key]:
                 out.append(
                     error(
@@ -322,9 +308,44 @@ def _task(
                 )
             elif up.op == "delete":
                 ids[key].discard(up.id)
+
+
+def _created_record(out: list[Problem], ptr: str, up: Update, ids: set[str]) -> None:
+    """A create update's id is new and its record has the fields its kind requires."""
+    new_id = (up.values or {}).get("id", up.id)
+    if new_id is not None and new_id in ids:
+        out.append(
+            error(
+                "duplicate_id",
+                ptr,
+                f"Update creates '{new_id}' in {up.service}.{up.collection}, which already exists.",
+                "Use a new id or an update op.",
+            )
+        )
+    missing = [
+        f
+        for f in library.required_fields(up.service, up.collection)
+        if f != "id" and f not in (up.values or {})
+    ]
+    if missing:
+        out.append(
+            error(
+                "record_missing_field",
+                ptr + "/values",
+                f"The created record lacks {', '.join(missing)}.",
+                "Add the fields the service kind requires.",
+            )
+        )
+    if new_id is not None:
+        ids.add(new_id)
+
+
+def _reference_steps(out: list[Problem], k: int, task: TaskSpec, spec: EnvironmentSpec) -> None:
+    """One reference step per existing turn, each call sound."""
+    n_turns = len(task.turns)
     seen_turns: set[int] = set()
     for s, step in enumerate(task.reference_solution):
-        ptr = pointer(*base, "reference_solution", s)
+        ptr = pointer("tasks", k, "reference_solution", s)
         if step.turn >= n_turns:
             out.append(
                 error(
@@ -346,58 +367,6 @@ def _task(
         seen_turns.add(step.turn)
         for c, call in enumerate(step.calls):
             _reference_call(out, f"{ptr}/calls/{c}", call.tool, call.arguments, spec)
-    seen_graders: set[str] = set()
-    deterministic_completion = False
-    ctx = CheckContext(spec, task, collections, fields)
-    for g, grader in enumerate(task.graders):
-        ptr = pointer(*base, "graders", g)
-        if grader.id in seen_graders:
-            out.append(
-                error(
-                    "duplicate_id",
-                    ptr + "/id",
-                    f"Grader id '{grader.id}' is used twice in the task.",
-                    "Give each grader its own id.",
-                )
-            )
-        seen_graders.add(grader.id)
-        if not grader.weight > 0:
-            out.append(
-                error(
-                    "weight_not_positive",
-                    ptr + "/weight",
-                    f"Weight {grader.weight} is not positive.",
-                    "Use a weight > 0 (e.g. 1 or 2).",
-                )
-            )
-        if grader.at_turn is not None and grader.at_turn >= n_turns:
-            out.append(
-                error(
-                    "turn_out_of_range",
-                    ptr + "/at_turn",
-                    f"at_turn {grader.at_turn} but the task has {_turns(n_turns)}.",
-                    f"Use 0..{n_turns - 1}.",
-                )
-            )
-        check_problems(out, ptr + "/check", grader.check, ctx)
-        kinds = set(_leaf_kinds(grader.check))
-        if grader.category == "completion" and kinds - {"judge"}:
-            deterministic_completion = True
-    if not deterministic_completion:
-        out.append(
-            error(
-                "no_completion_check",
-                pointer(*base, "graders"),
-                f"Task '{task.key}' has no deterministic completion grader.",
-                "Add a completion grader with a state, tool_call or response check.",
-            )
-        )
-
-
-def _leaf_kinds(check: dict[str, Any]):
-    from ..checks import leaf_kinds
-
-    return leaf_kinds(check)
 
 
 def _task_universe(task: TaskSpec, spec: EnvironmentSpec, collections: dict[str, set[str]]):

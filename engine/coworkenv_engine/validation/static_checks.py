@@ -1,12 +1,13 @@
-"""Static validation of grader checks: queries, regexes, tools, turns and bounds."""
+"""Static validation of graders and their checks: queries, regexes, tools, turns and
+bounds."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from ..checks import MAX_DEPTH
-from ..problems import Problem, error
+from ..checks import MAX_DEPTH, leaf_kinds
+from ..problems import Problem, error, pointer
 from ..safe_regex import check_pattern
 from .queries import analyze_query
 
@@ -76,13 +77,59 @@ def _scope_name(out: list[Problem], ptr: str, name: str, ctx: CheckContext) -> N
         )
 
 
-def _side_effects_scope(out: list[Problem], ptr: str, check: dict[str, Any], ctx: CheckContext):
+def _side_effects_scope(
+    out: list[Problem], ptr: str, check: dict[str, Any], ctx: CheckContext
+) -> None:
     for key in ("services", "ignore"):
         for i, name in enumerate(check.get(key) or []):
             _scope_name(out, f"{ptr}/{key}/{i}", name, ctx)
     for i, entry in enumerate(check.get("allow") or []):
         name = entry["service"] + (f".{entry['collection']}" if "collection" in entry else "")
         _scope_name(out, f"{ptr}/allow/{i}", name, ctx)
+
+
+def grader_problems(out: list[Problem], k: int, ctx: CheckContext) -> None:
+    """Task ``k``'s graders: ids, weights, turns and checks, and a deterministic completion
+    grader among them."""
+    task = ctx.task
+    n_turns = len(task.turns)
+    seen_graders: set[str] = set()
+    deterministic_completion = False
+    for g, grader in enumerate(task.graders):
+        ptr = pointer("tasks", k, "graders", g)
+        if grader.id in seen_graders:
+            out.append(
+                error(
+                    "duplicate_id",
+                    ptr + "/id",
+                    f"Grader id '{grader.id}' is used twice in the task.",
+                    "Give each grader its own id.",
+                )
+            )
+        seen_graders.add(grader.id)
+        if not grader.weight > 0:
+            out.append(
+                error(
+                    "weight_not_positive",
+                    ptr + "/weight",
+                    f"Weight {grader.weight} is not positive.",
+                    "Use a weight > 0 (e.g. 1 or 2).",
+                )
+            )
+        _turn_in_range(out, ptr, "at_turn", grader.at_turn, n_turns)
+        check_problems(out, ptr + "/check", grader.check, ctx)
+        kinds = set(leaf_kinds(grader.check))
+        if grader.category == "completion" and kinds - {"judge"}:
+            deterministic_completion = True
+    if not deterministic_completion:
+        out.append(
+            error(
+                "no_completion_check",
+                pointer("tasks", k, "graders"),
+                f"Task '{task.key}' has no deterministic completion grader.",
+                "Add a completion grader with a state, tool_call or response check.",
+            )
+        )
 
 
 def check_problems(
@@ -106,75 +153,93 @@ def check_problems(
     if "not" in check:
         check_problems(out, ptr + "/not", check["not"], ctx, depth + 1)
         return
-    kind = check["kind"]
-    n_turns = len(ctx.task.turns)
-    if kind == "state":
-        _query(out, ptr + "/query", check["query"], ctx)
-        if check["op"] == "matches":
-            _regex(out, ptr + "/value", check["value"])
-        _bounds(out, ptr, check)
-    elif kind == "tool_call":
-        tool = ctx.spec.tool(check["tool"])
-        names = ", ".join(t.name for t in ctx.spec.tools) or "none"
-        if tool is None:
+    leaf = _LEAF_CHECKS.get(check["kind"])
+    if leaf is not None:
+        leaf(out, ptr, check, ctx)
+
+
+def _state_check(out: list[Problem], ptr: str, check: dict[str, Any], ctx: CheckContext) -> None:
+    _query(out, ptr + "/query", check["query"], ctx)
+    if check["op"] == "matches":
+        _regex(out, ptr + "/value", check["value"])
+    _bounds(out, ptr, check)
+
+
+def _tool_call_check(
+    out: list[Problem], ptr: str, check: dict[str, Any], ctx: CheckContext
+) -> None:
+    tool = ctx.spec.tool(check["tool"])
+    names = ", ".join(t.name for t in ctx.spec.tools) or "none"
+    if tool is None:
+        out.append(
+            error(
+                "unknown_tool",
+                ptr + "/tool",
+                f"The check looks for calls to '{check['tool']}', which is not declared.",
+                f"Use one of: {names}.",
+            )
+        )
+    for rel in ("before", "after"):
+        if rel in check and ctx.spec.tool(check[rel]) is None:
             out.append(
                 error(
                     "unknown_tool",
-                    ptr + "/tool",
-                    f"The check looks for calls to '{check['tool']}', which is not declared.",
+                    f"{ptr}/{rel}",
+                    f"'{rel}' names '{check[rel]}', which is not declared.",
                     f"Use one of: {names}.",
                 )
             )
-        for rel in ("before", "after"):
-            if rel in check and ctx.spec.tool(check[rel]) is None:
-                out.append(
-                    error(
-                        "unknown_tool",
-                        f"{ptr}/{rel}",
-                        f"'{rel}' names '{check[rel]}', which is not declared.",
-                        f"Use one of: {names}.",
-                    )
-                )
-        props = tool.parameters.get("properties") if tool else None
-        declared = set(props) if isinstance(props, dict) else set()
-        for arg, matcher in (check.get("arguments") or {}).items():
-            if tool is not None and isinstance(props, dict) and arg not in declared:
-                out.append(
-                    error(
-                        "unknown_argument",
-                        f"{ptr}/arguments/{arg}",
-                        f"'{arg}' is not a parameter of '{tool.name}'.",
-                        f"Parameters: {', '.join(sorted(declared)) or 'none'}.",
-                    )
-                )
-            if isinstance(matcher, dict) and matcher.get("op") == "matches":
-                _regex(out, f"{ptr}/arguments/{arg}/value", matcher.get("value"))
-        if check.get("during_turn") is not None and check["during_turn"] >= n_turns:
+    _argument_matchers(out, ptr, check, tool)
+    _turn_in_range(out, ptr, "during_turn", check.get("during_turn"), len(ctx.task.turns))
+    _bounds(out, ptr, check)
+
+
+def _argument_matchers(out: list[Problem], ptr: str, check: dict[str, Any], tool: Any) -> None:
+    """Each matched argument is a parameter of the tool (when it declares them), and a
+    ``matches`` matcher's regex is sound."""
+    props = tool.parameters.get("properties") if tool else None
+    declared = set(props) if isinstance(props, dict) else set()
+    for arg, matcher in (check.get("arguments") or {}).items():
+        if tool is not None and isinstance(props, dict) and arg not in declared:
             out.append(
                 error(
-                    "turn_out_of_range",
-                    ptr + "/during_turn",
-                    f"during_turn {check['during_turn']} but the task has {_turns(n_turns)}.",
-                    f"Use 0..{n_turns - 1}.",
+                    "unknown_argument",
+                    f"{ptr}/arguments/{arg}",
+                    f"'{arg}' is not a parameter of '{tool.name}'.",
+                    f"Parameters: {', '.join(sorted(declared)) or 'none'}.",
                 )
             )
-        _bounds(out, ptr, check)
-    elif kind == "side_effects":
-        _side_effects_scope(out, ptr, check, ctx)
-    elif kind == "response":
-        if "matches" in check:
-            _regex(out, ptr + "/matches", check["matches"])
-        if "mentions" in check:
-            _query(out, ptr + "/mentions", check["mentions"], ctx)
-        if check.get("turn") is not None and check["turn"] >= n_turns:
-            out.append(
-                error(
-                    "turn_out_of_range",
-                    ptr + "/turn",
-                    f"turn {check['turn']} but the task has {_turns(n_turns)}.",
-                    f"Use 0..{n_turns - 1}.",
-                )
+        if isinstance(matcher, dict) and matcher.get("op") == "matches":
+            _regex(out, f"{ptr}/arguments/{arg}/value", matcher.get("value"))
+
+
+def _response_check(out: list[Problem], ptr: str, check: dict[str, Any], ctx: CheckContext) -> None:
+    if "matches" in check:
+        _regex(out, ptr + "/matches", check["matches"])
+    if "mentions" in check:
+        _query(out, ptr + "/mentions", check["mentions"], ctx)
+    _turn_in_range(out, ptr, "turn", check.get("turn"), len(ctx.task.turns))
+
+
+_LEAF_CHECKS = {
+    "state": _state_check,
+    "tool_call": _tool_call_check,
+    "side_effects": _side_effects_scope,
+    "response": _response_check,
+}
+
+
+def _turn_in_range(out: list[Problem], ptr: str, key: str, turn: int | None, n_turns: int) -> None:
+    """``key`` (``turn``, ``at_turn``, ``during_turn``) names one of the task's turns."""
+    if turn is not None and turn >= n_turns:
+        out.append(
+            error(
+                "turn_out_of_range",
+                f"{ptr}/{key}",
+                f"{key} {turn} but the task has {_turns(n_turns)}.",
+                f"Use 0..{n_turns - 1}.",
             )
+        )
 
 
 def _turns(n: int) -> str:

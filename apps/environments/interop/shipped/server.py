@@ -133,6 +133,23 @@ class Service:
             "turn_states": turn_states,
         }
 
+    def post(self, path: str, body) -> tuple[int, object] | None:
+        """The (status, body) a POST to ``path`` gets, None when no route has it."""
+        if path == PREFIX + "health":
+            return 200, {"status": "ok"}
+        if path == PREFIX + "reset":
+            self.reset()
+            return 200, {"status": "reset"}
+        if path == PREFIX + "advance":
+            return 200, self.advance()
+        if path == USER_CHAT:
+            return 200, self.user_reply(body)
+        if path == PREFIX + "audit":
+            return 200, self.audit()
+        if path in self.routes:
+            return self.call(path, body)
+        return None
+
     def call(self, path: str, arguments) -> tuple[int, object]:
         result = self.episode.call(self.routes[path], arguments)
         if result.ok:
@@ -188,19 +205,9 @@ def make_handler(service: Service):
             except (ValueError, UnicodeDecodeError) as exc:
                 return self._send(400, {"error": {"code": "bad_request", "message": str(exc)}})
             with service.lock:
-                if path == PREFIX + "health":
-                    return self._send(200, {"status": "ok"})
-                if path == PREFIX + "reset":
-                    service.reset()
-                    return self._send(200, {"status": "reset"})
-                if path == PREFIX + "advance":
-                    return self._send(200, service.advance())
-                if path == USER_CHAT:
-                    return self._send(200, service.user_reply(body))
-                if path == PREFIX + "audit":
-                    return self._send(200, service.audit())
-                if path in service.routes:
-                    return self._send(*service.call(path, body))
+                reply = service.post(path, body)
+                if reply is not None:
+                    return self._send(*reply)
             self._send(404, {"error": {"code": "unknown_tool", "message": f"no tool at {path}"}})
 
     return Handler
