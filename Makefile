@@ -31,6 +31,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python scripts/dead_code.py
+	$(BIN)/python scripts/module_length.py
 
 format: install
 	$(BIN)/ruff check --fix .
