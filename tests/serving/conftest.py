@@ -33,7 +33,7 @@ PROMPT = "Look up apple."
 VALID_CALL = {"type": "function", "function": {"name": "lookup", "arguments": {"q": "apple"}}}
 MALFORMED_CALL = '<tool_call>\n{"name": "lookup", "arguments": {"q": apple}}\n</tool_call>'
 MEMORIZE = {
-    "max_steps": 60,
+    "max_steps": 150,
     "learning_rate": 0.01,
     "batch_size": 4,
     "gradient_accumulation_steps": 1,
