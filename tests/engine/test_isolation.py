@@ -26,6 +26,7 @@ def _imports(path: Path):
 # orjson (server.py: the per-step JSON) and PIL (trl_env.py: images for VLM processors)
 EXTRAS = {
     "server.py": {"starlette", "uvicorn", "orjson"},
+    "server_routes.py": {"starlette", "orjson"},  # the server's handlers, same extra
     "mcp_server.py": {"mcp", "mcp_types", "starlette"},
     "verl_adapter.py": {"verl", "httpx"},
     "trl_env.py": {"PIL"},
