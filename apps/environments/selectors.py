@@ -309,14 +309,37 @@ def environment_validation_reports(*, environment: Environment) -> QuerySet:
 
 def environment_active_validation_job(*, environment: Environment):
     """The newest pending or running validation job that covers this environment, if any."""
-    from apps.core.models import ACTIVE_JOB_STATUSES, Job
+    from apps.core.models import ACTIVE_JOB_STATUSES
+
+    return _newest_validation_job(environment, ACTIVE_JOB_STATUSES)
+
+
+def environment_failed_validation_job(*, environment: Environment):
+    """The environment's newest validation job when it failed or was cancelled without a
+    report: its page says so rather than pass the older report off as the answer."""
+    from apps.core.models import JobStatus
+
+    job = _newest_validation_job(environment, None)
+    if job is None or job.status not in (JobStatus.FAILED, JobStatus.CANCELLED):
+        return None
+    report = environment.latest_validation
+    if report is not None and (report.job_id == job.pk or report.created_at >= job.created_at):
+        return None
+    return job
+
+
+def _newest_validation_job(environment: Environment, statuses):
+    from apps.core.models import Job
     from apps.environments.services import VALIDATION_JOB_KIND
 
-    jobs = Job.objects.filter(
-        project_id=environment.project_id,
-        kind=VALIDATION_JOB_KIND,
-        status__in=ACTIVE_JOB_STATUSES,
-    ).order_by("-created_at", "-id")[:50]
+    jobs = Job.objects.filter(project_id=environment.project_id, kind=VALIDATION_JOB_KIND)
+    if statuses is not None:
+        jobs = jobs.filter(status__in=statuses)
     return next(
-        (job for job in jobs if environment.pk in job.params.get("environment_ids", [])), None
+        (
+            job
+            for job in jobs.order_by("-created_at", "-id")[:50]
+            if environment.pk in job.params.get("environment_ids", [])
+        ),
+        None,
     )

@@ -50,12 +50,18 @@ def edit_first_grader(page, *, weight: str, check: dict):
     expect(page).to_have_url(re.compile(r"/tasks/#task-0-grader-0$"))
 
 
-def validate_and_wait(page, live_server, environment):
-    """Validate lands on the validation tab, which follows the job and shows the report."""
+def validate_and_wait(page, environment, *, revision: int):
+    """Validate lands on the validation tab, which follows the job and shows the report of
+    ``revision`` (or says that the job failed, and why)."""
     page.get_by_test_id("validate").click()
     expect(page).to_have_url(re.compile(rf"/environments/{environment.pk}/validation/$"))
-    expect(page.get_by_test_id("validation-job")).to_have_count(0, timeout=JOB_TIMEOUT_MS)
-    expect(page.get_by_test_id("report-verdict")).to_be_visible()
+    failed = page.get_by_test_id("validation-failed")
+    report = page.get_by_test_id("validation-report").filter(
+        has_text=re.compile(rf"Revision {revision} ·")
+    )
+    expect(failed.or_(report)).to_be_visible(timeout=JOB_TIMEOUT_MS)
+    assert not failed.count(), failed.inner_text()
+    expect(page.get_by_test_id("validation-job")).to_have_count(0)
 
 
 def test_author_breaks_a_grader_sees_the_problem_there_and_fixes_it(
@@ -83,7 +89,7 @@ def test_author_breaks_a_grader_sees_the_problem_there_and_fixes_it(
     )
     expect(page.locator("#task-0-grader-0")).to_contain_text("state: length(email.sent) >= 0")
 
-    validate_and_wait(page, live_server, environment)
+    validate_and_wait(page, environment, revision=2)
     expect(page.get_by_test_id("report-verdict")).to_have_text("invalid")
     problem = page.locator('li.problem[data-code="grader_passes_null_agent"]')
     expect(problem).to_contain_text("A do-nothing agent passes the task")
@@ -101,7 +107,7 @@ def test_author_breaks_a_grader_sees_the_problem_there_and_fixes_it(
 
     # Put the real check back.
     edit_first_grader(page, weight="2", check=original.check_spec)
-    validate_and_wait(page, live_server, environment)
+    validate_and_wait(page, environment, revision=3)
     expect(page.get_by_test_id("report-verdict")).to_have_text("valid")
     expect(page.locator('li.problem[data-code="grader_passes_null_agent"]')).to_have_count(0)
     environment.refresh_from_db()

@@ -318,6 +318,52 @@ def test_validation_tab_lists_earlier_reports(client_for, viewer, environment):
     assert shown.context["report"] == older
 
 
+def test_a_failed_validation_is_said_above_the_earlier_report(client_for, viewer, environment):
+    environment_validate(environment=environment)
+    job = job_create(
+        project=environment.project,
+        kind=VALIDATION_JOB_KIND,
+        title="Validate",
+        params={"environment_ids": [environment.pk]},
+        total=1,
+    )
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED, message="The worker died.")
+    client = client_for(viewer)
+    live = reverse("environments:validation_report_live", args=[environment.pk])
+    for body in (
+        html(client.get(tab(environment, "validation"))),
+        html(client.get(live, **HTMX_HEADERS)),
+    ):
+        assert 'data-testid="validation-failed"' in body
+        assert "The last validation failed: The worker died." in body
+        assert f"job #{job.pk}" in body and "The report below is an earlier one." in body
+    # a later report answers it
+    environment.refresh_from_db()
+    environment_validate(environment=environment)
+    assert 'data-testid="validation-failed"' not in html(client.get(tab(environment, "validation")))
+
+
+def test_a_failed_validation_of_another_environment_is_not_said(
+    client_for, viewer, environment, project, author
+):
+    other = environment_import(
+        project=project,
+        spec=copy.deepcopy(environment_spec(environment)) | {"name": "other"},
+        user=author,
+    )
+    job = job_create(
+        project=project,
+        kind=VALIDATION_JOB_KIND,
+        title="Validate",
+        params={"environment_ids": [other.pk]},
+        total=1,
+    )
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.FAILED, message="The worker died.")
+    body = html(client_for(viewer).get(tab(environment, "validation")))
+    assert 'data-testid="validation-failed"' not in body
+    assert "Not validated yet" in body
+
+
 def test_spec_tab_shows_the_canonical_document(client_for, viewer, environment):
     response = client_for(viewer).get(tab(environment, "spec"))
     assert json.loads(response.context["spec_text"]) == environment_spec(environment)

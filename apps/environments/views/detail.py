@@ -30,6 +30,7 @@ from apps.environments.selectors import (
     collection_records,
     environment_active_validation_job,
     environment_collections,
+    environment_failed_validation_job,
     environment_part_counts,
     environment_task_records,
     environment_tasks,
@@ -219,6 +220,7 @@ def _validation(request, environment: Environment) -> dict:
         "report": report,
         "report_problems": report.problems if report else [],
         "job": environment_active_validation_job(environment=environment),
+        "failed_job": environment_failed_validation_job(environment=environment),
     }
 
 
