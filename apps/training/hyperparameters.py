@@ -72,12 +72,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "label": "Small model that learns on a laptop (CPU, built from a config, ~10M parameters)",
         "base_model": SMALL_PRESET_MODEL,
         "hyperparameters": {
-            "epochs": 2.0,
+            "epochs": 3.0,
             "learning_rate": 2e-3,
             "batch_size": 4,
             "gradient_accumulation_steps": 1,
             "max_length": 4096,
-            "context_loss": True,
             "warmup_ratio": 0.05,
             "lr_scheduler_type": "cosine",
             "weight_decay": 0.01,

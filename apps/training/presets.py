@@ -89,13 +89,20 @@ def build_text_preset(
 
 
 def train_bpe_tokenizer(texts, special_tokens: list[str], *, vocab_size: int = 2000):
-    """A byte-level BPE tokenizer trained on ``texts``, ChatML's end of turn as its EOS and
-    ``<|endoftext|>`` as its padding (the presets')."""
+    """A byte-level BPE tokenizer trained on ``texts`` that spells numbers digit by digit,
+    ChatML's end of turn as its EOS and ``<|endoftext|>`` as its padding (the presets')."""
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # One token a digit, as Qwen's tokenizers do: an id or amount of a held-out environment
+    # is then spelt with tokens every row trained, not with merges of numbers seen once.
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
+    )
     bpe.decoder = decoders.ByteLevel()
     bpe.train_from_iterator(
         texts,

@@ -120,6 +120,20 @@ def test_the_small_preset_parses_its_tool_calls_as_grpo_does(tmp_path):
     )
 
 
+@pytest.mark.parametrize("model", [TINY_PRESET_MODEL, SMALL_PRESET_MODEL])
+def test_the_presets_tokenizers_spell_numbers_digit_by_digit(tmp_path, model):
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(
+        build_text_preset(ROWS, tmp_path / "base", seed=0, model=model)
+    )
+    # T-12 ... T-39 were in the rows (as whole numbers); 4417 never was: all spelt alike
+    for text, digits in (("T-12", ["1", "2"]), ('{"id": "T-4417"}', ["4", "4", "1", "7"])):
+        pieces = [tokenizer.decode([i]) for i in tokenizer(text)["input_ids"]]
+        assert [p for p in pieces if p.strip().isdigit()] == digits
+        assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+
+
 def test_the_tiny_preset_stays_the_tests_model(tmp_path):
     directory = build_text_preset(ROWS, tmp_path / "tiny", seed=0)
     assert _parameters(directory) < 1e6
@@ -137,7 +151,7 @@ def test_the_laptop_presets_name_the_small_model_and_validate():
     assert PRESETS["laptop-cpu"]["base_model"] == SMALL_PRESET_MODEL
     assert GRPO_PRESETS["laptop-cpu"]["base_model"] == SMALL_PRESET_MODEL
     sft = validate_hyperparameters({}, preset="laptop-cpu")
-    assert (sft["learning_rate"], sft["epochs"], sft["context_loss"]) == (2e-3, 2.0, True)
+    assert (sft["learning_rate"], sft["epochs"], sft["context_loss"]) == (2e-3, 3.0, False)
     grpo = validate_grpo_hyperparameters({}, preset="laptop-cpu")
     assert (grpo["group_size"], grpo["batch_size"]) == (4, 4)
     assert PRESETS["tiny-cpu"]["base_model"] == TINY_PRESET_MODEL
