@@ -78,7 +78,7 @@ class Heartbeat:
         self.renew = renew
         self.name = name
         self.lost = False
-        self._due = 0.0  # time.monotonic() of the next renewal, kept by the beater
+        self._due = 0.0  # the beater's clock at the next renewal, kept by the beater
         self._active = False
         self._renewing = threading.Lock()
 
@@ -125,12 +125,14 @@ class _Beater:
     It sleeps until the earliest claim is due and renews the claims due by then one after
     the other on its own database connection, which it keeps while claims are registered
     and closes as soon as none is (and on a database error); after ``IDLE_S`` without claims
-    the thread leaves, and the next registration starts another.
+    the thread leaves, and the next registration starts another. ``clock`` is the monotonic
+    clock it schedules by (a test's beater has a fake one).
     """
 
     IDLE_S = 5.0
 
-    def __init__(self):
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
         self._claims: dict[int, Heartbeat] = {}
         self._changed = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
@@ -138,7 +140,7 @@ class _Beater:
 
     def register(self, claim: Heartbeat) -> None:
         with self._changed:
-            claim._due = time.monotonic() + heartbeat_every()
+            claim._due = self._clock() + heartbeat_every()
             self._claims[id(claim)] = claim
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
@@ -160,7 +162,7 @@ class _Beater:
                         if not keep:
                             self._claims.pop(id(claim), None)
                         elif id(claim) in self._claims:
-                            claim._due = time.monotonic() + heartbeat_every()
+                            claim._due = self._clock() + heartbeat_every()
         except Exception:
             logger.exception("The heartbeat thread stopped")
             with self._changed:
@@ -174,7 +176,7 @@ class _Beater:
         idle_since = None
         with self._changed:
             while True:
-                now = time.monotonic()
+                now = self._clock()
                 if self._claims:
                     idle_since = None
                     earliest = min(claim._due for claim in self._claims.values())
