@@ -109,16 +109,7 @@ def capability_create_view(request, slug):
         else:
             url = reverse("capabilities:detail", args=[capability.pk])
             return redirect_after_post(request, url, f"Created “{capability.name}”.")
-    context = {
-        "project": project,
-        "membership": check_project_role(request.user, project),
-        "form": form,
-        "groups": capability_groups(project=project),
-        "capability": None,
-        "action_url": reverse("capabilities:create", args=[project.slug]),
-        "back_url": reverse("capabilities:list", args=[project.slug]),
-    }
-    return render_page(request, "capabilities/form.html", context, partial="form")
+    return _capability_form(request, project, form, None)
 
 
 @login_required
@@ -139,14 +130,25 @@ def capability_edit(request, pk):
         else:
             url = reverse("capabilities:detail", args=[capability.pk])
             return redirect_after_post(request, url, f"Saved “{capability.name}”.")
+    return _capability_form(request, project, form, capability)
+
+
+def _capability_form(request, project, form, capability):
+    """The create form (``capability`` None) or the edit form of ``capability``."""
+    if capability is None:
+        action_url = reverse("capabilities:create", args=[project.slug])
+        back_url = reverse("capabilities:list", args=[project.slug])
+    else:
+        action_url = reverse("capabilities:edit", args=[capability.pk])
+        back_url = reverse("capabilities:detail", args=[capability.pk])
     context = {
         "project": project,
         "membership": check_project_role(request.user, project),
         "form": form,
         "groups": capability_groups(project=project),
         "capability": capability,
-        "action_url": reverse("capabilities:edit", args=[capability.pk]),
-        "back_url": reverse("capabilities:detail", args=[capability.pk]),
+        "action_url": action_url,
+        "back_url": back_url,
     }
     return render_page(request, "capabilities/form.html", context, partial="form")
 

@@ -1,29 +1,18 @@
 """The edits of an environment's parts: its settings, tools, records and whole spec (a
-task's and its graders' forms are in ``task_editing.py``, the page itself in ``detail.py``).
-
-Each view: resolve access (404 other projects, 403 too-low roles), bind a form, call a
-service, then redirect back to the tab and anchor of what changed, or re-render the form
-(status 200, only its partial for htmx) with the errors and the spec problems.
-"""
+task's and its graders' forms are in ``task_editing.py``, the page itself in ``detail.py``,
+the flow all part forms share in ``part_forms.py``)."""
 
 import json
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from apps.accounts.access import check_project_role
 from apps.accounts.models import Role
 from apps.core.exceptions import ApplicationError
-from apps.core.http import redirect_after_post, render_page
+from apps.core.http import redirect_after_post
 from apps.core.text import count_of
-from apps.environments.access import (
-    environment_get_for_user,
-    record_get_for_user,
-    tool_get_for_user,
-)
+from apps.environments.access import record_get_for_user, tool_get_for_user
 from apps.environments.forms import (
     EnvironmentEditForm,
     RecordForm,
@@ -32,12 +21,10 @@ from apps.environments.forms import (
 )
 from apps.environments.jsontext import (
     JSONTextError,
-    locate_in_fields,
     nearest_line,
     parse_json_text,
     value_lines,
 )
-from apps.environments.models import Environment
 from apps.environments.services import (
     environment_replace_spec,
     environment_update,
@@ -51,71 +38,21 @@ from apps.environments.services import (
 )
 from apps.environments.specs import environment_spec
 from apps.environments.views.detail import page_context, record_back, tab_url
+from apps.environments.views.part_forms import (
+    apply_form,
+    delete_and_go_back,
+    editable,
+    part_form_links,
+    part_position,
+    place_problems,
+    render_form,
+    render_part_form,
+    save_or_rerender,
+    saved_message,
+)
 from coworkenv_engine.validation import validate_spec
 
-# --- helpers --------------------------------------------------------------------------------
-
-
-def editable(user, environment_or_pk) -> Environment:
-    """The environment, for an author, if it may be edited (archived ones are read-only)."""
-    if isinstance(environment_or_pk, Environment):
-        environment = environment_or_pk
-        check_project_role(user, environment.project, Role.AUTHOR)
-    else:
-        environment = environment_get_for_user(user, environment_or_pk, min_role=Role.AUTHOR)
-    if not environment.is_editable:
-        raise PermissionDenied("This environment is archived: restore it before editing.")
-    return environment
-
-
-def saved_message(environment: Environment, what: str) -> str:
-    environment.refresh_from_db(fields=["revision", "status"])
-    return f"{what} Edited: revision {environment.revision}, needs validation."
-
-
-def render_form(request, template: str, context: dict, *, status: int = 200):
-    return render_page(request, template, context, partial="form", status=status)
-
-
-def apply_form(form, action):
-    """Run a service; turn its ApplicationError into a form error. Returns (result, problems)."""
-    try:
-        return action(), []
-    except ApplicationError as exc:
-        form.add_error(None, exc.message)
-        return None, exc.extra.get("problems", [])
-
-
-def place_problems(form, problems: list[dict], prefixes: dict[str, str]) -> list[dict]:
-    """Show the spec problems of a part editor at their lines: each JSON textarea gets its
-    problems in ``data-problems`` (the editor draws them in its gutter), and each problem
-    in the list says which field and line it is on, for the page without JavaScript."""
-    fields = {}
-    for name, prefix in prefixes.items():
-        if name in form.fields:
-            bound = form[name]
-            fields[name] = (prefix, bound.field.prepare_value(bound.value()) or "")
-    placed = locate_in_fields(problems, fields)
-    where = {}
-    for name, located in placed.items():
-        form.fields[name].widget.attrs["data-problems"] = json.dumps(
-            [{k: p[k] for k in ("line", "severity", "message")} for p in located]
-        )
-        for p in located:
-            where[p["pointer"]] = f"{form[name].label}, line {p['line']}"
-    return [{**p, "where": where.get(p.get("pointer", ""), "")} for p in problems]
-
-
-# --- the detail page ------------------------------------------------------------------------
-
-
 # --- environment ----------------------------------------------------------------------------
-
-
-def part_position(queryset, obj) -> int:
-    """The 0-based index of ``obj`` in the spec array it belongs to (the end when new)."""
-    ids = list(queryset.order_by("position", "id").values_list("pk", flat=True))
-    return ids.index(obj.pk) if obj is not None else len(ids)
 
 
 @login_required
@@ -130,41 +67,30 @@ def environment_edit(request, pk):
             "description": environment.description,
         },
     )
-    problems = []
-    if request.method == "POST" and form.is_valid():
-        saved, problems = apply_form(
-            form, lambda: environment_update(environment=environment, **form.cleaned_data)
-        )
-        if saved:
-            return redirect_after_post(
-                request, tab_url(saved, "overview"), saved_message(saved, "Saved.")
-            )
-    context = page_context(
+    return save_or_rerender(
         request,
         environment,
-        form=form,
-        problems=problems,
-        heading="Edit environment",
-        action=reverse("environments:edit", args=[environment.pk]),
-        cancel=tab_url(environment, "overview"),
+        form,
+        lambda: environment_update(environment=environment, **form.cleaned_data),
+        back=lambda saved: tab_url(saved, "overview"),
+        message=lambda saved: "Saved.",
+        rerender=lambda problems: render_part_form(
+            request,
+            environment,
+            form,
+            problems,
+            heading="Edit environment",
+            action=reverse("environments:edit", args=[environment.pk]),
+            cancel=tab_url(environment, "overview"),
+        ),
     )
-    return render_form(request, "environments/part_form.html", context)
-
-
-# --- tasks ----------------------------------------------------------------------------------
-
-
-# --- graders --------------------------------------------------------------------------------
 
 
 # --- tools ----------------------------------------------------------------------------------
 
 
 def _tool_anchor(tool) -> str:
-    position = list(
-        tool.environment.tools.order_by("position", "id").values_list("pk", flat=True)
-    ).index(tool.pk)
-    return f"tool-{position}"
+    return f"tool-{part_position(tool.environment.tools, tool)}"
 
 
 @login_required
@@ -175,18 +101,15 @@ def tool_create_view(request, pk):
         request.POST or None,
         initial={"parameters": {"type": "object", "properties": {}, "required": []}},
     )
-    problems = []
-    if request.method == "POST" and form.is_valid():
-        tool, problems = apply_form(
-            form, lambda: tool_create(environment=environment, data=form.cleaned_data)
-        )
-        if tool:
-            return redirect_after_post(
-                request,
-                tab_url(environment, "tools", _tool_anchor(tool)),
-                saved_message(environment, f"Tool “{tool.name}” added."),
-            )
-    return _tool_form(request, environment, form, problems, None)
+    return save_or_rerender(
+        request,
+        environment,
+        form,
+        lambda: tool_create(environment=environment, data=form.cleaned_data),
+        back=lambda tool: tab_url(environment, "tools", _tool_anchor(tool)),
+        message=lambda tool: f"Tool “{tool.name}” added.",
+        rerender=lambda problems: _tool_form(request, environment, form, problems, None),
+    )
 
 
 @login_required
@@ -195,38 +118,29 @@ def tool_edit_view(request, pk):
     tool = tool_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     environment = editable(request.user, tool.environment)
     form = ToolForm(request.POST or None, initial=ToolForm.initial_for(tool))
-    problems = []
-    if request.method == "POST" and form.is_valid():
-        saved, problems = apply_form(form, lambda: tool_update(tool=tool, data=form.cleaned_data))
-        if saved:
-            return redirect_after_post(
-                request,
-                tab_url(environment, "tools", _tool_anchor(saved)),
-                saved_message(environment, f"Tool “{saved.name}” saved."),
-            )
-    return _tool_form(request, environment, form, problems, tool)
+    return save_or_rerender(
+        request,
+        environment,
+        form,
+        lambda: tool_update(tool=tool, data=form.cleaned_data),
+        back=lambda saved: tab_url(environment, "tools", _tool_anchor(saved)),
+        message=lambda saved: f"Tool “{saved.name}” saved.",
+        rerender=lambda problems: _tool_form(request, environment, form, problems, tool),
+    )
 
 
 def _tool_form(request, environment, form, problems, tool):
     base = f"/tools/{part_position(environment.tools, tool)}"
     fields = ("parameters", "binding", "faults")
-    problems = place_problems(form, problems, {name: f"{base}/{name}" for name in fields})
-    context = page_context(
+    return render_part_form(
         request,
         environment,
-        form=form,
-        problems=problems,
+        form,
+        place_problems(form, problems, {name: f"{base}/{name}" for name in fields}),
         heading=f"Edit tool “{tool.name}”" if tool else "New tool",
-        action=(
-            reverse("environments:tool_edit", args=[tool.pk])
-            if tool
-            else reverse("environments:tool_create", args=[environment.pk])
-        ),
         cancel=tab_url(environment, "tools", _tool_anchor(tool) if tool else ""),
-        delete_url=reverse("environments:tool_delete", args=[tool.pk]) if tool else None,
-        delete_label="Delete tool",
+        **part_form_links("tool", tool, parent=environment),
     )
-    return render_form(request, "environments/part_form.html", context)
 
 
 @login_required
@@ -234,15 +148,13 @@ def _tool_form(request, environment, form, problems, tool):
 def tool_delete_view(request, pk):
     tool = tool_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     environment = editable(request.user, tool.environment)
-    try:
-        tool_delete(tool=tool)
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-        return redirect_after_post(request, tab_url(environment, "tools", _tool_anchor(tool)))
-    return redirect_after_post(
+    return delete_and_go_back(
         request,
-        tab_url(environment, "tools"),
-        saved_message(environment, f"Tool “{tool.name}” deleted."),
+        environment,
+        lambda: tool_delete(tool=tool),
+        back=tab_url(environment, "tools"),
+        message=f"Tool “{tool.name}” deleted.",
+        back_if_refused=tab_url(environment, "tools", _tool_anchor(tool)),
     )
 
 
@@ -261,31 +173,27 @@ def record_create_view(request, pk):
         tasks=tasks,
         initial={"target": preset, "data": {"id": ""}},
     )
-    problems = []
-    if request.method == "POST" and form.is_valid():
-        target = form.cleaned_data["target"]
-        record, problems = apply_form(
-            form,
-            lambda: record_create(
-                environment=environment, data=form.cleaned_data["data"], **target
-            ),
-        )
-        if record:
-            return redirect_after_post(
-                request,
-                record_back(record),
-                saved_message(environment, f"Record “{record.record_id}” added."),
-            )
-    context = page_context(
+    return save_or_rerender(
         request,
         environment,
-        form=form,
-        problems=problems,
-        heading="New record",
-        action=reverse("environments:record_create", args=[environment.pk]),
-        cancel=tab_url(environment, "services"),
+        form,
+        lambda: record_create(
+            environment=environment,
+            data=form.cleaned_data["data"],
+            **form.cleaned_data["target"],
+        ),
+        back=record_back,
+        message=lambda record: f"Record “{record.record_id}” added.",
+        rerender=lambda problems: render_part_form(
+            request,
+            environment,
+            form,
+            problems,
+            heading="New record",
+            action=reverse("environments:record_create", args=[environment.pk]),
+            cancel=tab_url(environment, "services"),
+        ),
     )
-    return render_form(request, "environments/part_form.html", context)
 
 
 @login_required
@@ -294,32 +202,32 @@ def record_edit_view(request, pk):
     record = record_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     environment = editable(request.user, record.environment)
     form = RecordForm(request.POST or None, initial={"data": record.data})
-    problems = []
-    if request.method == "POST" and form.is_valid():
-        saved, problems = apply_form(
-            form, lambda: record_update(record=record, data=form.cleaned_data["data"])
-        )
-        if saved:
-            return redirect_after_post(
-                request,
-                record_back(saved),
-                saved_message(environment, f"Record “{saved.record_id}” saved."),
-            )
+    return save_or_rerender(
+        request,
+        environment,
+        form,
+        lambda: record_update(record=record, data=form.cleaned_data["data"]),
+        back=record_back,
+        message=lambda saved: f"Record “{saved.record_id}” saved.",
+        rerender=lambda problems: _record_edit_form(request, environment, form, problems, record),
+    )
+
+
+def _record_edit_form(request, environment, form, problems, record):
     where = f"{record.service}.{record.collection}"
     if record.task_id:
         where += f" (task {record.task.key})"
-    context = page_context(
+    return render_part_form(
         request,
         environment,
-        form=form,
-        problems=problems,
+        form,
+        problems,
         heading=f"Edit record “{record.record_id}” in {where}",
         action=reverse("environments:record_edit", args=[record.pk]),
         cancel=reverse("environments:record_detail", args=[record.pk]),
         delete_url=reverse("environments:record_delete", args=[record.pk]),
         delete_label="Delete record",
     )
-    return render_form(request, "environments/part_form.html", context)
 
 
 @login_required
@@ -327,14 +235,12 @@ def record_edit_view(request, pk):
 def record_delete_view(request, pk):
     record = record_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     environment = editable(request.user, record.environment)
-    back = record_back(record)
-    try:
-        record_delete(record=record)
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-        return redirect_after_post(request, back)
-    return redirect_after_post(
-        request, back, saved_message(environment, f"Record “{record.record_id}” deleted.")
+    return delete_and_go_back(
+        request,
+        environment,
+        lambda: record_delete(record=record),
+        back=record_back(record),
+        message=f"Record “{record.record_id}” deleted.",
     )
 
 

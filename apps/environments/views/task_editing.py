@@ -1,13 +1,9 @@
 """A task's and its graders' create, edit and delete forms (the environment's Tasks tab)."""
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.accounts.models import Role
-from apps.core.exceptions import ApplicationError
-from apps.core.http import redirect_after_post
 from apps.environments.access import (
     grader_get_for_user,
     task_get_for_user,
@@ -25,22 +21,20 @@ from apps.environments.services import (
     task_delete,
     task_update,
 )
-from apps.environments.views.detail import page_context, tab_url
-from apps.environments.views.editing import (
-    apply_form,
+from apps.environments.views.detail import tab_url
+from apps.environments.views.part_forms import (
+    delete_and_go_back,
     editable,
+    part_form_links,
     part_position,
     place_problems,
-    render_form,
-    saved_message,
+    render_part_form,
+    save_or_rerender,
 )
 
 
 def _task_anchor(task) -> str:
-    position = list(
-        task.environment.tasks.order_by("position", "id").values_list("pk", flat=True)
-    ).index(task.pk)
-    return f"task-{position}"
+    return f"task-{part_position(task.environment.tasks, task)}"
 
 
 @login_required
@@ -48,23 +42,19 @@ def _task_anchor(task) -> str:
 def task_create_view(request, pk):
     environment = editable(request.user, pk)
     form = TaskForm(request.POST or None, project=environment.project, initial=NEW_TASK_INITIAL)
-    problems = []
-    if request.method == "POST" and form.is_valid():
-        task, problems = apply_form(
-            form,
-            lambda: task_create_with_graders(
-                environment=environment,
-                data=form.service_data(),
-                graders=form.cleaned_data["graders"],
-            ),
-        )
-        if task:
-            return redirect_after_post(
-                request,
-                tab_url(environment, "tasks", _task_anchor(task)),
-                saved_message(environment, f"Task “{task.key}” added."),
-            )
-    return _task_form(request, environment, form, problems, None)
+    return save_or_rerender(
+        request,
+        environment,
+        form,
+        lambda: task_create_with_graders(
+            environment=environment,
+            data=form.service_data(),
+            graders=form.cleaned_data["graders"],
+        ),
+        back=lambda task: tab_url(environment, "tasks", _task_anchor(task)),
+        message=lambda task: f"Task “{task.key}” added.",
+        rerender=lambda problems: _task_form(request, environment, form, problems, None),
+    )
 
 
 @login_required
@@ -73,38 +63,29 @@ def task_edit_view(request, pk):
     task = task_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     environment = editable(request.user, task.environment)
     form = TaskForm(request.POST or None, project=environment.project, task=task)
-    problems = []
-    if request.method == "POST" and form.is_valid():
-        saved, problems = apply_form(form, lambda: task_update(task=task, data=form.service_data()))
-        if saved:
-            return redirect_after_post(
-                request,
-                tab_url(environment, "tasks", _task_anchor(saved)),
-                saved_message(environment, f"Task “{saved.key}” saved."),
-            )
-    return _task_form(request, environment, form, problems, task)
+    return save_or_rerender(
+        request,
+        environment,
+        form,
+        lambda: task_update(task=task, data=form.service_data()),
+        back=lambda saved: tab_url(environment, "tasks", _task_anchor(saved)),
+        message=lambda saved: f"Task “{saved.key}” saved.",
+        rerender=lambda problems: _task_form(request, environment, form, problems, task),
+    )
 
 
 def _task_form(request, environment, form, problems, task):
     base = f"/tasks/{part_position(environment.tasks, task)}"
     fields = ("turns", "reference_solution", "scoring", "graders")
-    problems = place_problems(form, problems, {name: f"{base}/{name}" for name in fields})
-    context = page_context(
+    return render_part_form(
         request,
         environment,
-        form=form,
-        problems=problems,
+        form,
+        place_problems(form, problems, {name: f"{base}/{name}" for name in fields}),
         heading=f"Edit task “{task.key}”" if task else "New task",
-        action=(
-            reverse("environments:task_edit", args=[task.pk])
-            if task
-            else reverse("environments:task_create", args=[environment.pk])
-        ),
         cancel=tab_url(environment, "tasks", _task_anchor(task) if task else ""),
-        delete_url=reverse("environments:task_delete", args=[task.pk]) if task else None,
-        delete_label="Delete task",
+        **part_form_links("task", task, parent=environment),
     )
-    return render_form(request, "environments/part_form.html", context)
 
 
 @login_required
@@ -112,21 +93,18 @@ def _task_form(request, environment, form, problems, task):
 def task_delete_view(request, pk):
     task = task_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     environment = editable(request.user, task.environment)
-    try:
-        task_delete(task=task)
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-        return redirect_after_post(request, tab_url(environment, "tasks", _task_anchor(task)))
-    return redirect_after_post(
+    return delete_and_go_back(
         request,
-        tab_url(environment, "tasks"),
-        saved_message(environment, f"Task “{task.key}” deleted."),
+        environment,
+        lambda: task_delete(task=task),
+        back=tab_url(environment, "tasks"),
+        message=f"Task “{task.key}” deleted.",
+        back_if_refused=tab_url(environment, "tasks", _task_anchor(task)),
     )
 
 
 def _grader_anchor(grader) -> str:
-    position = list(grader.task.graders.order_by("position", "id").values_list("pk", flat=True))
-    return f"{_task_anchor(grader.task)}-grader-{position.index(grader.pk)}"
+    return f"{_task_anchor(grader.task)}-grader-{part_position(grader.task.graders, grader)}"
 
 
 def _grader_data(form) -> dict:
@@ -146,18 +124,15 @@ def grader_create_view(request, pk):
             "check_spec": {"kind": "state", "query": "", "op": ">=", "value": 1},
         },
     )
-    problems = []
-    if request.method == "POST" and form.is_valid():
-        grader, problems = apply_form(
-            form, lambda: grader_create(task=task, data=_grader_data(form))
-        )
-        if grader:
-            return redirect_after_post(
-                request,
-                tab_url(environment, "tasks", _grader_anchor(grader)),
-                saved_message(environment, f"Grader “{grader.key}” added."),
-            )
-    return _grader_form(request, environment, task, form, problems, None)
+    return save_or_rerender(
+        request,
+        environment,
+        form,
+        lambda: grader_create(task=task, data=_grader_data(form)),
+        back=lambda grader: tab_url(environment, "tasks", _grader_anchor(grader)),
+        message=lambda grader: f"Grader “{grader.key}” added.",
+        rerender=lambda problems: _grader_form(request, environment, task, form, problems, None),
+    )
 
 
 @login_required
@@ -167,47 +142,36 @@ def grader_edit_view(request, pk):
     task = grader.task
     environment = editable(request.user, task.environment)
     form = GraderForm(request.POST or None, initial=GraderForm.initial_for(grader))
-    problems = []
-    if request.method == "POST" and form.is_valid():
-        saved, problems = apply_form(
-            form, lambda: grader_update(grader=grader, data=_grader_data(form))
-        )
-        if saved:
-            return redirect_after_post(
-                request,
-                tab_url(environment, "tasks", _grader_anchor(saved)),
-                saved_message(environment, f"Grader “{saved.key}” saved."),
-            )
-    return _grader_form(request, environment, task, form, problems, grader)
+    return save_or_rerender(
+        request,
+        environment,
+        form,
+        lambda: grader_update(grader=grader, data=_grader_data(form)),
+        back=lambda saved: tab_url(environment, "tasks", _grader_anchor(saved)),
+        message=lambda saved: f"Grader “{saved.key}” saved.",
+        rerender=lambda problems: _grader_form(request, environment, task, form, problems, grader),
+    )
 
 
 def _grader_form(request, environment, task, form, problems, grader):
     task_at = part_position(environment.tasks, task)
     base = f"/tasks/{task_at}/graders/{part_position(task.graders, grader)}"
-    problems = place_problems(form, problems, {"check_spec": f"{base}/check"})
-    context = page_context(
+    return render_part_form(
         request,
         environment,
-        form=form,
-        problems=problems,
+        form,
+        place_problems(form, problems, {"check_spec": f"{base}/check"}),
         heading=(
             f"Edit grader “{grader.key}” of task “{task.key}”"
             if grader
             else f"New grader for task “{task.key}”"
         ),
-        action=(
-            reverse("environments:grader_edit", args=[grader.pk])
-            if grader
-            else reverse("environments:grader_create", args=[task.pk])
-        ),
         cancel=tab_url(
             environment, "tasks", _grader_anchor(grader) if grader else _task_anchor(task)
         ),
-        delete_url=reverse("environments:grader_delete", args=[grader.pk]) if grader else None,
-        delete_label="Delete grader",
+        **part_form_links("grader", grader, parent=task),
         check_help=True,
     )
-    return render_form(request, "environments/part_form.html", context)
 
 
 @login_required
@@ -215,14 +179,11 @@ def _grader_form(request, environment, task, form, problems, grader):
 def grader_delete_view(request, pk):
     grader = grader_get_for_user(request.user, pk, min_role=Role.AUTHOR)
     environment = editable(request.user, grader.task.environment)
-    anchor = _task_anchor(grader.task)
-    try:
-        grader_delete(grader=grader)
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-        return redirect_after_post(request, tab_url(environment, "tasks", anchor))
-    return redirect_after_post(
+    back = tab_url(environment, "tasks", _task_anchor(grader.task))
+    return delete_and_go_back(
         request,
-        tab_url(environment, "tasks", anchor),
-        saved_message(environment, f"Grader “{grader.key}” deleted."),
+        environment,
+        lambda: grader_delete(grader=grader),
+        back=back,
+        message=f"Grader “{grader.key}” deleted.",
     )

@@ -103,6 +103,13 @@ class _TurnCheckpoints:
         self.written += 1
 
 
+def _still_there(endpoint, which: str):
+    """The batch's ``which`` endpoint, unless it was deleted since the batch was made."""
+    if endpoint is None:
+        raise RunUnavailable(f"The batch's {which} endpoint was deleted.")
+    return endpoint
+
+
 def play_run(
     run: Run, usage: LLMUsage, heartbeat: Heartbeat, call_log: CallLogBuffer | None = None
 ) -> dict:
@@ -120,41 +127,32 @@ def play_run(
         first = exc.problems[0].message if exc.problems else str(exc)
         raise RunUnavailable(f"The environment's spec does not load: {first}") from None
     before_call = _CancelCheck(run, heartbeat)
+    model_calls = {"job": batch.job, "usage": usage, "before_call": before_call}
     if batch.policy_kind == PolicyKind.ORACLE:
         policy = OraclePolicy()
     else:
-        if batch.endpoint is None:
-            raise RunUnavailable("The batch's model endpoint was deleted.")
         policy = LLMAgentPolicy(
-            endpoint=batch.endpoint,
-            job=batch.job,
-            usage=usage,
-            before_call=before_call,
+            endpoint=_still_there(batch.endpoint, "model"),
             temperature=batch.temperature,
             call_log=call_log,
+            **model_calls,
         )
     user_turn = None
     if batch.user_side == UserSide.SIMULATOR:
-        if batch.simulator_endpoint is None:
-            raise RunUnavailable("The batch's user-simulator endpoint was deleted.")
         user_turn = LLMUserSimulator(
-            endpoint=batch.simulator_endpoint,
-            job=batch.job,
-            usage=usage,
-            before_call=before_call,
+            endpoint=_still_there(batch.simulator_endpoint, "user-simulator"),
             call_log=call_log,
+            **model_calls,
         )
     judge = None
-    if batch.judge_endpoint is not None:
+    if batch.judge_endpoint is not None or batch.judge_model:
         judge = LLMJudge(
-            endpoint=batch.judge_endpoint,
+            endpoint=_still_there(batch.judge_endpoint, "judge"),
             project_id=batch.project_id,
             job=batch.job,
             on_result=usage.add,
             before_call=before_call,
         )
-    elif batch.judge_model:
-        raise RunUnavailable("The batch's judge endpoint was deleted.")
     result = run_task(
         spec,
         task.key,
