@@ -5,38 +5,37 @@ filesystem Celery broker under ``var/``, DEBUG on and a generated development se
 ``DATABASE_URL`` and ``CELERY_BROKER_URL`` switch to the team-server mode.
 """
 
-import ipaddress
-import secrets
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlparse
 
 import django
 from django.core.exceptions import ImproperlyConfigured
 
-from apps.llm.origins import parse_key_hosts, parse_networks
-from coworkenv_web.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+from coworkenv_web import api_settings
+from coworkenv_web.env import (
+    env_addresses,
+    env_bool,
+    env_choice,
+    env_database,
+    env_float,
+    env_int,
+    env_key_hosts,
+    env_list,
+    env_networks,
+    env_secret,
+    env_secret_key,
+    env_str,
+    env_tokenizers,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("COWORKENV_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", True)
 
-
-def _development_secret() -> str:
-    """A per-checkout secret kept under var/, so local sessions survive a restart."""
-    path = VAR_DIR / "dev-secret-key"
-    if not path.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(50))
-    return path.read_text().strip()
-
-
-SECRET_KEY = env_secret("SECRET_KEY")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) is required when DEBUG=false.")
-    SECRET_KEY = _development_secret()
+# Required on a server (DEBUG=false); the local mode keeps a generated one under var/, so
+# sessions survive a restart.
+SECRET_KEY = env_secret_key("SECRET_KEY", VAR_DIR / "dev-secret-key" if DEBUG else None)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -116,57 +115,20 @@ if django.VERSION < (6, 0):
     INSTALLED_APPS.append("template_partials")
     TEMPLATES[0]["OPTIONS"]["builtins"].append("template_partials.templatetags.partials")
 
-
 # SQLite: processes sharing the file wait for the write lock (``timeout``), and write-ahead
 # logging with synchronous=NORMAL makes a commit an append instead of two fsyncs (each
 # worker write cost tens of milliseconds without it); readers never wait for the writer.
-_SQLITE_OPTIONS = {
-    "timeout": 20,
-    "transaction_mode": "IMMEDIATE",
-    **(
-        {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"}
-        if env_bool("SQLITE_WAL", True)
-        else {}
-    ),
-}
+_SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+if env_bool("SQLITE_WAL", True):
+    _SQLITE_OPTIONS["init_command"] = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"
 
-
-def _database_from_url(url: str) -> dict:
-    parsed = urlparse(url)
-    if parsed.scheme in ("postgres", "postgresql", "pgsql"):
-        options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": unquote(parsed.path.lstrip("/")),
-            "USER": unquote(parsed.username or ""),
-            "PASSWORD": unquote(parsed.password or ""),
-            "HOST": parsed.hostname or "",
-            "PORT": str(parsed.port or ""),
-            "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60),
-            "CONN_HEALTH_CHECKS": True,
-            "OPTIONS": options,
-        }
-    if parsed.scheme == "sqlite":
-        query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
-        try:
-            timeout = float(query.get("timeout", 20))
-        except ValueError:
-            raise ImproperlyConfigured("DATABASE_URL's ?timeout= must be seconds.") from None
-        return {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": unquote(parsed.path) or ":memory:",
-            # As in the default local mode: processes sharing the file wait for the write lock
-            # (``?timeout=`` seconds, then "database is locked", which workers retry).
-            "OPTIONS": {**_SQLITE_OPTIONS, "timeout": timeout},
-        }
-    raise ImproperlyConfigured(
-        f"DATABASE_URL must start with postgres:// or sqlite://, not {parsed.scheme!r}://."
-    )
-
-
-_database_url = env_secret("DATABASE_URL")
-if _database_url:
-    DATABASES = {"default": _database_from_url(_database_url)}
+_database = env_database(
+    "DATABASE_URL",
+    sqlite_options=_SQLITE_OPTIONS,
+    conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+)
+if _database:
+    DATABASES = {"default": _database}
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -211,14 +173,7 @@ AXES_LOCKOUT_CALLABLE = "apps.accounts.views.locked_out"
 # The client address is REMOTE_ADDR. Behind reverse proxies, list their networks in
 # TRUSTED_PROXIES (e.g. 10.0.0.0/8): from those, the API throttles take the nearest address in
 # X-Forwarded-For that is not a proxy; from anywhere else X-Forwarded-For is ignored.
-TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [])
-for _proxy in TRUSTED_PROXIES:
-    try:
-        ipaddress.ip_network(_proxy, strict=False)
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"TRUSTED_PROXIES: {_proxy!r} is not an address or a network (10.0.0.0/8)."
-        ) from None
+TRUSTED_PROXIES = env_addresses("TRUSTED_PROXIES")
 
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "accounts:home"
@@ -248,13 +203,13 @@ STORAGES = {
 # ATTACHMENTS_ROOT by default; ATTACHMENTS_STORAGE=s3 puts them in an S3-compatible bucket
 # through django-storages (pip install '.[s3]'; credentials from AWS_ACCESS_KEY_ID /
 # AWS_SECRET_ACCESS_KEY or the instance role, as boto3 reads them).
-ATTACHMENTS_STORAGE = env_str("ATTACHMENTS_STORAGE", "filesystem")
+ATTACHMENTS_STORAGE = env_choice("ATTACHMENTS_STORAGE", "filesystem", ("filesystem", "s3"))
 if ATTACHMENTS_STORAGE == "filesystem":
     STORAGES["attachments"] = {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
         "OPTIONS": {"location": env_str("ATTACHMENTS_ROOT", str(VAR_DIR / "attachments"))},
     }
-elif ATTACHMENTS_STORAGE == "s3":
+else:
     _bucket = env_str("ATTACHMENTS_S3_BUCKET", "")
     if not _bucket:
         raise ImproperlyConfigured("ATTACHMENTS_STORAGE=s3 needs ATTACHMENTS_S3_BUCKET.")
@@ -270,10 +225,6 @@ elif ATTACHMENTS_STORAGE == "s3":
             "querystring_auth": True,
         },
     }
-else:
-    raise ImproperlyConfigured(
-        f"ATTACHMENTS_STORAGE must be 'filesystem' or 's3', not {ATTACHMENTS_STORAGE!r}."
-    )
 if DEBUG:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing folder
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
@@ -312,28 +263,14 @@ LOGGING = {
     },
 }
 
-# REST API
+# REST API: DRF's classes and drf-spectacular's schema are in coworkenv_web/api_settings.py.
+# Rates per client: "user" per signed-in user or token, "anon" per address, and
+# "token_failure": wrong API tokens per address, after which wrong ones from that address
+# get HTTP 429 until the window passes (valid tokens still pass). Counters live in the
+# default cache: on several web processes configure a shared one (CACHE_URL) so the limits
+# hold across them.
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "apps.accounts.authentication.ApiTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "apps.core.api.StandardPagination",
-    # Bodies are JSON only, through the one parser with the size, text and depth limits.
-    "DEFAULT_PARSER_CLASSES": ["apps.core.api.JSONParser"],
-    "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "apps.core.api.exception_handler",
-    # Rates per client: "user" per signed-in user or token, "anon" per address, and
-    # "token_failure": wrong API tokens per address, after which wrong ones from that address
-    # get HTTP 429 until the window passes (valid tokens still pass). Counters live in the
-    # default cache: on several web processes configure a shared one (CACHE_URL) so the limits
-    # hold across them.
-    "DEFAULT_THROTTLE_CLASSES": [
-        "apps.accounts.throttling.UserRateThrottle",
-        "apps.accounts.throttling.AnonRateThrottle",
-    ],
+    **api_settings.REST_FRAMEWORK,
     "DEFAULT_THROTTLE_RATES": {
         "user": env_str("API_THROTTLE_USER", "1200/min"),
         "anon": env_str("API_THROTTLE_ANON", "60/min"),
@@ -345,36 +282,7 @@ REST_FRAMEWORK = {
 # The OpenAPI schema and its docs pages: public in the local mode, for signed-in users (or
 # tokens) on a server unless this opens them.
 API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", DEBUG)
-SPECTACULAR_SETTINGS = {
-    "TITLE": "CoworkEnv API",
-    "DESCRIPTION": "Environments, synthesis, runs, review and datasets for AI coworker agents.",
-    "VERSION": "1.0.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
-    "COMPONENT_SPLIT_REQUEST": True,
-    "SCHEMA_PATH_PREFIX": r"/api/v1",
-    "PREPROCESSING_HOOKS": ["apps.core.api.legacy_paths_hook"],
-    "POSTPROCESSING_HOOKS": [
-        "drf_spectacular.hooks.postprocess_schema_enums",
-        "apps.core.api.error_responses_hook",
-    ],
-    # Several models have a "status"; name each choice set after its model.
-    "ENUM_NAME_OVERRIDES": {
-        "JobStatusEnum": "apps.core.models.JobStatus",
-        "EnvironmentStatusEnum": "apps.environments.models.EnvironmentStatus",
-        "SynthesisSlotStatusEnum": "apps.synthesis.models.SlotStatus",
-        "RunStatusEnum": "apps.runs.models.RunStatus",
-        "RunRoleEnum": "apps.runs.models.RunRole",
-        "RunPolicyKindEnum": "apps.runs.models.PolicyKind",
-        "RoleEnum": "apps.accounts.models.Role",
-        "DemonstrationStatusEnum": "apps.curation.models.DemonstrationStatus",
-        "ReviewDecisionEnum": "apps.curation.models.Decision",
-        "DatasetVersionStatusEnum": "apps.datasets.models.VersionStatus",
-        "DatasetKindEnum": "apps.datasets.models.DatasetKind",
-    },
-}
+SPECTACULAR_SETTINGS = api_settings.SPECTACULAR_SETTINGS
 
 # Celery: job state lives in database rows, never in a result backend.
 CELERY_BROKER_URL = env_secret("CELERY_BROKER_URL")
@@ -431,71 +339,35 @@ LLM_SLOT_WAIT_S = env_int("LLM_SLOT_WAIT_S", 900)  # longest wait for a free con
 LLM_SLOT_REDIS_URL = env_secret("LLM_SLOT_REDIS_URL") or (
     CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else ""
 )
-LLM_SLOT_BACKEND = env_str(
+LLM_SLOT_BACKEND = env_choice(
     "LLM_SLOT_BACKEND",
     "redis"
     if LLM_SLOT_REDIS_URL
     else "file"
     if DATABASES["default"]["ENGINE"].endswith("sqlite3")
     else "database",
+    ("redis", "database", "file"),
 )
-if LLM_SLOT_BACKEND not in ("redis", "database", "file"):
-    raise ImproperlyConfigured("LLM_SLOT_BACKEND is redis, database or file.")
 if LLM_SLOT_BACKEND == "redis" and not LLM_SLOT_REDIS_URL:
     raise ImproperlyConfigured("LLM_SLOT_BACKEND=redis needs LLM_SLOT_REDIS_URL or a Redis broker.")
-
-
-def _key_hosts(value: str | None) -> dict[str, list[str]]:
-    """``OPENAI_API_KEY=https://api.openai.com,VLLM_API_KEY=http://gpu1.lan:8000|http://gpu2.lan:8000``
-    -> {name: [origins]}. A bare host (``api.openai.com``) means ``https://api.openai.com:443``."""
-    try:
-        return parse_key_hosts(value)
-    except ValueError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
-
 
 # Which origins (scheme + host + port) each API-key variable may be sent to; None: any. The
 # local mode (DEBUG=true) sends keys anywhere by default; a server (DEBUG=false) sends none
 # until the operator lists them, since an author could otherwise point an endpoint at their
 # own host and receive the team's key. "any" opts a server out of that on purpose.
-_KEY_HOSTS = env_str("LLM_KEY_HOSTS", "any" if DEBUG else "")
-LLM_KEY_HOSTS = None if _KEY_HOSTS.strip().lower() == "any" else _key_hosts(_KEY_HOSTS)
-
-
-def _allowed_networks(value: str | None) -> list[str]:
-    try:
-        return parse_networks(value)
-    except ValueError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
-
+LLM_KEY_HOSTS = env_key_hosts("LLM_KEY_HOSTS", "any" if DEBUG else "")
 
 # Model endpoints may only reach public addresses, plus these CIDR ranges (e.g. a lab vLLM:
 # "10.1.2.3/32"; "none" for no exception). The local mode (DEBUG=true) allows loopback by
 # default, where a user's own vLLM or Ollama listens; a server (DEBUG=false) allows nothing.
-LLM_ALLOWED_NETWORKS = _allowed_networks(
-    env_str("LLM_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "none")
+LLM_ALLOWED_NETWORKS = env_networks(
+    "LLM_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128" if DEBUG else "none"
 )
-
-
-def _tokenizers(value: str | None) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for item in (value or "").split(","):
-        if not item.strip():
-            continue
-        name, sep, path = item.partition("=")
-        if not sep or not name.strip() or not path.strip():
-            raise ImproperlyConfigured(
-                f"DATASET_TOKENIZERS entries look like NAME=/path/to/tokenizer.json, "
-                f"not {item.strip()!r}."
-            )
-        found[name.strip()] = path.strip()
-    return found
-
 
 # Tokenizers that count a dataset version's tokens (`tokenizers` library files on this
 # server: a tokenizer.json, or a model directory holding one), by name; a dataset picks one,
 # or gets DATASET_TOKENIZER_DEFAULT; with none, tokens are estimated (characters / 4).
-DATASET_TOKENIZERS = _tokenizers(env_str("DATASET_TOKENIZERS"))
+DATASET_TOKENIZERS = env_tokenizers("DATASET_TOKENIZERS")
 DATASET_TOKENIZER_DEFAULT = env_str("DATASET_TOKENIZER_DEFAULT", "")
 if DATASET_TOKENIZER_DEFAULT and DATASET_TOKENIZER_DEFAULT not in DATASET_TOKENIZERS:
     raise ImproperlyConfigured(
@@ -509,32 +381,26 @@ if DATASET_TOKENIZER_DEFAULT and DATASET_TOKENIZER_DEFAULT not in DATASET_TOKENI
 # run by Celery beat every JOB_SWEEP_EVERY_S, sends it to the workers again. A unit whose
 # worker died JOB_MAX_CLAIMS times while holding it (a task that gets killed for memory every
 # time) is failed with a message instead of being retried forever.
-JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 45)
-JOB_SWEEP_EVERY_S = env_int("JOB_SWEEP_EVERY_S", 15)
+JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 45, minimum=2)
+JOB_SWEEP_EVERY_S = env_int("JOB_SWEEP_EVERY_S", 15, minimum=1)
 # How often a working experiment looks again at its current stage's jobs.
 EXPERIMENT_POLL_S = env_int("EXPERIMENT_POLL_S", 10)
 # An active experiment nobody advanced for this long lost its message (a broker down at
 # launch, a worker killed between two looks): the sweeper sends it again.
 EXPERIMENT_STALLED_S = env_int("EXPERIMENT_STALLED_S", 120)
-JOB_MAX_CLAIMS = env_int("JOB_MAX_CLAIMS", 5)
+JOB_MAX_CLAIMS = env_int("JOB_MAX_CLAIMS", 5, minimum=1)
 # A worker that finishes a run takes its batch's next run itself, without a trip through the
 # broker, for up to RUN_LANE_MAX_S seconds; then it hands the next one to the queue (so other
 # batches get their turn). 0 sends every run through the broker.
 RUN_LANE_MAX_S = env_int("RUN_LANE_MAX_S", 300)
 # Wall-clock budget (seconds) of one environment validation (coworkenv_engine's backstop
 # behind its step and size caps): past it the report says validation_time_budget_exceeded.
-VALIDATION_TIME_BUDGET_S = env_int("VALIDATION_TIME_BUDGET_S", 60)
-if VALIDATION_TIME_BUDGET_S < 1:
-    raise ImproperlyConfigured("VALIDATION_TIME_BUDGET_S must be at least 1 (seconds).")
+VALIDATION_TIME_BUDGET_S = env_int("VALIDATION_TIME_BUDGET_S", 60, minimum=1)
 # A run playing longer than this stores its transcript so far at each turn's end (one write
 # per turn, for the run page and progress; 0: at every turn's end).
 RUN_CHECKPOINT_EVERY_S = env_int("RUN_CHECKPOINT_EVERY_S", 5)
 # Benchmarks: a file that every run appends its phase timings to (one JSON line each).
 RUN_TIMINGS_FILE = env_str("RUN_TIMINGS_FILE", "")
-if JOB_STALE_AFTER_S < 2 or JOB_SWEEP_EVERY_S < 1 or JOB_MAX_CLAIMS < 1:
-    raise ImproperlyConfigured(
-        "JOB_STALE_AFTER_S must be at least 2, JOB_SWEEP_EVERY_S and JOB_MAX_CLAIMS at least 1."
-    )
 # One schedule for every deployment: each app's sweeper, on the default queue. Several beat
 # processes are harmless (a sweep takes each unit with a conditional UPDATE), they only sweep
 # more often. A sweep still queued after a few periods is dropped (a newer one follows), so
@@ -562,13 +428,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # (the worker's address the web and llm workers reach; a non-loopback one exposes the
 # server to that network), stopped after SERVING_IDLE_TIMEOUT_S without a request.
 SERVING_ROOT = Path(env_str("SERVING_ROOT", str(VAR_DIR / "serving")))
-SERVING_ENGINE = env_str("SERVING_ENGINE", "auto")
-if SERVING_ENGINE not in ("auto", "vllm", "transformers"):
-    raise ImproperlyConfigured("SERVING_ENGINE is auto, vllm or transformers.")
+SERVING_ENGINE = env_choice("SERVING_ENGINE", "auto", ("auto", "vllm", "transformers"))
 SERVING_HOST = env_str("SERVING_HOST", "127.0.0.1")
-SERVING_DEVICE = env_str("SERVING_DEVICE", "auto")
-if SERVING_DEVICE not in ("auto", "cpu"):
-    raise ImproperlyConfigured("SERVING_DEVICE is auto or cpu.")
+SERVING_DEVICE = env_choice("SERVING_DEVICE", "auto", ("auto", "cpu"))
 SERVING_IDLE_TIMEOUT_S = env_int("SERVING_IDLE_TIMEOUT_S", 1800)
 SERVING_START_TIMEOUT_S = env_int("SERVING_START_TIMEOUT_S", 900)
 SERVING_MAX_CONCURRENCY = env_int("SERVING_MAX_CONCURRENCY", 4)
@@ -581,14 +443,10 @@ SERVING_POLL_S = env_float("SERVING_POLL_S", 2.0)
 # on TRAINING_NUM_PROCESSES processes, or as TRAINING_ACCELERATE_CONFIG (a DeepSpeed/FSDP
 # config file) says. TRAINING_DEVICE: auto (GPU when /dev/nvidia0 exists), cpu or gpu.
 TRAINING_ROOT = Path(env_str("TRAINING_ROOT", str(VAR_DIR / "training")))
-TRAINING_LAUNCHER = env_str("TRAINING_LAUNCHER", "accelerate")
-if TRAINING_LAUNCHER not in ("accelerate", "python"):
-    raise ImproperlyConfigured("TRAINING_LAUNCHER is accelerate or python.")
+TRAINING_LAUNCHER = env_choice("TRAINING_LAUNCHER", "accelerate", ("accelerate", "python"))
 TRAINING_NUM_PROCESSES = env_int("TRAINING_NUM_PROCESSES", 1)
 TRAINING_ACCELERATE_CONFIG = env_str("TRAINING_ACCELERATE_CONFIG", "")
-TRAINING_DEVICE = env_str("TRAINING_DEVICE", "auto")
-if TRAINING_DEVICE not in ("auto", "cpu", "gpu"):
-    raise ImproperlyConfigured("TRAINING_DEVICE is auto, cpu or gpu.")
+TRAINING_DEVICE = env_choice("TRAINING_DEVICE", "auto", ("auto", "cpu", "gpu"))
 # A running local job whose worker has not reported for this long is taken over (and resumed
 # from its last checkpoint) by the next worker that starts or receives it.
 TRAINING_STALE_S = env_int("TRAINING_STALE_S", 120)
@@ -598,34 +456,19 @@ TRAINING_STALE_S = env_int("TRAINING_STALE_S", 120)
 # CAPACITY_REACHED, the next HTTP reset 503); a session ends after ENVSERVER_IDLE_TIMEOUT_S
 # seconds without a reset/step or ENVSERVER_MAX_LIFETIME_S seconds in all; the catalogue is
 # read from the database again every ENVSERVER_REFRESH_S seconds (0: never).
-ENVSERVER_MAX_SESSIONS = env_int("ENVSERVER_MAX_SESSIONS", 256)
-ENVSERVER_IDLE_TIMEOUT_S = env_float("ENVSERVER_IDLE_TIMEOUT_S", 600.0)
-ENVSERVER_MAX_LIFETIME_S = env_float("ENVSERVER_MAX_LIFETIME_S", 3600.0)
-ENVSERVER_REFRESH_S = env_float("ENVSERVER_REFRESH_S", 60.0)
+ENVSERVER_MAX_SESSIONS = env_int("ENVSERVER_MAX_SESSIONS", 256, minimum=1)
+ENVSERVER_IDLE_TIMEOUT_S = env_float("ENVSERVER_IDLE_TIMEOUT_S", 600.0, positive=True)
+ENVSERVER_MAX_LIFETIME_S = env_float("ENVSERVER_MAX_LIFETIME_S", 3600.0, positive=True)
+ENVSERVER_REFRESH_S = env_float("ENVSERVER_REFRESH_S", 60.0, minimum=0)
 # One user (all of their tokens together) opens at most this many of a server's sessions
 # (0: a quarter of ENVSERVER_MAX_SESSIONS, at least 1), so that one trainer cannot take them
 # all; on a standalone server (no users) the limit is per token.
-ENVSERVER_MAX_SESSIONS_PER_TOKEN = env_int("ENVSERVER_MAX_SESSIONS_PER_TOKEN", 0)
+ENVSERVER_MAX_SESSIONS_PER_TOKEN = env_int("ENVSERVER_MAX_SESSIONS_PER_TOKEN", 0, minimum=0)
 # The ASGI application's limit on a request body or WebSocket message (413 / close 1009):
 # ENVSERVER_MAX_BODY_BYTES under /envs/ (a reset or a step is a few KB), ASGI_MAX_BODY_BYTES
 # on every other route (an environment archive with its attachments is the largest).
-ENVSERVER_MAX_BODY_BYTES = env_int("ENVSERVER_MAX_BODY_BYTES", 4 * 1024 * 1024)
-ASGI_MAX_BODY_BYTES = env_int("ASGI_MAX_BODY_BYTES", 256 * 1024 * 1024)
-for _name, _value in (
-    ("ENVSERVER_MAX_BODY_BYTES", ENVSERVER_MAX_BODY_BYTES),
-    ("ASGI_MAX_BODY_BYTES", ASGI_MAX_BODY_BYTES),
-    ("ENVSERVER_MAX_SESSIONS", ENVSERVER_MAX_SESSIONS),
-    ("ENVSERVER_IDLE_TIMEOUT_S", ENVSERVER_IDLE_TIMEOUT_S),
-    ("ENVSERVER_MAX_LIFETIME_S", ENVSERVER_MAX_LIFETIME_S),
-):
-    if _value <= 0:
-        raise ImproperlyConfigured(f"{_name} must be positive, not {_value!r}.")
-if ENVSERVER_MAX_SESSIONS_PER_TOKEN < 0:
-    raise ImproperlyConfigured("ENVSERVER_MAX_SESSIONS_PER_TOKEN must be 0 or positive.")
-if ENVSERVER_REFRESH_S < 0:
-    raise ImproperlyConfigured(
-        f"ENVSERVER_REFRESH_S must be 0 (never) or positive, not {ENVSERVER_REFRESH_S!r}."
-    )
+ENVSERVER_MAX_BODY_BYTES = env_int("ENVSERVER_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1)
+ASGI_MAX_BODY_BYTES = env_int("ASGI_MAX_BODY_BYTES", 256 * 1024 * 1024, minimum=1)
 
 # How often the openai backend polls the provider, in seconds.
 TRAINING_POLL_S = float(env_str("TRAINING_POLL_S", "15"))
@@ -637,9 +480,9 @@ TRAINING_CALLBACK_BASE_URL = env_str("TRAINING_CALLBACK_BASE_URL", "http://127.0
 # log, and how long a submitted job may go without a report before the sweep fails it.
 TRAINING_COMMAND_TEMPLATES_FILE = env_str("TRAINING_COMMAND_TEMPLATES_FILE", "")
 TRAINING_COMMAND_PATH = env_str("TRAINING_COMMAND_PATH", "/usr/local/bin:/usr/bin:/bin")
-TRAINING_COMMAND_LOG_ROLE = env_str("TRAINING_COMMAND_LOG_ROLE", "reviewer")
-if TRAINING_COMMAND_LOG_ROLE not in ("viewer", "author", "reviewer", "admin"):
-    raise ImproperlyConfigured("TRAINING_COMMAND_LOG_ROLE is viewer, author, reviewer or admin.")
+TRAINING_COMMAND_LOG_ROLE = env_choice(
+    "TRAINING_COMMAND_LOG_ROLE", "reviewer", ("viewer", "author", "reviewer", "admin")
+)
 TRAINING_COMMAND_SILENT_S = env_int("TRAINING_COMMAND_SILENT_S", 3600)
 # What one job may report (apps.training.services.reports): metric steps when the job has
 # no step count of its own, and metric rows.

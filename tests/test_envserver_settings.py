@@ -38,13 +38,13 @@ def test_defaults_and_values_from_the_environment(tmp_path):
     ("name", "value", "message"),
     [
         ("ENVSERVER_MAX_SESSIONS", "many", "must be an integer, not 'many'."),
-        ("ENVSERVER_MAX_SESSIONS", "0", "must be positive, not 0."),
+        ("ENVSERVER_MAX_SESSIONS", "0", "must be at least 1, not 0."),
         ("ENVSERVER_IDLE_TIMEOUT_S", "10m", "must be a number, not '10m'."),
         ("ENVSERVER_IDLE_TIMEOUT_S", "-1", "must be positive, not -1.0."),
         ("ENVSERVER_MAX_LIFETIME_S", "inf", "must be a finite number, not 'inf'."),
         ("ENVSERVER_MAX_LIFETIME_S", "0", "must be positive, not 0.0."),
         ("ENVSERVER_REFRESH_S", "nan", "must be a finite number, not 'nan'."),
-        ("ENVSERVER_REFRESH_S", "-5", "must be 0 (never) or positive, not -5.0."),
+        ("ENVSERVER_REFRESH_S", "-5", "must be at least 0, not -5.0."),
     ],
 )
 def test_a_bad_value_stops_start_up_with_its_name(tmp_path, name, value, message):

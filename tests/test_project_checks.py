@@ -69,6 +69,190 @@ def test_env_secret_reads_file(monkeypatch, tmp_path):
     assert env_secret("MY_SECRET") == "from-a-file"
 
 
+def test_env_choice_reads_one_of_the_choices(monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from coworkenv_web.env import env_choice
+
+    monkeypatch.delenv("SOME_ENGINE", raising=False)
+    assert env_choice("SOME_ENGINE", "auto", ("auto", "vllm", "transformers")) == "auto"
+    monkeypatch.setenv("SOME_ENGINE", "vllm")
+    assert env_choice("SOME_ENGINE", "auto", ("auto", "vllm", "transformers")) == "vllm"
+    monkeypatch.setenv("SOME_ENGINE", "VLLM")
+    with pytest.raises(ImproperlyConfigured) as refused:
+        env_choice("SOME_ENGINE", "auto", ("auto", "vllm", "transformers"))
+    assert str(refused.value) == (
+        "SOME_ENGINE must be 'auto', 'vllm' or 'transformers', not 'VLLM'."
+    )
+    with pytest.raises(ImproperlyConfigured, match=r"^SOME_ENGINE must be 'auto', not 'VLLM'\.$"):
+        env_choice("SOME_ENGINE", "auto", ("auto",))
+
+
+@pytest.mark.parametrize(
+    ("value", "read", "expected"),
+    [
+        (None, {"minimum": 1}, 60),
+        ("1", {"minimum": 1}, 1),
+        ("0", {"minimum": 1}, "SOME_BUDGET_S must be at least 1, not 0."),
+        ("0", {"minimum": 0}, 0),
+        ("-3", {}, -3),
+    ],
+)
+def test_env_int_refuses_a_number_below_its_minimum(monkeypatch, value, read, expected):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from coworkenv_web.env import env_int
+
+    if value is not None:
+        monkeypatch.setenv("SOME_BUDGET_S", value)
+    if isinstance(expected, str):
+        with pytest.raises(ImproperlyConfigured) as refused:
+            env_int("SOME_BUDGET_S", 60, **read)
+        assert str(refused.value) == expected
+    else:
+        assert env_int("SOME_BUDGET_S", 60, **read) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "read", "expected"),
+    [
+        (None, {"positive": True}, 600.0),
+        ("0.5", {"positive": True}, 0.5),
+        ("0", {"positive": True}, "SOME_TIMEOUT_S must be positive, not 0.0."),
+        ("0", {"minimum": 0}, 0.0),
+        ("-5", {"minimum": 0}, "SOME_TIMEOUT_S must be at least 0, not -5.0."),
+        ("inf", {"positive": True}, "SOME_TIMEOUT_S must be a finite number, not 'inf'."),
+    ],
+)
+def test_env_float_refuses_a_number_out_of_its_bounds(monkeypatch, value, read, expected):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from coworkenv_web.env import env_float
+
+    if value is not None:
+        monkeypatch.setenv("SOME_TIMEOUT_S", value)
+    if isinstance(expected, str):
+        with pytest.raises(ImproperlyConfigured) as refused:
+            env_float("SOME_TIMEOUT_S", 600.0, **read)
+        assert str(refused.value) == expected
+    else:
+        assert env_float("SOME_TIMEOUT_S", 600.0, **read) == expected
+
+
+SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA x"}
+
+
+def _database(monkeypatch, url):
+    from coworkenv_web.env import env_database
+
+    monkeypatch.delenv("SOME_DB_URL_FILE", raising=False)
+    if url is None:
+        monkeypatch.delenv("SOME_DB_URL", raising=False)
+    else:
+        monkeypatch.setenv("SOME_DB_URL", url)
+    return env_database("SOME_DB_URL", sqlite_options=SQLITE_OPTIONS, conn_max_age=60)
+
+
+def test_env_database_reads_a_postgres_url(monkeypatch):
+    assert _database(monkeypatch, None) is None
+    url = "postgres://cw:p%40ss@db.lan:5433/coworkenv?sslmode=require&connect_timeout=5"
+    assert _database(monkeypatch, url) == {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "coworkenv",
+        "USER": "cw",
+        "PASSWORD": "p@ss",
+        "HOST": "db.lan",
+        "PORT": "5433",
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {"sslmode": "require", "connect_timeout": "5"},
+    }
+
+
+def test_env_database_reads_a_sqlite_url_with_its_timeout(monkeypatch):
+    assert _database(monkeypatch, "sqlite:///srv/cw/db.sqlite3?timeout=45") == {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": "/srv/cw/db.sqlite3",
+        "OPTIONS": {**SQLITE_OPTIONS, "timeout": 45.0},
+    }
+    assert _database(monkeypatch, "sqlite://") == {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": ":memory:",
+        "OPTIONS": {**SQLITE_OPTIONS, "timeout": 20.0},
+    }
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("sqlite:///db.sqlite3?timeout=soon", "SOME_DB_URL's ?timeout= must be seconds."),
+        (
+            "mysql://db.lan/cw",
+            "SOME_DB_URL must start with postgres:// or sqlite://, not 'mysql'://.",
+        ),
+    ],
+)
+def test_env_database_refuses_a_url_it_cannot_read(monkeypatch, url, message):
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        _database(monkeypatch, url)
+    assert str(refused.value) == message
+
+
+def test_env_tokenizers_reads_names_and_paths(monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from coworkenv_web.env import env_tokenizers
+
+    monkeypatch.delenv("SOME_TOKENIZERS", raising=False)
+    assert env_tokenizers("SOME_TOKENIZERS") == {}
+    monkeypatch.setenv("SOME_TOKENIZERS", " qwen = /models/qwen ,llama=/m/tokenizer.json,")
+    assert env_tokenizers("SOME_TOKENIZERS") == {
+        "qwen": "/models/qwen",
+        "llama": "/m/tokenizer.json",
+    }
+    monkeypatch.setenv("SOME_TOKENIZERS", "qwen=/models/qwen,/models/llama")
+    with pytest.raises(ImproperlyConfigured) as refused:
+        env_tokenizers("SOME_TOKENIZERS")
+    assert str(refused.value) == (
+        "SOME_TOKENIZERS entries look like NAME=/path/to/tokenizer.json, not '/models/llama'."
+    )
+
+
+def test_env_addresses_keeps_addresses_and_networks_as_written(monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from coworkenv_web.env import env_addresses
+
+    monkeypatch.delenv("SOME_PROXIES", raising=False)
+    assert env_addresses("SOME_PROXIES") == []
+    monkeypatch.setenv("SOME_PROXIES", "10.0.0.0/8, 192.0.2.7,fd00::/8")
+    assert env_addresses("SOME_PROXIES") == ["10.0.0.0/8", "192.0.2.7", "fd00::/8"]
+    monkeypatch.setenv("SOME_PROXIES", "10.0.0.0/8,lb")
+    with pytest.raises(ImproperlyConfigured) as refused:
+        env_addresses("SOME_PROXIES")
+    assert str(refused.value) == ("SOME_PROXIES: 'lb' is not an address or a network (10.0.0.0/8).")
+
+
+def test_env_secret_key_keeps_a_development_secret_or_refuses(monkeypatch, tmp_path):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from coworkenv_web.env import env_secret_key
+
+    monkeypatch.delenv("SOME_KEY_FILE", raising=False)
+    monkeypatch.setenv("SOME_KEY", "from-the-environment")
+    assert env_secret_key("SOME_KEY", None) == "from-the-environment"
+    monkeypatch.delenv("SOME_KEY")
+    kept = tmp_path / "var" / "dev-secret-key"
+    generated = env_secret_key("SOME_KEY", kept)
+    assert len(generated) >= 50
+    assert env_secret_key("SOME_KEY", kept) == generated == kept.read_text()
+    with pytest.raises(ImproperlyConfigured) as refused:
+        env_secret_key("SOME_KEY", None)
+    assert str(refused.value) == "SOME_KEY (or SOME_KEY_FILE) is required when DEBUG=false."
+
+
 def test_the_api_module_loads_first_in_a_fresh_process(tmp_path):
     """A Celery worker's start-up checks can import apps.core.api before anything else has
     loaded DRF's views; DRF's views then import the parser named in the settings from that

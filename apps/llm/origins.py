@@ -1,4 +1,5 @@
-"""Parsing of the operator's LLM network settings (no Django: ``settings.py`` imports it).
+"""Parsing of the operator's LLM network settings (no Django: ``coworkenv_web.env`` imports
+it, and names the variable in front of each error).
 
 - ``LLM_KEY_HOSTS`` binds each API-key variable to origins (scheme + host + port):
   ``OPENAI_API_KEY=https://api.openai.com,VLLM_API_KEY=http://gpu1.lan:8000|http://gpu2.lan:8000``.
@@ -46,13 +47,12 @@ def parse_key_hosts(value: str | None) -> dict[str, list[str]]:
         name, sep, allowed = item.partition("=")
         if not sep or not name.strip() or not allowed.strip():
             raise ValueError(
-                f"LLM_KEY_HOSTS entries look like NAME=https://host|http://host:port, "
-                f"not {item.strip()!r}."
+                f"entries look like NAME=https://host|http://host:port, not {item.strip()!r}."
             )
         try:
             origins = [origin_of(entry) for entry in allowed.split("|") if entry.strip()]
         except ValueError as exc:
-            raise ValueError(f"LLM_KEY_HOSTS entry {item.strip()!r}: {exc}.") from None
+            raise ValueError(f"entry {item.strip()!r}: {exc}.") from None
         hosts[name.strip()] = origins
     return hosts
 
@@ -70,7 +70,6 @@ def parse_networks(value: str | None) -> list[str]:
             networks.append(str(ipaddress.ip_network(item.strip(), strict=False)))
         except ValueError:
             raise ValueError(
-                f"LLM_ALLOWED_NETWORKS entries are CIDR ranges such as 10.0.0.0/8, "
-                f"not {item.strip()!r}."
+                f"entries are CIDR ranges such as 10.0.0.0/8, not {item.strip()!r}."
             ) from None
     return networks

@@ -462,22 +462,38 @@ def test_endpoint_pointing_a_listed_key_elsewhere_is_refused_on_save(endpoint, s
     ]
 
 
-def test_llm_key_hosts_setting_is_parsed_strictly():
+def test_llm_key_hosts_setting_is_parsed_strictly(monkeypatch):
     from django.core.exceptions import ImproperlyConfigured
 
-    from coworkenv_web.settings import _key_hosts
+    from coworkenv_web.env import env_key_hosts
+
+    def key_hosts(value: str | None, default: str = ""):
+        if value is None:
+            monkeypatch.delenv("LLM_KEY_HOSTS", raising=False)
+        else:
+            monkeypatch.setenv("LLM_KEY_HOSTS", value)
+        return env_key_hosts("LLM_KEY_HOSTS", default)
 
     # A bare host (the older form) means https on port 443; an origin names scheme and port.
-    assert _key_hosts(
+    assert key_hosts(
         "A_API_KEY=api.a.com|EU.a.com:8443, B_API_KEY=http://b.lan:8000|https://[::1]"
     ) == {
         "A_API_KEY": ["https://api.a.com:443", "https://eu.a.com:8443"],
         "B_API_KEY": ["http://b.lan:8000", "https://[::1]:443"],
     }
-    assert _key_hosts(None) == {}
+    assert key_hosts(None) == {}
+    assert key_hosts(None, default="any") is None
+    assert key_hosts(" ANY ") is None
+    with pytest.raises(ImproperlyConfigured) as refused:
+        key_hosts("A_API_KEY")
+    assert str(refused.value) == (
+        "LLM_KEY_HOSTS entries look like NAME=https://host|http://host:port, not 'A_API_KEY'."
+    )
+    with pytest.raises(ImproperlyConfigured) as refused:
+        key_hosts("A_API_KEY=ftp://files.a.com")
+    assert str(refused.value) == (
+        "LLM_KEY_HOSTS entry 'A_API_KEY=ftp://files.a.com': 'ftp://files.a.com' is not an "
+        "http:// or https:// origin."
+    )
     with pytest.raises(ImproperlyConfigured):
-        _key_hosts("A_API_KEY")
-    with pytest.raises(ImproperlyConfigured, match="not an http:// or https:// origin"):
-        _key_hosts("A_API_KEY=ftp://files.a.com")
-    with pytest.raises(ImproperlyConfigured):
-        _key_hosts("A_API_KEY=https://api.a.com:notaport")
+        key_hosts("A_API_KEY=https://api.a.com:notaport")

@@ -287,17 +287,25 @@ def test_only_roles_that_may_edit_the_endpoint_see_error_bodies(
 # --- settings ---------------------------------------------------------------------------
 
 
-def test_allowed_networks_setting_is_parsed_strictly():
-    from coworkenv_web.settings import _allowed_networks
+def test_allowed_networks_setting_is_parsed_strictly(monkeypatch):
+    from coworkenv_web.env import env_networks
 
-    assert _allowed_networks("127.0.0.1/32, 10.0.0.0/8,::1") == [
+    monkeypatch.setenv("LLM_ALLOWED_NETWORKS", "127.0.0.1/32, 10.0.0.0/8,::1")
+    assert env_networks("LLM_ALLOWED_NETWORKS", "none") == [
         "127.0.0.1/32",
         "10.0.0.0/8",
         "::1/128",
     ]
-    assert _allowed_networks("none") == []
-    with pytest.raises(ImproperlyConfigured, match="not 'lab-vllm'"):
-        _allowed_networks("10.0.0.0/8,lab-vllm")
+    monkeypatch.setenv("LLM_ALLOWED_NETWORKS", "none")
+    assert env_networks("LLM_ALLOWED_NETWORKS", "127.0.0.0/8") == []
+    monkeypatch.delenv("LLM_ALLOWED_NETWORKS")
+    assert env_networks("LLM_ALLOWED_NETWORKS", "none") == []
+    monkeypatch.setenv("LLM_ALLOWED_NETWORKS", "10.0.0.0/8,lab-vllm")
+    with pytest.raises(ImproperlyConfigured) as refused:
+        env_networks("LLM_ALLOWED_NETWORKS", "none")
+    assert str(refused.value) == (
+        "LLM_ALLOWED_NETWORKS entries are CIDR ranges such as 10.0.0.0/8, not 'lab-vllm'."
+    )
 
 
 # --- one TLS context and one client per process, certificates still verified ------------
