@@ -252,6 +252,15 @@ SPLIT_NOTE = (
     "some train rows, and no capability is only in validation unless its rows all share "
     "one group."
 )
+SPLIT_KEYS_NOTE = {
+    "content": "- Split keys: content. A group is named by an environment revision's spec "
+    "hash (`spec:…`, or a transcript's content hash, `transcript:…`, where none was "
+    "recorded) and rows are ordered by their content hashes, so the same demonstrations "
+    "with the same seed split and order the same in any database.",
+    "": "- Split keys: database ids (groups `env:<id>`, rows ordered by demonstration id), "
+    "as versions were built before content keys: the same demonstrations in another "
+    "database split differently, and a rebuild today is keyed by content.",
+}
 
 
 def _lineage_section(info: dict[str, Any]) -> list[str]:
@@ -275,6 +284,7 @@ def _lineage_section(info: dict[str, Any]) -> list[str]:
         + f"; min score: {_or_none(filters.get('min_score'))}"
         + f"; min reviewer agreement: {_or_none(filters.get('min_agreement'))}",
         SPLIT_NOTE,
+        SPLIT_KEYS_NOTE[version.get("split_keys") or ""],
         "",
         *_table(
             ["group", "split", "rows", "environments", "joined by similarity"],
@@ -370,8 +380,8 @@ def _files_section(info: dict[str, Any]) -> list[str]:
 
 def render_card(info: dict[str, Any]) -> str:
     """``info`` keys: dataset (name, id, description), version (number, created_at,
-    created_by, seed, validation_fraction, filters, checksum, rebuilt_from), counts,
-    token_stats, capability_mix, environments, models, exports, dataset_info, api."""
+    created_by, seed, validation_fraction, split_keys, filters, checksum, rebuilt_from),
+    counts, token_stats, capability_mix, environments, models, exports, dataset_info, api."""
     return "\n".join(
         [
             *_contents(info),

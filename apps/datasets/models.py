@@ -4,8 +4,9 @@ A ``DatasetVersion`` is built once by a job from a filter and a seed and never c
 afterwards: its rows (``DatasetRow``: which demonstration, which of its versions, which
 split, in which position) and its checksum are fixed, so it can be verified and rebuilt.
 Eval-task demonstrations never enter a version (they are only counted), duplicates and
-near-duplicates are left out with the reason recorded, and the split keeps each template
-family or near-duplicate cluster on one side (``splitting.py``); exports are files
+near-duplicates are left out with the reason recorded, and the split keeps each
+environment and near-duplicate cluster on one side, keyed by content so that it is the
+same in any database (``splitting.py``); exports are files
 under MEDIA_ROOT, one per (version, format, split), linted before they are offered.
 """
 
@@ -109,6 +110,12 @@ class DatasetVersion(models.Model):
     seed = models.IntegerField(default=0)
     validation_fraction = models.FloatField(
         default=0.1, validators=[MinValueValidator(0.0), MaxValueValidator(MAX_VALIDATION_FRACTION)]
+    )
+    split_keys = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="What the sft split's groups and row order were keyed by: 'content' (spec "
+        "and content hashes, the same in any database); blank: database ids (built before).",
     )
 
     demonstrations = models.PositiveIntegerField(

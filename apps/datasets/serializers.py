@@ -75,6 +75,11 @@ class VersionOutput(serializers.Serializer):
     filters = serializers.JSONField()
     seed = serializers.IntegerField()
     validation_fraction = serializers.FloatField()
+    split_keys = serializers.CharField(
+        help_text="sft: what the split's groups and row order are keyed by: content (spec and "
+        "content hashes, the same in any database); blank: database ids (versions built "
+        "before content keys; blank too for the other kinds, which draw no split)."
+    )
     demonstrations = serializers.IntegerField(
         help_text="sft: approved demonstrations matched (0 for the other kinds)."
     )

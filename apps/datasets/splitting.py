@@ -1,11 +1,20 @@
 """Pure rules of a dataset version: the grouped, stratified split, row order, token
 statistics, the checksum. No Django: the build service feeds these plain values.
 
-- **Groups.** Every row starts in its environment's group (``env:<id>``); rows that share a
-  leak key (``formats.similarity.leak_keys``: the same prompt or reply once names and numbers
-  are masked) join their groups (union-find), so a near-duplicate cluster cannot straddle
-  the split. Groups are no coarser than that: the environments a template generated share a
-  group only where their masked prompts or replies do. A group is named by its smallest key.
+Every key the split hashes comes from content, never from a database id, so the same rows
+split and order the same in any database (another server, an import on a laptop):
+``SPLIT_KEYS`` names this scheme on the version (blank: a version keyed by database ids).
+
+- **Groups.** Every row starts in the group of the environment revision it was recorded
+  against (``spec:<spec hash>``; ``transcript:<content sha256>`` for a row without one,
+  ``row_group_key``). Rows join (union-find) when they share a join key: their
+  environment (however many revisions its rows come from; the build passes its identity,
+  which only decides who joins and never names or orders a group), or a leak key
+  (``formats.similarity.leak_keys``: the same prompt or reply once names and numbers are
+  masked), so neither an environment nor a near-duplicate cluster can straddle the split.
+  Environments with an identical revision (the same spec hash) are one group. Groups are
+  no coarser than that: the environments a template generated share a group only where
+  their masked prompts or replies do. A group is named by its smallest key.
 - **Split by group, stratified by capability.** Groups are ordered by
   ``sha256(f"{seed}:{key}")``. First, **coverage**: each capability found in two or more
   groups and still without validation rows (fewest groups first) sends its smallest group
@@ -16,9 +25,9 @@ statistics, the checksum. No Django: the build service feeds these plain values.
   with validation rows and no train rows. With two or more groups and a fraction above 0,
   each side gets at least one group; with one group everything is train. So no group (and
   no environment) is on both sides, and the same seed over the same rows gives the same
-  split.
-- **Row order** inside a split is ``sha256(f"{seed}:row:{demonstration id}")``: shuffled,
-  but reproducible.
+  split, whatever order the rows come in.
+- **Row order** inside a split is ``sha256(f"{seed}:row:{content sha256}")``: shuffled,
+  but reproducible (kept rows never share a content hash: duplicates are removed first).
 - **Checksum**: sha256 over one line per row, ``"{split}\\t{demonstration}\\t{version}\\t
   {content sha256}\\n"``, train rows then validation rows in their order. The content hash
   covers the exported messages and tools, so a changed transcript, a changed membership
@@ -33,6 +42,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 SPLITS = ("train", "validation")
+SPLIT_KEYS = "content"
 
 
 def _key_hash(seed: int, key: str) -> str:
@@ -43,9 +53,14 @@ def group_order(seed: int, keys: Iterable[str]) -> list[str]:
     return sorted(set(keys), key=lambda key: (_key_hash(seed, key), key))
 
 
+def row_group_key(spec_hash: str, content_sha256: str) -> str:
+    """A row's base group: its environment revision's spec hash, else its own content."""
+    return f"spec:{spec_hash}" if spec_hash else f"transcript:{content_sha256}"
+
+
 def group_rows(rows: Iterable[tuple[object, str, Iterable[str]]]) -> dict[object, str]:
-    """``rows``: ``(row id, base group, leak keys)``. Returns each row's group: base groups
-    joined through shared leak keys, named by the smallest base group in the union."""
+    """``rows``: ``(row id, base group, join keys)``. Returns each row's group: base groups
+    joined through shared join keys, named by the smallest base group in the union."""
     parent: dict[str, str] = {}
 
     def find(key: str) -> str:
@@ -124,7 +139,8 @@ def choose_validation(
     caps: Counter = Counter()
     for _, by_cap in groups.values():
         caps.update(by_cap)
-    caps = Counter({c: n for c, n in caps.items() if n > 0})
+    # sorted: the costs sum over capabilities in this order, whatever order the rows came in
+    caps = Counter({c: n for c, n in sorted(caps.items()) if n > 0})
     totals = (total, caps)
 
     chosen = _cover(keys, groups, caps)
@@ -151,8 +167,8 @@ def choose_validation(
     return chosen
 
 
-def row_order_key(seed: int, demonstration_id: int) -> str:
-    return _key_hash(seed, f"row:{demonstration_id}")
+def row_order_key(seed: int, content_sha256: str) -> str:
+    return _key_hash(seed, f"row:{content_sha256}")
 
 
 def percentile(sorted_values: list[int], q: float) -> int:

@@ -64,7 +64,7 @@ def test_eval_tasks_never_enter(dataset, author, approved_demonstrations):
     }
     assert len(eval_requests) == 4
     exports = DatasetExport.objects.filter(version=again, status=ExportStatus.READY)
-    # Which environments go to validation follows the seed and the environment ids, so a
+    # Which environments go to validation follows the seed and their spec hashes, so a
     # split can end up under OpenAI's 10-example minimum: that export is then refused, and
     # the refusal is the only reason an export may be missing.
     refused = DatasetExport.objects.filter(version=again).exclude(status=ExportStatus.READY)

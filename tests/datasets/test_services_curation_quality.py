@@ -125,15 +125,14 @@ def test_a_template_family_is_no_coarser_group_than_its_environments(
     for env in (ops, finance):
         Environment.objects.filter(pk=env.pk).update(metadata={"family": "office"})
     version = build_version(dataset, author, validation_fraction=0.3)
+    envs = {f"spec:{env.spec_hash}": env for env in (ops, finance, support)}
+    by_env = {f"env:{env.pk}": key for key, env in envs.items()}
     for key, group in DatasetRow.objects.filter(version=version).values_list(
         "environment_key", "group_key"
     ):
-        assert group == key  # no masked prompt or reply joins them
-    # once, the family's two environments were one group of 12 rows, always on one side;
-    # which environment the seeded walk sends to validation depends on its id, which a
-    # PostgreSQL sequence does not reset between tests
+        assert group == by_env[key]  # its own revision: no masked prompt or reply joins them
+    # once, the family's two environments were one group of 12 rows, always on one side
     groups = {g["key"]: g for g in version.groups}
-    envs = {f"env:{env.pk}": env for env in (ops, finance, support)}
     assert set(groups) == set(envs)
     assert all(g["rows"] == 6 and g["environments"] == [envs[k].name] for k, g in groups.items())
     held = [envs[k] for k, g in groups.items() if g["split"] == "validation"]
@@ -198,7 +197,8 @@ def test_environments_sharing_a_masked_reply_are_joined(dataset, author, sample_
     make_demonstration(support, "escalate-platinum-outage", transcript=transcript, tools=tools)
     version = build_version(dataset, author, validation_fraction=0.3)
     groups = {g["key"]: g for g in version.groups}
-    joined = groups[f"env:{ops.pk}"]
+    # named by the smaller of the two revisions' spec hashes
+    joined = groups[f"spec:{min(ops.spec_hash, support.spec_hash)}"]
     assert joined["environments"] == sorted([ops.name, support.name])
     assert joined["joined_by_similarity"] is True
     assert joined["rows"] == 3

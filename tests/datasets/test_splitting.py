@@ -2,7 +2,15 @@
 
 from collections import Counter
 
-from apps.datasets.splitting import choose_validation, group_order, group_rows
+from apps.datasets.splitting import (
+    choose_validation,
+    group_order,
+    group_rows,
+    row_group_key,
+    row_order_key,
+)
+
+A, B, C, D, E = ("a" * 64, "b" * 64, "c" * 64, "d" * 64, "e" * 64)  # sha256 hex digests
 
 
 def test_rows_join_their_groups_through_shared_leak_keys():
@@ -24,6 +32,54 @@ def test_rows_join_their_groups_through_shared_leak_keys():
         6: "env:10",
         7: "env:11",
     }
+
+
+def test_a_row_starts_in_its_revisions_group_else_in_its_own():
+    assert row_group_key(A, C) == "spec:" + "a" * 64
+    assert row_group_key("", C) == "transcript:" + "c" * 64  # no spec hash recorded
+
+
+def test_row_order_hashes_the_content_not_a_database_id():
+    # sha256("0:row:cccc…") = 29703ee2…, sha256("0:row:dddd…") = 9d297f19…
+    assert row_order_key(0, C) == (
+        "29703ee23dd97666e6ddcb8a8422fca380bafb81c997f2551b84a4cd4c26bc18"
+    )
+    assert row_order_key(0, D) == (
+        "9d297f1967df433af92c4943fe77abbac9599930c96adc79efd8b4dbc7da9bd9"
+    )
+
+
+def _content_rows(env: dict[str, str]) -> list:
+    """Rows as the build passes them: ``env`` maps this database's environment names to
+    the identity it joins by (``env:<id>``: another database, other ids)."""
+    return [
+        (1, "spec:" + B, (env["ops"], "prompt:book the <name> review")),
+        (2, "spec:" + A, (env["ops"],)),  # the same environment, a later revision
+        (3, "spec:" + C, (env["finance"],)),
+        (4, "spec:" + C, (env["finance-copy"],)),  # an identical revision: one environment
+        (5, "transcript:" + D, (env["support"],)),  # recorded without a spec hash
+        (6, "spec:" + E, (env["desk"], "prompt:book the <name> review")),  # leaks into ops
+        (7, "spec:" + D, (env["support"],)),
+    ]
+
+
+def test_groups_join_an_environments_revisions_and_are_named_by_content():
+    here = {"ops": "env:3", "finance": "env:4", "finance-copy": "env:5", "support": "env:6"}
+    here["desk"] = "env:7"
+    expected = {
+        1: "spec:" + A,  # ops's revisions and the desk row that shares its masked prompt
+        2: "spec:" + A,
+        6: "spec:" + A,
+        3: "spec:" + C,
+        4: "spec:" + C,
+        5: "spec:" + D,  # "spec:…" sorts before "transcript:…"
+        7: "spec:" + D,
+    }
+    assert group_rows(_content_rows(here)) == expected
+    # another database: other ids, in another order, the rows read in another order
+    there = {"ops": "env:91", "finance": "env:12", "finance-copy": "env:40"}
+    there |= {"support": "name:Acme Support", "desk": "env:2"}
+    assert group_rows(reversed(_content_rows(there))) == expected
 
 
 def test_group_order_is_the_seeded_hash():
@@ -114,3 +170,12 @@ def test_coverage_never_takes_a_capabilitys_last_train_rows():
         chosen = choose_validation(groups, seed=seed, fraction=0.2)
         assert "b" in chosen and "a" not in chosen, (seed, chosen)
         assert len(chosen & {"d", "e"}) == 1, (seed, chosen)
+
+
+def test_the_choice_does_not_depend_on_the_order_groups_come_in():
+    spec = {f"g{i}": (1 + i % 4, {f"cap{i % 5}": 1 + i % 4, f"cap{i % 3}": 1}) for i in range(15)}
+    forward = _groups(**spec)
+    backward = _groups(**dict(reversed(spec.items())))
+    for seed in range(10):
+        chosen = choose_validation(forward, seed=seed, fraction=0.2)
+        assert chosen and choose_validation(backward, seed=seed, fraction=0.2) == chosen

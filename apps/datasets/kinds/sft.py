@@ -2,9 +2,10 @@
 split by group, stratified by capability, stored as ``DatasetRow``s with their figures.
 
 1. read, keep eval tasks out, remove duplicates (``sft_read.read_demonstrations``);
-2. group the rows (template family, joined by shared masked prompts and replies), split by
-   group stratified by capability with the seed (``splitting.py``), order each split with
-   the seed, store the rows;
+2. group the rows (environment revision, joined by environment and by shared masked
+   prompts and replies; every key from content, not ids), split by group stratified by
+   capability with the seed (``splitting.py``), order each split with the seed, store the
+   rows;
 3. figures: counts, token statistics, capability mix, groups, environment and model
    lineage, and the checksum over the rows;
 4. exports: one pass per split writes every format (``services/exports.py``).
@@ -34,6 +35,7 @@ from apps.datasets.services.exports import (
     split_has_images,
 )
 from apps.datasets.splitting import (
+    SPLIT_KEYS,
     SPLITS,
     Checksum,
     choose_validation,
@@ -45,6 +47,7 @@ from apps.environments.attachments import attachment_bytes
 
 ROW_BATCH = 1000
 FIELDS = (
+    "split_keys",
     "demonstrations",
     "train_rows",
     "validation_rows",
@@ -91,7 +94,7 @@ class _Split:
 
 
 def _split(version: DatasetVersion, read: Read) -> _Split:
-    group_of = group_rows(read.leak_rows)
+    group_of = group_rows(read.join_rows)
     groups: dict[str, list] = {}
     for c in read.candidates:
         entry = groups.setdefault(group_of[c.pk], [0, Counter(), set()])
@@ -107,7 +110,7 @@ def _split(version: DatasetVersion, read: Read) -> _Split:
     for c in read.candidates:
         by_split["validation" if group_of[c.pk] in validation else "train"].append(c)
     for split in SPLITS:
-        by_split[split].sort(key=lambda c: row_order_key(version.seed, c.pk))
+        by_split[split].sort(key=lambda c: row_order_key(version.seed, c.content))
     return _Split(by_split, group_of, groups, validation)
 
 
@@ -192,6 +195,7 @@ def _models(read: Read) -> list[dict]:
 
 
 def _figures(version, read: Read, split: _Split, tokens: dict, mix: dict, counter) -> None:
+    version.split_keys = SPLIT_KEYS
     version.demonstrations = read.total
     version.train_rows = len(split.by_split["train"])
     version.validation_rows = len(split.by_split["validation"])

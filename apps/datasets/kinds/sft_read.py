@@ -33,6 +33,7 @@ from apps.datasets.formats.tokens import TokenCounter
 from apps.datasets.models import DatasetVersion
 from apps.datasets.services.datasets import VersionFilter
 from apps.datasets.services.exports import CHUNK_SIZE
+from apps.datasets.splitting import row_group_key
 
 MAX_REMOVALS_KEPT = 1000
 COLUMNS = (
@@ -81,6 +82,7 @@ class Source:
 
     @property
     def env_key(self) -> str:
+        """Its environment in this database (lineage; the split only joins by it)."""
         return f"env:{self.env_id}" if self.env_id is not None else f"name:{self.env_name}"
 
 
@@ -105,7 +107,7 @@ class Candidate:
     capabilities: tuple[str, ...]
     source: Source  # its transcript and tools dropped (``Source.light``)
     base_group: str
-    leak_keys: tuple[str, ...]
+    join_keys: tuple[str, ...]
     reviewed: bool
 
 
@@ -123,9 +125,9 @@ class Read:
     reviewed_kept: int = 0  # duplicates where a later, reviewed copy replaced the first
 
     @property
-    def leak_rows(self) -> list[tuple]:
-        """``(demonstration, base group, leak keys)`` of the kept rows (``group_rows``)."""
-        return [(c.pk, c.base_group, c.leak_keys) for c in self.candidates]
+    def join_rows(self) -> list[tuple]:
+        """``(demonstration, base group, join keys)`` of the kept rows (``group_rows``)."""
+        return [(c.pk, c.base_group, c.join_keys) for c in self.candidates]
 
     def remove(self, pk: int, kept: int, kind: str, reason: str) -> None:
         if kind == "exact":
@@ -233,18 +235,20 @@ def read_demonstrations(
             continue
         messages, tool_list = normalize_messages(source.transcript), normalize_tools(source.tools)
         text = canonical_json({"messages": messages, "tools": tool_list})
+        content = hashlib.sha256(text.encode()).hexdigest()
         candidate = Candidate(
             pk=source.pk,
             version_id=source.version_id,
             env_key=source.env_key,
             tokens=counter.count(text),
-            content=hashlib.sha256(text.encode()).hexdigest(),
+            content=content,
             capabilities=tuple(sorted(set(source.capabilities or []))),
             source=source.light(),
-            # its environment: a template family is no coarser group (similarity joins what
-            # would leak, not the family's every environment)
-            base_group=source.env_key,
-            leak_keys=tuple(sorted(leak_keys(messages))),
+            # named by content, so the split is the same in any database; joined with the
+            # rest of its environment and with what would leak (not a template family's
+            # every environment)
+            base_group=row_group_key(source.spec_hash, content),
+            join_keys=(source.env_key, *sorted(leak_keys(messages))),
             reviewed=_reviewed(source, messages),
         )
         duplicates.keep(candidate, messages)

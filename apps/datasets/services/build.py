@@ -71,7 +71,10 @@ def _rebuild_phrase(version: DatasetVersion) -> str:
     if not (before and before.checksum):
         return ""
     same = before.checksum == version.checksum
-    return f"; checksum {'matches' if same else 'differs from'} v{before.number}"
+    phrase = f"; checksum {'matches' if same else 'differs from'} v{before.number}"
+    if not same and before.split_keys != version.split_keys:
+        phrase += f" (its split was keyed by {before.split_keys or 'database ids'})"
+    return phrase
 
 
 def dataset_version_build(context: JobContext) -> str:

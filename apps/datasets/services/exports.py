@@ -349,6 +349,7 @@ def card_info(version: DatasetVersion) -> dict:
             "created_by": version.created_by.username if version.created_by else "",
             "seed": version.seed,
             "validation_fraction": version.validation_fraction,
+            "split_keys": version.split_keys,
             "filters": version.filters,
             "checksum": version.checksum,
             "rebuilt_from": version.rebuilt_from.number if version.rebuilt_from else None,
