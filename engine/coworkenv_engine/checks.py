@@ -16,6 +16,7 @@ from jmespath.exceptions import JMESPathError
 
 from .bindings import normalize_text
 from .bounded_query import search as bounded_search
+from .judging import declared_context, state_of
 from .safe_regex import UnsafeRegex, safe_search
 from .side_effects import Footprint, collateral, net_changes
 
@@ -383,19 +384,29 @@ def _response(check: dict[str, Any], view: CheckView) -> tuple[str, dict]:
     return ("passed" if ok else "failed"), evidence
 
 
-def _judge(check: dict[str, Any], view: CheckView) -> tuple[str, dict]:
-    if view.judge is None:
-        return "skipped", {"reason": "no judge configured"}
-    scope = check.get("scope", "final")
+def judge_context(check: dict[str, Any], view: CheckView) -> dict[str, Any]:
+    """The context a judge check hands its judge; ``judging.judge_evidence`` cuts it to what
+    the check declares the judge is shown (the state only ever holds the declared records)."""
     context = {
         "task": view.task_key,
-        "scope": scope,
+        "scope": check.get("scope", "final"),
         "messages": json.loads(json.dumps(view.messages, default=str)),
         "final_reply": view.replies[-1][1] if view.replies else "",
         "audit": [c.brief() for c in view.calls],
         # the records each successful call changed: server-side evidence, not the agent's word
         "changes": [{"seq": c.seq, "diff": list(c.diff)} for c in view.calls if c.diff],
     }
+    declared = declared_context(check.get("context"))
+    if declared is not None:
+        context["declared"] = declared
+        context["state"] = state_of(view.state, declared["state"])
+    return context
+
+
+def _judge(check: dict[str, Any], view: CheckView) -> tuple[str, dict]:
+    if view.judge is None:
+        return "skipped", {"reason": "no judge configured"}
+    context = judge_context(check, view)
     try:
         raw = view.judge(check["rubric"], context)
     except Exception as exc:  # the judge is outside code (an LLM client): contain it

@@ -5,6 +5,10 @@ calls, the records each call changed) to a ``Judge`` callable. The prompt and th
 shape live here so the app's judge (``apps.llm.judge``: its client, call log and cache) and
 the command line's (``coworkenv-env validate --judge URL``) ask the same question.
 
+What the judge is shown is ``judge_evidence(context)``: by default the whole conversation and
+the calls with the records they changed; a check that declares a ``context`` (which
+messages, whether the calls, the records of which collections) is shown exactly that.
+
 ``HttpJudge`` needs nothing but the standard library: it posts the prompt to
 ``<URL>/chat/completions`` at temperature 0, remembers each answer for the rest of the
 validation (the validator grades the same evidence more than once, and a judge must agree
@@ -39,6 +43,19 @@ JUDGE_SYSTEM = (
     '{"score": <a number from 0 to 1: how fully the rubric is met>, '
     '"reasoning": <one short paragraph citing the evidence>}.'
 )
+JUDGE_SYSTEM_DECLARED = (
+    "You are a strict grader of an AI assistant's work in a simulated workplace. You get a "
+    'rubric and only the evidence its grader declares (listed under "shown"), among: '
+    '"conversation" (every message, or the assistant\'s replies), "final_reply" (the '
+    'assistant\'s last reply), "audit_log" and "changes" (every tool call the assistant '
+    'made, with the records each call changed), "state" (the records of the named '
+    "collections as the server holds them at grading). Grade by that evidence alone, and "
+    "trust the server's records over what the assistant claims: what they contradict did "
+    "not happen. Answer with one JSON object: "
+    '{"score": <a number from 0 to 1: how fully the rubric is met>, '
+    '"reasoning": <one short paragraph citing the evidence>}.'
+)
+DEFAULT_CONTEXT: dict[str, Any] = {"messages": "all", "calls": True, "state": []}
 REASONING_MAX = 4000
 ANSWER_MAX_BYTES = 1_000_000
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
@@ -52,21 +69,82 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def declared_context(raw: Any) -> dict[str, Any] | None:
+    """A judge check's ``context`` with its defaults filled in, or None where it shows the
+    judge what it is shown by default (no ``context``, or one that declares the defaults):
+    the evidence, and so the app's cached verdicts, stay as they were."""
+    if not isinstance(raw, dict):
+        return None
+    declared = {
+        "messages": raw.get("messages", DEFAULT_CONTEXT["messages"]),
+        "calls": raw.get("calls", DEFAULT_CONTEXT["calls"]),
+        "state": list(dict.fromkeys(raw.get("state") or ())),
+    }
+    return None if declared == DEFAULT_CONTEXT else declared
+
+
+def state_of(state: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """The records of the named services (``"email"``) and collections (``"email.sent"``),
+    as a copy: ``{service: {collection: [records]}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        service, _, collection = name.partition(".")
+        held = state.get(service)
+        if not isinstance(held, dict):
+            continue
+        picked = {collection: held.get(collection, [])} if collection else held
+        out.setdefault(service, {}).update(picked)
+    return json.loads(json.dumps(out, default=str))
+
+
+def _replies(messages: list[Any]) -> list[dict[str, str]]:
+    return [
+        {"role": "assistant", "content": m["content"]}
+        for m in messages
+        if isinstance(m, dict)
+        and m.get("role") == "assistant"
+        and isinstance(m.get("content"), str)
+        and m["content"].strip()
+    ]
+
+
 def judge_evidence(context: dict[str, Any]) -> dict[str, Any]:
-    """What the judge reads besides the rubric: the conversation and the server's records."""
-    return {
+    """What the judge reads besides the rubric: by default the conversation and the server's
+    records of the calls; for a declared context (``context["declared"]``), that and no more."""
+    declared = declared_context(context.get("declared"))
+    if declared is None:
+        return {
+            "task": context.get("task", ""),
+            "scope": context.get("scope", "final"),
+            "conversation": context.get("messages") or [],
+            "final_reply": context.get("final_reply") or "",
+            "audit_log": context.get("audit") or [],
+            "changes": context.get("changes") or [],
+        }
+    evidence: dict[str, Any] = {
         "task": context.get("task", ""),
         "scope": context.get("scope", "final"),
-        "conversation": context.get("messages") or [],
-        "final_reply": context.get("final_reply") or "",
-        "audit_log": context.get("audit") or [],
-        "changes": context.get("changes") or [],
+        "shown": declared,
     }
+    messages = declared["messages"]
+    if messages == "all":
+        evidence["conversation"] = context.get("messages") or []
+    elif messages == "assistant":
+        evidence["conversation"] = _replies(context.get("messages") or [])
+    if messages != "none":
+        evidence["final_reply"] = context.get("final_reply") or ""
+    if declared["calls"]:
+        evidence["audit_log"] = context.get("audit") or []
+        evidence["changes"] = context.get("changes") or []
+    if declared["state"]:
+        evidence["state"] = state_of(context.get("state") or {}, declared["state"])
+    return evidence
 
 
 def judge_messages(rubric: str, evidence: dict[str, Any]) -> list[dict[str, str]]:
+    system = JUDGE_SYSTEM_DECLARED if "shown" in evidence else JUDGE_SYSTEM
     return [
-        {"role": "system", "content": JUDGE_SYSTEM},
+        {"role": "system", "content": system},
         {"role": "user", "content": canonical({"rubric": rubric, **evidence})},
     ]
 

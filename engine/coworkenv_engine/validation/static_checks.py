@@ -221,11 +221,43 @@ def _response_check(out: list[Problem], ptr: str, check: dict[str, Any], ctx: Ch
     _turn_in_range(out, ptr, "turn", check.get("turn"), len(ctx.task.turns))
 
 
+def _judge_check(out: list[Problem], ptr: str, check: dict[str, Any], ctx: CheckContext) -> None:
+    """A declared context names collections that exist, shows the judge something, and
+    shows it every reply when the scope asks for them all."""
+    context = check.get("context")
+    if not isinstance(context, dict):
+        return
+    for i, name in enumerate(context.get("state") or []):
+        _scope_name(out, f"{ptr}/context/state/{i}", name, ctx)
+    messages = context.get("messages", "all")
+    if messages == "none" and context.get("calls") is False and not context.get("state"):
+        out.append(
+            error(
+                "check_invalid",
+                ptr + "/context",
+                "The judge is shown nothing: no message, no call, no state.",
+                "Declare what the rubric is judged on: messages, calls or state collections.",
+            )
+        )
+    if check.get("scope") == "all" and messages in ("final", "none"):
+        out.append(
+            error(
+                "check_invalid",
+                ptr + "/context/messages",
+                f"The scope 'all' grades every reply, but the judge is shown "
+                f"{'only the last' if messages == 'final' else 'no message'}.",
+                "Show it the replies ('assistant' or 'all'), or grade the final reply "
+                "(scope 'final').",
+            )
+        )
+
+
 _LEAF_CHECKS = {
     "state": _state_check,
     "tool_call": _tool_call_check,
     "side_effects": _side_effects_scope,
     "response": _response_check,
+    "judge": _judge_check,
 }
 
 
