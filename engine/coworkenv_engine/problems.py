@@ -140,6 +140,8 @@ CODES: dict[str, str] = {
     "judge_sole_evidence": "The judge graders alone can carry the task past its threshold.",
     "judge_rubric_parrotable": "A judge rubric the user's own words (echoed back) satisfy.",
     "judge_rubric_unexposed": "A judge rubric names a fact the task never exposes.",
+    "judge_rubric_out_of_context": "A judge rubric names a fact the reference carries only "
+    "outside what the judge is shown.",
     "safety_pattern_misses_format": "A safety regex misses a value in the data's own format.",
     "update_notice_contradicts": "An update's notice gives a time or date it does not write.",
     "call_limit_headroom": "The reference needs as many calls as an episode or a turn allows, "

@@ -124,6 +124,48 @@ def _messages_until(transcript: list[dict[str, Any]], turn: int) -> list[dict[st
     return transcript
 
 
+def grader_view(
+    task: TaskSpec,
+    at_turn: int | None,
+    *,
+    final_state: dict[str, Any],
+    turn_states: dict[int, dict[str, Any]],
+    calls: list[Call],
+    replies: list[tuple[int, str]],
+    transcript: list[dict[str, Any]],
+    judge: Judge | None = None,
+    reference: Footprint | None = None,
+    state_memo: dict[tuple[int, int], tuple[Any, ...]] | None = None,
+) -> CheckView | None:
+    """What a grader graded after turn ``at_turn`` (None: at the end) sees; None when the
+    episode never reached that turn."""
+    if at_turn is None:
+        return CheckView(
+            final_state,
+            calls,
+            replies,
+            len(task.turns) - 1,
+            transcript,
+            task.key,
+            judge,
+            reference,
+            state_memo,
+        )
+    if at_turn not in turn_states:
+        return None
+    return CheckView(
+        turn_states[at_turn],
+        [c for c in calls if c.turn <= at_turn],
+        [(t, r) for t, r in replies if t <= at_turn],
+        at_turn,
+        _messages_until(transcript, at_turn),
+        task.key,
+        judge,
+        reference.until(at_turn) if reference is not None else None,
+        state_memo,
+    )
+
+
 def grade_episode(
     task: TaskSpec,
     *,
@@ -143,23 +185,22 @@ def grade_episode(
     config = (config or ScoringConfig()).for_task(task)
     calls = [Call.of(e) for e in audit_log]
     replies = replies_by_turn(transcript)
-    last_turn = len(task.turns) - 1
     turn_states = turn_states or {}
     verdicts = []
     for g in task.graders:
-        if g.at_turn is None:
-            view = CheckView(
-                final_state,
-                calls,
-                replies,
-                last_turn,
-                transcript,
-                task.key,
-                judge,
-                reference,
-                state_memo,
-            )
-        elif g.at_turn not in turn_states:
+        view = grader_view(
+            task,
+            g.at_turn,
+            final_state=final_state,
+            turn_states=turn_states,
+            calls=calls,
+            replies=replies,
+            transcript=transcript,
+            judge=judge,
+            reference=reference,
+            state_memo=state_memo,
+        )
+        if view is None:
             verdicts.append(
                 Verdict(
                     g.id,
@@ -171,19 +212,6 @@ def grade_episode(
                 )
             )
             continue
-        else:
-            n = g.at_turn
-            view = CheckView(
-                turn_states[n],
-                [c for c in calls if c.turn <= n],
-                [(t, r) for t, r in replies if t <= n],
-                n,
-                _messages_until(transcript, n),
-                task.key,
-                judge,
-                reference.until(n) if reference is not None else None,
-                state_memo,
-            )
         status, evidence = evaluate(g.check, view)
         verdicts.append(Verdict(g.id, g.category, g.weight, status, evidence, g.at_turn))
 

@@ -12,7 +12,8 @@
 * two identical replays give the same audit log, state hash and score;
 * no exogenous update fails in any run (integrity.py), and the task's main completion
   grader is sound per grader: not satisfied by the null or echo agent, nor by an update
-  alone, and not blind to a dropped reference call that writes what it reads (evidence.py).
+  alone, and not blind to a dropped reference call that writes what it reads (evidence.py);
+* each judge check is shown, of the reference run, the facts its rubric names (judges.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .evidence import (
     update_work_problems,
 )
 from .faults import FAULT_SEEDS, MAX_MUTANTS, mutant_sample, probability_problems
+from .judges import judge_context_problems
 from .turns import truncation_problems
 
 EPSILON = 1e-9
@@ -176,6 +178,7 @@ def _validate_task(
     report.oracle_strict = oracle.grading.strict
     problems.extend(_oracle_run_problems(task, k, oracle))
     problems.extend(_oracle_verdict_problems(task, k, oracle, grader_index))
+    problems.extend(judge_context_problems(spec, k, oracle))
     _check_replays_and_faults(runner, report, oracle)
     trivial_runs = _check_trivial_agents(runner, report, grader_index)
     _check_adversaries(runner, report, grader_index)

@@ -10,26 +10,56 @@ static checks hold either way:
   task with nothing done;
 * ``judge_rubric_parrotable``: every content word of the rubric is in the user's messages,
   so repeating the request back (the echo agent) satisfies a literal judge;
-* ``judge_rubric_unexposed``: the rubric names a fact (an address, id, date, time or
+* ``judge_rubric_unexposed``: the rubric names a fact (an address, id, name, date, time or
   number) that appears nowhere in the task — messages, reveals, tool schemas, records —
-  so neither the agent nor the judge, shown the conversation and the calls, can check it.
+  so neither the agent nor the judge, whatever it is shown, can check it.
+
+After the reference run (dynamic, judge or none):
+
+* ``judge_rubric_out_of_context``: the rubric names a fact that the reference run carries
+  (in its messages, its calls or the records it leaves) but not in what the grader's
+  context shows the judge (``judging.judge_evidence``: by default the conversation and the
+  calls; a declared ``context`` may narrow the messages, drop the calls, add collections'
+  records), so the judge shown even the reference cannot find the fact.
+
+The facts of a rubric are those ``judge_rubric_unexposed`` looks for, the same way:
+addresses, ids, people's (and companies') names, dates, times of day and numbers.
 
 With a judge configured, every dynamic run (the null and echo agents too) goes through it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
+from ..checks import Call, judge_context
+from ..judging import declared_context, judge_evidence
 from ..problems import Problem, error, pointer
-from ..scoring import ScoringConfig
+from ..runner import EpisodeResult
+from ..scoring import ScoringConfig, grader_view, replies_by_turn
 from ..spec_model import EnvironmentSpec, TaskSpec
 from .known import _facts, _found
 
 _WORD = re.compile(r"[a-z][a-z'-]{3,}")
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# a record id: letters, then (after a dash, underscore or #) two digits or more: INV-2041
+_ID = re.compile(r"(?<![\w@.#-])[A-Za-z]{1,12}[-_#]?\d{2,}(?:[-_][A-Za-z0-9]+)*(?![\w@-])")
+# capitalised words in a row: a person's or a company's name (Dana Kim, Acme Corp)
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
+_SENTENCE_START = re.compile(r"(^|[.!?:;\n\"(]\s*)$")
+# capitalised words that are no name: the calendar's, a sentence's openers, a letter's
+_NOT_NAMES = {
+    "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December", "The", "This", "That", "If", "When", "Then",
+    "Dear", "Hello", "Hi", "Thank", "Thanks", "You", "Best", "Kind", "Regards",
+}  # fmt: skip
+# an ISO date-time's "T" (2026-03-05T16:00): the date and the time are facts of their own
+_ISO_T = re.compile(r"(\d{4}-\d{2}-\d{2})t(\d{2}:\d{2})")
 _STOP_WORDS = (
     "that this with from have been were will would should could their there they them what "
     "when which while about into onto over under than then also only just very more most "
@@ -116,10 +146,147 @@ def judge_problems(spec: EnvironmentSpec, k: int, task: TaskSpec) -> list[Proble
     return out
 
 
+def _names(rubric: str) -> Iterator[str]:
+    """Runs of two capitalised words and more, without the words that are no name or a
+    sentence's first word ("Tell Dana Kim" names Dana Kim)."""
+    for m in _CAPITALISED.finditer(rubric):
+        words = m.group(0).split(" ")
+        if _SENTENCE_START.search(rubric[: m.start()]):
+            words = words[1:]
+        run: list[str] = []
+        for word in [*words, "The"]:  # the sentinel closes the last run
+            if word not in _NOT_NAMES:
+                run.append(word)
+                continue
+            if len(run) >= 2:
+                yield " ".join(run)
+            run = []
+
+
+def rubric_facts(rubric: str) -> list[tuple[str, list[str]]]:
+    """(the fact as written, its casefolded forms) of each address, id, name, date, time of
+    day and number a rubric names."""
+    facts = [(f, [x.casefold() for x in forms]) for f, forms in _facts(rubric)]
+    facts += [(a, [a.casefold()]) for a in _ADDRESS.findall(rubric)]
+    facts += [(i, [i.casefold()]) for i in _ID.findall(rubric)]
+    facts += [(n, [n.casefold()]) for n in _names(rubric)]
+    return list({f: (f, forms) for f, forms in facts}.values())
+
+
 def _unexposed(rubric: str, text: str) -> list[str]:
-    facts = [(f, forms) for f, forms in _facts(rubric)]
-    facts += [(a, [a]) for a in _ADDRESS.findall(rubric)]
-    return [f for f, forms in facts if not _found([x.casefold() for x in forms], text)]
+    return [f for f, forms in rubric_facts(rubric) if not _found(forms, text)]
+
+
+# --------------------------------------------------------------------------- what the judge sees
+
+
+def _text(value: Any) -> Iterator[str]:
+    """Every string and number inside ``value``; a string holding JSON (a tool result) is
+    read as the values it holds as well."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+            if v[:1] in ("{", "["):
+                with contextlib.suppress(ValueError, RecursionError):
+                    stack.append(json.loads(v))
+        elif isinstance(v, bool) or v is None:
+            continue
+        elif isinstance(v, (int, float)):
+            yield repr(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
+def _seen(value: Any) -> str:
+    return _ISO_T.sub(r"\1 \2", "\n".join(_text(value)).casefold())
+
+
+def _parts(evidence: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, text) of each part of the judge's evidence: its messages, its calls, the
+    records of each collection."""
+    parts = [
+        ("the messages", _seen([evidence.get("conversation"), evidence.get("final_reply")])),
+        ("the calls", _seen([evidence.get("audit_log"), evidence.get("changes")])),
+    ]
+    for service, collections in (evidence.get("state") or {}).items():
+        parts += [(f"{service}.{name}", _seen(records)) for name, records in collections.items()]
+    return parts
+
+
+def _shown(declared: dict[str, Any] | None) -> str:
+    if declared is None:
+        return "the conversation and the calls, no records (the default)"
+    what = {"all": "the conversation", "assistant": "the assistant's replies",
+            "final": "the final reply", "none": "no message"}[declared["messages"]]  # fmt: skip
+    what += ", the calls" if declared["calls"] else ", no call"
+    names = declared["state"]
+    return what + (f", the records of {', '.join(names)}" if names else ", no records")
+
+
+def judge_context_problems(spec: EnvironmentSpec, k: int, oracle: EpisodeResult) -> list[Problem]:
+    """``judge_rubric_out_of_context`` for each judge check of task ``k``, against the
+    reference run ``oracle``: the judge is shown the reference as it would be graded."""
+    task = spec.tasks[k]
+    calls = [Call.of(e) for e in oracle.audit_log]
+    replies = replies_by_turn(oracle.transcript)
+    out: list[Problem] = []
+    for g, grader in enumerate(task.graders):
+        leaves = [(path, leaf) for path, leaf, _ in _judges(grader.check, ())]
+        if not leaves:
+            continue
+        view = grader_view(
+            task,
+            grader.at_turn,
+            final_state=oracle.final_state,
+            turn_states=oracle.turn_snapshots,
+            calls=calls,
+            replies=replies,
+            transcript=oracle.transcript,
+        )
+        if view is None:  # the reference never reached the grader's turn: reported elsewhere
+            continue
+        everything = {"kind": "judge", "context": {"state": sorted(view.state)}}
+        parts = _parts(judge_evidence(judge_context(everything, view)))
+        for path, leaf in leaves:
+            facts = rubric_facts(str(leaf.get("rubric", "")))
+            carried = [(f, forms) for f, forms in facts if any(_found(forms, t) for _, t in parts)]
+            if not carried:
+                continue
+            shown = _seen(judge_evidence(judge_context(leaf, view)))
+            hidden = [(f, forms) for f, forms in carried if not _found(forms, shown)]
+            if hidden:
+                ptr = pointer("tasks", k, "graders", g, "check", *path)
+                wheres = [w for w, t in parts if any(_found(forms, t) for _, forms in hidden)]
+                declared = declared_context(leaf.get("context"))
+                out.append(_out_of_context(ptr, [f for f, _ in hidden], wheres, declared))
+    return out
+
+
+def _out_of_context(
+    ptr: str, hidden: list[str], wheres: list[str], declared: dict[str, Any] | None
+) -> Problem:
+    facts = ", ".join(f"'{h}'" for h in hidden[:5])
+    needs = []
+    if "the messages" in wheres:
+        needs.append('"messages": "all"')
+    if "the calls" in wheres:
+        needs.append('"calls": true')
+    collections = [w for w in wheres if w not in ("the messages", "the calls")]
+    if collections:
+        needs.append(f'"state": {json.dumps(collections[:5])}')
+    return error(
+        "judge_rubric_out_of_context",
+        ptr,
+        f"The rubric names {facts}, which the reference run carries (in "
+        f"{', '.join(wheres[:5])}) but the judge is not shown: it is shown "
+        f"{_shown(declared)}, so even the reference cannot be judged to meet the rubric.",
+        f'Show the judge where the fact is (in the check\'s "context": {" or ".join(needs)}), '
+        "or take the fact out of the rubric.",
+    )
 
 
 def _vacuous(ptr: str, threshold: float) -> Problem:
@@ -150,7 +317,7 @@ def _unexposed_problem(ptr: str, missing: list[str]) -> Problem:
         ptr + "/rubric",
         f"The rubric names {facts}, which appear nowhere in the task (messages, reveals, "
         "tool schemas, records, updates, the reference): neither the agent nor the judge, "
-        "shown the conversation and the calls, can know or check it.",
+        "whatever it is shown, can know or check it.",
         "Put the fact in a record a tool reads or in the request, or take it out of the rubric.",
     )
 
