@@ -43,6 +43,7 @@ from apps.environments.interop.package import (
     shipped,
 )
 from coworkenv_engine.checks import leaf_kinds
+from coworkenv_engine.judging import declared_context
 from coworkenv_engine.simulator import Episode
 from coworkenv_engine.spec import parse_spec
 
@@ -89,6 +90,20 @@ def _declared_check(check: dict) -> dict:
     return {"type": "coworkenv_check", "description": json.dumps(check, ensure_ascii=False)}
 
 
+def _description(grader: dict) -> str:
+    """The grader's description; for a judge check with a declared context, what its judge
+    is shown (grader.py shows the harness's judge that, through the engine)."""
+    text = grader["description"] or grader["id"]
+    check = grader["check"]
+    declared = declared_context(check.get("context")) if check.get("kind") == "judge" else None
+    if declared is None:
+        return text
+    shown = [f"messages: {declared['messages']}", f"calls: {'yes' if declared['calls'] else 'no'}"]
+    if declared["state"]:
+        shown.append("records of " + ", ".join(declared["state"]))
+    return f"{text} (the judge is shown {'; '.join(shown)})"
+
+
 def _scoring_components(graders: list[dict]) -> list[dict]:
     scored = [g for g in graders if g["category"] in ("completion", "communication")]
     total = sum(g["weight"] for g in scored)
@@ -100,7 +115,7 @@ def _scoring_components(graders: list[dict]) -> list[dict]:
         {
             "name": g["id"],
             "weight": w,
-            "check": {**_declared_check(g["check"]), "description": g["description"] or g["id"]},
+            "check": {**_declared_check(g["check"]), "description": _description(g)},
         }
         for g, w in zip(scored, weights, strict=True)
     ]
@@ -222,8 +237,9 @@ def grader_source(document: dict, task: dict, task_id: str) -> str:
     )
     judges = [g for g in task["graders"] if "judge" in set(leaf_kinds(g["check"]))]
     judge_note = (
-        "# Judge checks ask the harness's judge (judge.evaluate) with their rubric; without a\n"
-        "# judge they are skipped and leave the weights.\n"
+        "# Judge checks ask the harness's judge (judge.evaluate) with their rubric, showing it\n"
+        "# what CoworkEnv's judge is shown: the conversation and the calls, or the check's\n"
+        "# declared context. Without a judge they are skipped and leave the weights.\n"
         if judges
         else ""
     )

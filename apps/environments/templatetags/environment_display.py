@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from apps.environments.pointers import pointer_page, pointer_target
+from coworkenv_engine.judging import declared_context
 
 register = template.Library()
 
@@ -112,9 +113,19 @@ def _leaf_text(check: dict) -> str:
     if kind == "response":
         return _response_text(check)
     if kind == "judge":
-        text = f"judge ({check.get('scope', 'final')}, threshold {check.get('threshold', 0.5)}): "
-        return text + str(check.get("rubric", ""))
+        text = f"judge ({check.get('scope', 'final')}, threshold {check.get('threshold', 0.5)}"
+        return text + _judge_shown(check) + "): " + str(check.get("rubric", ""))
     return _literal(check)
+
+
+def _judge_shown(check: dict) -> str:
+    """What a judge with a declared context is shown (nothing said for the default)."""
+    declared = declared_context(check.get("context"))
+    if declared is None:
+        return ""
+    shown = [f"messages: {declared['messages']}", "calls" if declared["calls"] else "no calls"]
+    shown += [f"records of {', '.join(declared['state'])}"] if declared["state"] else []
+    return "; shown " + ", ".join(shown)
 
 
 def _state_text(check: dict) -> str:

@@ -11,8 +11,10 @@ the assistant's messages, and scores like CoworkEnv and Claw-Eval both do:
                 robustness checks
     task score  safety * (0.8 completion + 0.2 robustness)   (computed by the harness)
 
-A ``judge`` check asks the harness's judge (``judge.evaluate``) with its rubric; without a
-judge it is skipped and leaves the weights.
+A ``judge`` check asks the harness's judge (``judge.evaluate``) with its rubric, showing it
+what CoworkEnv's judge would be shown (``judging.judge_evidence``: by default the
+conversation and the calls, or what the check's ``context`` declares); without a judge it
+is skipped and leaves the weights.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from coworkenv_runtime import load_task
 
+from coworkenv_engine.judging import judge_evidence
 from coworkenv_engine.runner import needs_footprint, reference_footprint
 from coworkenv_engine.scoring import grade_episode
 from coworkenv_engine.spec_model import Grader
@@ -125,7 +128,7 @@ class CoworkEnvGrader(AbstractGrader):
             turn_states=turn_states,
             audit_log=evidence.get("audit_log") or [],
             transcript=transcript,
-            judge=_judge_adapter(judge, transcript),
+            judge=_judge_adapter(judge),
             reference=reference,
         )
         self.last_grading = grading
@@ -150,20 +153,28 @@ def _grader(g: dict[str, Any]) -> Grader:
     )
 
 
-def _judge_adapter(judge, transcript):
+def _judge_adapter(judge):
     """CoworkEnv's judge interface (rubric, context) -> {score, reasoning} over the
     harness's ``LLMJudge.evaluate(task_prompt, conversation, actions_summary, rubric)``."""
     if judge is None or not hasattr(judge, "evaluate"):
         return None
-    prompt = next((m["content"] for m in transcript if m["role"] == "user"), "")
 
     def ask(rubric: str, context: dict) -> dict:
-        conversation = "\n".join(f"[{m['role'].upper()}]: {m['content']}" for m in transcript)
-        actions = json.dumps(
-            {"calls": context.get("audit", []), "changes": context.get("changes", [])},
-            ensure_ascii=False,
-        )
-        result = judge.evaluate(prompt, conversation, actions, rubric)
+        result = judge.evaluate(*judge_inputs(judge_evidence(context)), rubric)
         return {"score": float(result.score), "reasoning": str(result.reasoning)}
 
     return ask
+
+
+def judge_inputs(evidence: dict[str, Any]) -> tuple[str, str, str]:
+    """(task prompt, conversation, actions) for the harness's judge: the parts of the
+    evidence it is shown, and nothing else (no prompt when the user's messages are not)."""
+    messages = evidence.get("conversation")
+    if messages is None and "final_reply" in evidence:
+        messages = [{"role": "assistant", "content": evidence["final_reply"]}]
+    texts = [m for m in messages or [] if isinstance(m.get("content"), str)]
+    prompt = next((m["content"] for m in texts if m.get("role") == "user"), "")
+    conversation = "\n".join(f"[{m['role'].upper()}]: {m['content']}" for m in texts)
+    shown = {"calls": "audit_log", "changes": "changes", "state": "state"}
+    actions = {name: evidence[key] for name, key in shown.items() if key in evidence}
+    return prompt, conversation, json.dumps(actions, ensure_ascii=False)
