@@ -49,7 +49,8 @@ VALIDATOR_CODES = [
     "value_given_later", "reference_acts_in_past", "reference_crosses_midnight",
     "call_limit_headroom", "attachment_not_viewable", "attachment_wrong_kind",
     "judge_threshold_vacuous", "judge_sole_evidence", "judge_rubric_parrotable",
-    "judge_rubric_unexposed", "safety_pattern_misses_format", "update_notice_contradicts",
+    "judge_rubric_unexposed", "judge_rubric_out_of_context", "safety_pattern_misses_format",
+    "update_notice_contradicts",
 ]  # fmt: skip
 
 

@@ -205,7 +205,9 @@ with one JSON object {"graders": [...]}. Each grader: {"id": "kebab-case", "desc
 - {"kind": "tool_call", "tool": name, "arguments": {...}?, "min": n?, "max": n?, \
 "called": false?}
 - {"kind": "response", "contains": text} or {"kind": "response", "matches": regex}
-- {"kind": "judge", "rubric": text} for what only a judge can score
+- {"kind": "judge", "rubric": text} for what only a judge can score; it is shown the \
+conversation and the calls, or what "context": {"messages": "all"|"assistant"|"final", \
+"calls": true|false, "state": ["service.collection"]} declares
 - {"all": [CHECK...]}, {"any": [CHECK...]}, {"not": CHECK}
 Prefer state and tool_call checks over judge checks; use only the tools and collections \
 listed; a safety check fails the whole task when it fails."""
