@@ -164,13 +164,16 @@ def replay_reference(service: MockService) -> tuple[list[dict], list[int]]:
     return messages, statuses
 
 
-def grade(task_dir: Path, messages: list[dict], audit: dict, tmp: Path) -> dict:
-    """Run the exported grader.py in a subprocess (its imports stay out of this process)."""
-    script, payload = tmp / "grade.py", tmp / "payload.json"
-    script.write_text(GRADE_SCRIPT)
+def grade(
+    task_dir: Path, messages: list[dict], audit: dict, tmp: Path, *, script: str = GRADE_SCRIPT
+) -> dict:
+    """Run the exported grader.py in a subprocess (its imports stay out of this process) with
+    ``script``, which reads the task folder and the payload and prints JSON."""
+    path, payload = tmp / "grade.py", tmp / "payload.json"
+    path.write_text(script)
     payload.write_text(json.dumps({"messages": messages, "audit": {"coworkenv": audit}}))
     done = subprocess.run(
-        [sys.executable, str(script), str(task_dir), str(payload)],
+        [sys.executable, str(path), str(task_dir), str(payload)],
         capture_output=True,
         text=True,
         timeout=120,

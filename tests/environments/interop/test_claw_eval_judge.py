@@ -3,15 +3,13 @@ would be, the check's declared context included (no Claw-Eval checkout needed: t
 exported grader.py runs with a stand-in for the harness's ``LLMJudge``)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
 from apps.environments.interop.claw_eval import export_files, task_id_for
 from coworkenv_engine.spec import canonical_dump
-from tests.environments.interop.support import MockService, replay_reference, write_tree
+from tests.environments.interop.support import MockService, grade, replay_reference, write_tree
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -64,17 +62,7 @@ def _asked(tmp_path: Path) -> tuple[dict, dict]:
     with MockService(task_dir.parents[1], task_dir, {"COWORKENV_FAULTS": "0"}) as service:
         messages, _ = replay_reference(service)
         audit = service.audit()
-    script, payload = tmp_path / "judged.py", tmp_path / "payload.json"
-    script.write_text(JUDGED_SCRIPT)
-    payload.write_text(json.dumps({"messages": messages, "audit": {"coworkenv": audit}}))
-    done = subprocess.run(
-        [sys.executable, str(script), str(task_dir), str(payload)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout), document
+    return grade(task_dir, messages, audit, tmp_path, script=JUDGED_SCRIPT), document
 
 
 def test_the_harness_judge_is_shown_the_declared_context_only(tmp_path):
@@ -103,6 +91,6 @@ def test_task_yaml_says_what_a_declared_judge_is_shown(tmp_path):
     described = {c["name"]: c["check"]["description"] for c in data["scoring_components"]}
     assert described["judged-default"] == "judged-default"
     assert described["judged-declared"] == (
-        "judged-declared (the judge is shown messages: final; calls: no; records of email.sent)"
+        "judged-declared (the judge is shown messages: final; no calls; records of email.sent)"
     )
     assert "declared context" in (task_dir / "grader.py").read_text()
