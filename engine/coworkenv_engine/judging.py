@@ -34,26 +34,28 @@ VERDICT_SCHEMA = {
     "required": ["score", "reasoning"],
     "additionalProperties": False,
 }
-JUDGE_SYSTEM = (
-    "You are a strict grader of an AI assistant's work in a simulated workplace. You get a "
-    "rubric, the conversation, and the server-side evidence: the audit log of every tool call "
-    "the assistant made with the records each call changed. Trust the evidence over what the "
-    "assistant claims: an action it says it took but that is not in the audit log did not "
-    "happen. Answer with one JSON object: "
+_GRADER = "You are a strict grader of an AI assistant's work in a simulated workplace. "
+_ANSWER = (
+    "Answer with one JSON object: "
     '{"score": <a number from 0 to 1: how fully the rubric is met>, '
     '"reasoning": <one short paragraph citing the evidence>}.'
 )
+JUDGE_SYSTEM = (
+    _GRADER + "You get a "
+    "rubric, the conversation, and the server-side evidence: the audit log of every tool call "
+    "the assistant made with the records each call changed. Trust the evidence over what the "
+    "assistant claims: an action it says it took but that is not in the audit log did not "
+    "happen. " + _ANSWER
+)
 JUDGE_SYSTEM_DECLARED = (
-    "You are a strict grader of an AI assistant's work in a simulated workplace. You get a "
+    _GRADER + "You get a "
     'rubric and only the evidence its grader declares (listed under "shown"), among: '
     '"conversation" (every message, or the assistant\'s replies), "final_reply" (the '
     'assistant\'s last reply), "audit_log" and "changes" (every tool call the assistant '
     'made, with the records each call changed), "state" (the records of the named '
     "collections as the server holds them at grading). Grade by that evidence alone, and "
     "trust the server's records over what the assistant claims: what they contradict did "
-    "not happen. Answer with one JSON object: "
-    '{"score": <a number from 0 to 1: how fully the rubric is met>, '
-    '"reasoning": <one short paragraph citing the evidence>}.'
+    "not happen. " + _ANSWER
 )
 DEFAULT_CONTEXT: dict[str, Any] = {"messages": "all", "calls": True, "state": []}
 REASONING_MAX = 4000
@@ -112,33 +114,33 @@ def judge_evidence(context: dict[str, Any]) -> dict[str, Any]:
     """What the judge reads besides the rubric: by default the conversation and the server's
     records of the calls; for a declared context (``context["declared"]``), that and no more."""
     declared = declared_context(context.get("declared"))
-    if declared is None:
-        return {
-            "task": context.get("task", ""),
-            "scope": context.get("scope", "final"),
-            "conversation": context.get("messages") or [],
-            "final_reply": context.get("final_reply") or "",
-            "audit_log": context.get("audit") or [],
-            "changes": context.get("changes") or [],
-        }
+    shown = declared or DEFAULT_CONTEXT
     evidence: dict[str, Any] = {
         "task": context.get("task", ""),
         "scope": context.get("scope", "final"),
-        "shown": declared,
     }
-    messages = declared["messages"]
+    if declared is not None:
+        evidence["shown"] = declared
+    messages = shown["messages"]
     if messages == "all":
         evidence["conversation"] = context.get("messages") or []
     elif messages == "assistant":
         evidence["conversation"] = _replies(context.get("messages") or [])
     if messages != "none":
         evidence["final_reply"] = context.get("final_reply") or ""
-    if declared["calls"]:
+    if shown["calls"]:
         evidence["audit_log"] = context.get("audit") or []
         evidence["changes"] = context.get("changes") or []
-    if declared["state"]:
-        evidence["state"] = state_of(context.get("state") or {}, declared["state"])
+    if shown["state"]:
+        evidence["state"] = state_of(context.get("state") or {}, shown["state"])
     return evidence
+
+
+def context_words(declared: dict[str, Any]) -> list[str]:
+    """A declared context in words, for pages and exports: ``["messages: final", "no calls",
+    "records of crm"]``."""
+    words = [f"messages: {declared['messages']}", "calls" if declared["calls"] else "no calls"]
+    return words + ([f"records of {', '.join(declared['state'])}"] if declared["state"] else [])
 
 
 def judge_messages(rubric: str, evidence: dict[str, Any]) -> list[dict[str, str]]:

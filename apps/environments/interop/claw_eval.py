@@ -43,7 +43,7 @@ from apps.environments.interop.package import (
     shipped,
 )
 from coworkenv_engine.checks import leaf_kinds
-from coworkenv_engine.judging import declared_context
+from coworkenv_engine.judging import context_words, declared_context
 from coworkenv_engine.simulator import Episode
 from coworkenv_engine.spec import parse_spec
 
@@ -98,10 +98,7 @@ def _description(grader: dict) -> str:
     declared = declared_context(check.get("context")) if check.get("kind") == "judge" else None
     if declared is None:
         return text
-    shown = [f"messages: {declared['messages']}", f"calls: {'yes' if declared['calls'] else 'no'}"]
-    if declared["state"]:
-        shown.append("records of " + ", ".join(declared["state"]))
-    return f"{text} (the judge is shown {'; '.join(shown)})"
+    return f"{text} (the judge is shown {'; '.join(context_words(declared))})"
 
 
 def _scoring_components(graders: list[dict]) -> list[dict]:

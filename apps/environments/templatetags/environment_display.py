@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from apps.environments.pointers import pointer_page, pointer_target
-from coworkenv_engine.judging import declared_context
+from coworkenv_engine.judging import context_words, declared_context
 
 register = template.Library()
 
@@ -123,9 +123,7 @@ def _judge_shown(check: dict) -> str:
     declared = declared_context(check.get("context"))
     if declared is None:
         return ""
-    shown = [f"messages: {declared['messages']}", "calls" if declared["calls"] else "no calls"]
-    shown += [f"records of {', '.join(declared['state'])}"] if declared["state"] else []
-    return "; shown " + ", ".join(shown)
+    return "; shown " + ", ".join(context_words(declared))
 
 
 def _state_text(check: dict) -> str:
