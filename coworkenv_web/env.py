@@ -58,15 +58,18 @@ def _bounded(name: str, number: float, minimum: float | None, positive: bool) ->
         raise ImproperlyConfigured(f"{name} must be positive, not {number!r}.")
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+def _env_number(name: str, default, parse, what: str):
     value = os.environ.get(name)
     if value is None or value == "":
-        number = default
-    else:
-        try:
-            number = int(value)
-        except ValueError:
-            raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}.") from None
+        return default
+    try:
+        return parse(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be {what}, not {value!r}.") from None
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    number = _env_number(name, default, int, "an integer")
     _bounded(name, number, minimum, positive=False)
     return number
 
@@ -75,16 +78,9 @@ def env_float(
     name: str, default: float, *, minimum: float | None = None, positive: bool = False
 ) -> float:
     """A finite number (``inf`` and ``nan`` are refused: no setting means "forever" that way)."""
-    value = os.environ.get(name)
-    if value is None or value == "":
-        number = default
-    else:
-        try:
-            number = float(value)
-        except ValueError:
-            raise ImproperlyConfigured(f"{name} must be a number, not {value!r}.") from None
-        if not math.isfinite(number):
-            raise ImproperlyConfigured(f"{name} must be a finite number, not {value!r}.")
+    number = _env_number(name, default, float, "a number")
+    if not math.isfinite(number):
+        raise ImproperlyConfigured(f"{name} must be a finite number, not {os.environ.get(name)!r}.")
     _bounded(name, number, minimum, positive)
     return number
 

@@ -89,54 +89,42 @@ def test_env_choice_reads_one_of_the_choices(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("value", "read", "expected"),
+    ("reader", "default", "value", "read", "expected"),
     [
-        (None, {"minimum": 1}, 60),
-        ("1", {"minimum": 1}, 1),
-        ("0", {"minimum": 1}, "SOME_BUDGET_S must be at least 1, not 0."),
-        ("0", {"minimum": 0}, 0),
-        ("-3", {}, -3),
+        ("env_int", 60, None, {"minimum": 1}, 60),
+        ("env_int", 60, "1", {"minimum": 1}, 1),
+        ("env_int", 60, "0", {"minimum": 1}, "SOME_S must be at least 1, not 0."),
+        ("env_int", 60, "0", {"minimum": 0}, 0),
+        ("env_int", 60, "-3", {}, -3),
+        ("env_float", 600.0, None, {"positive": True}, 600.0),
+        ("env_float", 600.0, "0.5", {"positive": True}, 0.5),
+        ("env_float", 600.0, "0", {"positive": True}, "SOME_S must be positive, not 0.0."),
+        ("env_float", 600.0, "0", {"minimum": 0}, 0.0),
+        ("env_float", 600.0, "-5", {"minimum": 0}, "SOME_S must be at least 0, not -5.0."),
+        (
+            "env_float",
+            600.0,
+            "inf",
+            {"positive": True},
+            "SOME_S must be a finite number, not 'inf'.",
+        ),
     ],
 )
-def test_env_int_refuses_a_number_below_its_minimum(monkeypatch, value, read, expected):
+def test_env_numbers_refuse_a_number_out_of_their_bounds(
+    monkeypatch, reader, default, value, read, expected
+):
     from django.core.exceptions import ImproperlyConfigured
 
-    from coworkenv_web.env import env_int
+    from coworkenv_web import env
 
     if value is not None:
-        monkeypatch.setenv("SOME_BUDGET_S", value)
+        monkeypatch.setenv("SOME_S", value)
     if isinstance(expected, str):
         with pytest.raises(ImproperlyConfigured) as refused:
-            env_int("SOME_BUDGET_S", 60, **read)
+            getattr(env, reader)("SOME_S", default, **read)
         assert str(refused.value) == expected
     else:
-        assert env_int("SOME_BUDGET_S", 60, **read) == expected
-
-
-@pytest.mark.parametrize(
-    ("value", "read", "expected"),
-    [
-        (None, {"positive": True}, 600.0),
-        ("0.5", {"positive": True}, 0.5),
-        ("0", {"positive": True}, "SOME_TIMEOUT_S must be positive, not 0.0."),
-        ("0", {"minimum": 0}, 0.0),
-        ("-5", {"minimum": 0}, "SOME_TIMEOUT_S must be at least 0, not -5.0."),
-        ("inf", {"positive": True}, "SOME_TIMEOUT_S must be a finite number, not 'inf'."),
-    ],
-)
-def test_env_float_refuses_a_number_out_of_its_bounds(monkeypatch, value, read, expected):
-    from django.core.exceptions import ImproperlyConfigured
-
-    from coworkenv_web.env import env_float
-
-    if value is not None:
-        monkeypatch.setenv("SOME_TIMEOUT_S", value)
-    if isinstance(expected, str):
-        with pytest.raises(ImproperlyConfigured) as refused:
-            env_float("SOME_TIMEOUT_S", 600.0, **read)
-        assert str(refused.value) == expected
-    else:
-        assert env_float("SOME_TIMEOUT_S", 600.0, **read) == expected
+        assert getattr(env, reader)("SOME_S", default, **read) == expected
 
 
 SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA x"}
