@@ -51,8 +51,8 @@ def _tolerant(parse):
 def _with_hermes(get_template, fallbacks: dict):
     hermes = next(value for types, value in fallbacks.items() if HERMES_MODEL_TYPE in types)
 
-    def get_response_template(processor, model):
-        own = get_template(processor, model)
+    def get_response_template(processor, config):
+        own = get_template(processor, config)
         if own is not None:
             return own
         tokenizer = getattr(processor, "tokenizer", processor)

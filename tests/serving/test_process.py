@@ -85,10 +85,10 @@ class _Tokenizer:
         self.chat_template = chat_template
 
 
-class _Model:
-    def __init__(self, model_type):
-        self.config = transformers.PretrainedConfig()
-        self.config.model_type = model_type
+def _config(model_type):
+    config = transformers.PretrainedConfig()
+    config.model_type = model_type
+    return config
 
 
 def test_hermes_parsing_only_for_chatml_tool_call_templates():
@@ -97,9 +97,9 @@ def test_hermes_parsing_only_for_chatml_tool_call_templates():
     )
     qwen = utils._RESPONSE_TEMPLATE_FALLBACKS[next(iter(utils._RESPONSE_TEMPLATE_FALLBACKS))]
     hermes_tokenizer = _Tokenizer("{{ '<tool_call>' }}")
-    assert with_hermes(hermes_tokenizer, _Model("llama")) is qwen
-    assert with_hermes(_Tokenizer("{{ '[TOOL_CALLS]' }}"), _Model("mistral")) is None
-    gemma = with_hermes(hermes_tokenizer, _Model("gemma4"))
+    assert with_hermes(hermes_tokenizer, _config("llama")) is qwen
+    assert with_hermes(_Tokenizer("{{ '[TOOL_CALLS]' }}"), _config("mistral")) is None
+    gemma = with_hermes(hermes_tokenizer, _config("gemma4"))
     assert gemma is not qwen and gemma["start_anchor"][0] == "<|turn>model\n"
 
 
