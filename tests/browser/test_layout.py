@@ -205,6 +205,19 @@ def test_metric_tables_show_every_column_and_keep_keys_whole(demo, live_server):
     assert wrapped == []
 
 
+def test_record_tables_fit_a_laptop_and_keep_long_values_on_hover(demo, live_server):
+    """The Services tab's collections used to run 5-7 % past their box at 1366 px (a cell's
+    max-width does nothing in a table): long values now end in an ellipsis, whole on hover."""
+    widest = max(Environment.objects.filter(project__slug="demo"), key=lambda e: e.records.count())
+    demo.set_viewport_size({"width": 1366, "height": 900})
+    visit(demo, live_server, reverse("environments:tab", args=[widest.pk, "services"]))
+    assert demo.locator("table.records").count() > 1
+    assert demo.evaluate(CUT_TABLES) == []
+    cut = demo.locator("table.records .cell").filter(has_text="Sharing for visibility").first
+    assert cut.evaluate("cell => cell.scrollWidth > cell.clientWidth")
+    assert "no action required" in cut.get_attribute("title")
+
+
 def test_no_page_asks_another_host(demo, live_server):
     """Scripts, styles, fonts and images are the app's own (vendored): nothing is fetched
     from a CDN or any other host, so the app works offline and leaks no visit."""
