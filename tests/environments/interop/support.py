@@ -19,7 +19,8 @@ from pathlib import Path
 # skip with the reason when there is none.
 TRANSIENT = (429, 500, 504)
 
-GRADE_SCRIPT = """
+# The start of a script grade() runs: the exported grader's class as ``cls``, the payload.
+LOAD_GRADER = """
 import importlib.util, json, sys
 from pathlib import Path
 task_dir, payload = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
@@ -28,6 +29,11 @@ module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 [cls] = [v for v in vars(module).values()
          if isinstance(v, type) and v.__module__ == "exported_grader"]
+"""
+
+GRADE_SCRIPT = (
+    LOAD_GRADER
+    + """
 grader = cls()
 scores = grader.grade(payload["messages"], [], None, audit_data=payload["audit"])
 grading = grader.last_grading
@@ -38,6 +44,7 @@ print(json.dumps({
     "unapplied_turns": grader.unapplied_turns,
 }))
 """
+)
 
 
 def write_tree(files: dict[str, bytes], root: Path) -> Path:

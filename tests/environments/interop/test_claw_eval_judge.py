@@ -9,20 +9,19 @@ import yaml
 
 from apps.environments.interop.claw_eval import export_files, task_id_for
 from coworkenv_engine.spec import canonical_dump
-from tests.environments.interop.support import MockService, grade, replay_reference, write_tree
+from tests.environments.interop.support import (
+    LOAD_GRADER,
+    MockService,
+    grade,
+    replay_reference,
+    write_tree,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
-JUDGED_SCRIPT = """
-import importlib.util, json, sys
-from pathlib import Path
-task_dir, payload = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
-spec = importlib.util.spec_from_file_location("exported_grader", task_dir / "grader.py")
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-[cls] = [v for v in vars(module).values()
-         if isinstance(v, type) and v.__module__ == "exported_grader"]
-
+JUDGED_SCRIPT = (
+    LOAD_GRADER
+    + """
 class Result:
     score, reasoning = 1.0, "ok"
 
@@ -37,6 +36,7 @@ judge = Judge()
 cls().grade(payload["messages"], [], None, audit_data=payload["audit"], judge=judge)
 print(json.dumps({a["rubric"]: a for a in judge.asked}))
 """
+)
 
 DEFAULT = "The reply gives the booked time."
 DECLARED = "The email to Dana gives the booked time."
