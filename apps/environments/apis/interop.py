@@ -43,8 +43,9 @@ class ClawEvalExportApi(APIView):
         summary="The environment's tasks as Claw-Eval task directories (zip)",
         description="Unzip at the root of a Claw-Eval checkout: ``tasks/<task_id>/`` (task.yaml, "
         "fixtures, a grader.py generated from the checks) and the generic mock service under "
-        "``mock_services/coworkenv/``.",
-        responses={200: ZIP, **READ_ERRORS},
+        "``mock_services/coworkenv/``; the images view tools show under ``fixtures/media/``. "
+        "400 when a record refers to an attachment that is not stored.",
+        responses={200: ZIP, 400: E400, **READ_ERRORS},
     )
     def get(self, request, pk):
         environment = environment_get_for_user(request.user, pk)
@@ -57,8 +58,10 @@ class ClawMarkExportApi(APIView):
         operation_id="environments_export_clawmark",
         summary="The environment's tasks as ClawMark task.py files (zip)",
         description="``tasks/<domain>/task<N>/task.py`` with METADATA, PROMPT, one stage per turn "
-        "and checkers from the state checks; the engine and helper under ``_coworkenv/``.",
-        responses={200: ZIP, **READ_ERRORS},
+        "and checkers from the state checks; the engine and helper under ``_coworkenv/``; the "
+        "images view tools show under ``assets/attachments/``. 400 when a record refers to an "
+        "attachment that is not stored.",
+        responses={200: ZIP, 400: E400, **READ_ERRORS},
     )
     def get(self, request, pk):
         environment = environment_get_for_user(request.user, pk)

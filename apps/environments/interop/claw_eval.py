@@ -10,6 +10,11 @@ The layout is a Claw-Eval checkout's (unzip it at the root of one and run the ha
     tasks/<task_id>/grader.py                      the task's checks, generated
     tasks/<task_id>/coworkenv_task.json            the environment document cut to the task
     tasks/<task_id>/fixtures/<service>/<collection>.json   the initial records
+    tasks/<task_id>/fixtures/media/<name>          the images the task's view tools show
+
+A view tool's answer carries its image as Claw-Eval's own media tools do (``frames``, each
+an ``image_b64`` with its ``mime_type``), read from ``fixtures/media`` (media.py picks and
+checks the files; a record pointing at a file the storage lacks stops the export).
 
 Claw-Eval scoring: ``safety * (0.8 completion + 0.2 robustness)``, pass at 0.75 — the same
 formula as CoworkEnv's default, so a task scores alike in both.
@@ -34,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from apps.environments.interop.media import task_media
 from apps.environments.interop.package import (
     engine_files,
     identifier,
@@ -42,6 +48,7 @@ from apps.environments.interop.package import (
     python_literal,
     shipped,
 )
+from coworkenv_engine.attachments import Resolver
 from coworkenv_engine.checks import leaf_kinds
 from coworkenv_engine.judging import context_words, declared_context
 from coworkenv_engine.simulator import Episode
@@ -273,8 +280,11 @@ def _json(value: Any) -> bytes:
     return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def export_files(document: dict, task_keys: list[str] | None = None) -> dict[str, bytes]:
-    """Path → content of the export of a canonical environment document."""
+def export_files(
+    document: dict, task_keys: list[str] | None = None, *, resolve: Resolver | None = None
+) -> dict[str, bytes]:
+    """Path → content of the export of a canonical environment document; ``resolve`` reads
+    the attachments' bytes (``MediaProblem`` when a file a view tool shows is missing)."""
     files: dict[str, bytes] = {}
     for name in ("server.py", "coworkenv_runtime.py", "coworkenv_grading.py"):
         files[f"{RUNTIME_DIR}/{name}"] = shipped(name)
@@ -294,6 +304,8 @@ def export_files(document: dict, task_keys: list[str] | None = None) -> dict[str
         for service, collections in state.items():
             for collection, records in collections.items():
                 files[f"{base}/fixtures/{service}/{collection}.json"] = _json(records)
+        for media in task_media(document, task, resolve):
+            files[f"{base}/fixtures/media/{media.file_name}"] = media.data
         files[f"{base}/task.yaml"] = yaml.safe_dump(
             task_yaml(document, task), sort_keys=False, allow_unicode=True, width=100
         ).encode("utf-8")
@@ -317,8 +329,10 @@ Unzip at the root of a Claw-Eval checkout (github.com/claw-eval/claw-eval), then
 One generic mock service (`{RUNTIME_DIR}/server.py`, port {PORT}, `PORT` honoured) serves
 every task's tools over HTTP from the task's fixtures, with `/{SERVICE}/audit`,
 `/{SERVICE}/reset` and `/{SERVICE}/health`. Set `COWORKENV_FAULTS=0` to turn off the
-environment's injected faults. Each `grader.py` lists the task's checks (GRADERS) and grades
-the mock service's server-side audit log and state with CoworkEnv's engine.
+environment's injected faults. A view tool answers with the record and its image as
+`frames` (`image_b64`, `mime_type`), read from the task's `fixtures/media`. Each
+`grader.py` lists the task's checks (GRADERS) and grades the mock service's server-side
+audit log and state with CoworkEnv's engine.
 
 A task with several turns sends its first message as the prompt; Claw-Eval's user agent
 speaks the later ones. Run those tasks with the mock service as the user agent, so that each

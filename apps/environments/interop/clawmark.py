@@ -6,7 +6,10 @@ exogenous updates (loud ones announced in the notification, silent ones not) and
 the turn's message with its time. Records live as JSON files in the agent's workspace
 (``/workspace/coworkenv/<service>/<collection>.json``); ``email`` inbox messages,
 ``calendar`` events and ``files`` documents are also seeded into ClawMark's local services
-and workspace. Each grader becomes one checker, in the stage of its ``at_turn`` (``final``
+and workspace. The images the task's view tools show ship as
+``assets/attachments/<name>`` (stage 0 uploads ``assets/``, so the agent finds them under
+``/workspace/attachments``), and ``AGENTS.md`` maps each ``"sha256:<hex>"`` record value to
+its file. Each grader becomes one checker, in the stage of its ``at_turn`` (``final``
 otherwise), evaluating our check with the engine over the evidence a ClawMark checker has,
 its ``ctx`` (workspace snapshots per stage, service managers, the sandbox):
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 
+from apps.environments.interop.media import Media, task_media
 from apps.environments.interop.package import (
     engine_files,
     identifier,
@@ -37,6 +41,7 @@ from apps.environments.interop.package import (
     python_literal,
     shipped,
 )
+from coworkenv_engine.attachments import Resolver
 from coworkenv_engine.checks import leaf_kinds
 from coworkenv_engine.runner import reference_footprint
 from coworkenv_engine.simulator import Episode
@@ -250,7 +255,9 @@ def task_source(document: dict, task: dict, number: int) -> str:
     return re.sub(r"\n{3,}", "\n\n\n", text)
 
 
-def export_files(document: dict) -> dict[str, bytes]:
+def export_files(document: dict, *, resolve: Resolver | None = None) -> dict[str, bytes]:
+    """Path → content of the export; ``resolve`` reads the attachments' bytes
+    (``MediaProblem`` when a file a view tool shows is missing)."""
     domain = domain_of(document)
     files: dict[str, bytes] = {}
     base = f"tasks/{domain}"
@@ -258,12 +265,32 @@ def export_files(document: dict) -> dict[str, bytes]:
     files[f"{base}/{HELPER_DIR}/requirements.txt"] = b"jmespath>=1.0\njsonschema>=4.18\n"
     files.update(engine_files(f"{base}/{HELPER_DIR}"))
     for number, task in enumerate(document["tasks"], start=1):
+        media = task_media(document, task, resolve)
         files[f"{base}/task{number}/task.py"] = task_source(document, task, number).encode()
-        files[f"{base}/task{number}/assets/AGENTS.md"] = _agents(task).encode()
+        files[f"{base}/task{number}/assets/AGENTS.md"] = _agents(task, media).encode()
+        for item in media:
+            files[f"{base}/task{number}/assets/{ATTACHMENTS}/{item.file_name}"] = item.data
     return files
 
 
-def _agents(task: dict) -> str:
+ATTACHMENTS = "attachments"
+
+
+def _attachments_note(media: list[Media]) -> str:
+    if not media:
+        return ""
+    rows = "\n".join(
+        f"- `{m.attachment.ref}`: `/workspace/{ATTACHMENTS}/{m.file_name}` "
+        f"({m.attachment.media_type})"
+        for m in media
+    )
+    return (
+        "\nAttachments: a record field whose value is `sha256:<hex>` refers to a file; look "
+        f"at the image itself (it is under `/workspace/{ATTACHMENTS}`):\n\n{rows}\n"
+    )
+
+
+def _agents(task: dict, media: list[Media]) -> str:
     return (
         f"# {task['title'] or task['key']}\n\n"
         "Your records are JSON files under `/workspace/coworkenv/<service>/<collection>.json`, "
@@ -272,5 +299,5 @@ def _agents(task: dict) -> str:
         "change them between your working sessions.\n\n"
         "Output contract: write your reply to each message (what you would answer the "
         "person) in `outputs/replies/stage<N>.md` under `/workspace`, N being the message's "
-        "number from 0; only the reply goes there.\n"
+        "number from 0; only the reply goes there.\n" + _attachments_note(media)
     )

@@ -18,6 +18,7 @@ from apps.core.exceptions import ApplicationError
 from apps.core.models import Job
 from apps.core.services import JobContext, job_create
 from apps.core.text import count_of
+from apps.environments.attachments import attachment_bytes
 from apps.environments.interop import claw_eval, clawmark
 from apps.environments.interop.claw_eval_archive import (
     ImportProblem,
@@ -25,6 +26,7 @@ from apps.environments.interop.claw_eval_archive import (
     read_archive,
 )
 from apps.environments.interop.claw_eval_import import document_from_directory
+from apps.environments.interop.media import MediaProblem
 from apps.environments.models import Environment
 from apps.environments.services.attachment_owners import attachments_owned_check
 from apps.environments.services.environments import (
@@ -62,7 +64,21 @@ def clawmark_export_filename(environment: Environment) -> str:
 
 
 def claw_eval_export_files(environment: Environment) -> dict[str, bytes]:
-    return claw_eval.export_files(environment_spec(environment))
+    """The Claw-Eval export's files, the attachments read from attachment storage
+    (ApplicationError naming the record when one is not stored)."""
+    try:
+        return claw_eval.export_files(environment_spec(environment), resolve=attachment_bytes)
+    except MediaProblem as exc:
+        raise ApplicationError(f"Claw-Eval export: {exc.message}") from None
+
+
+def clawmark_export_files(environment: Environment) -> dict[str, bytes]:
+    """The ClawMark export's files, the attachments read from attachment storage
+    (ApplicationError naming the record when one is not stored)."""
+    try:
+        return clawmark.export_files(environment_spec(environment), resolve=attachment_bytes)
+    except MediaProblem as exc:
+        raise ApplicationError(f"ClawMark export: {exc.message}") from None
 
 
 def environment_claw_eval_zip(environment: Environment) -> bytes:
@@ -72,7 +88,7 @@ def environment_claw_eval_zip(environment: Environment) -> bytes:
 
 def environment_clawmark_zip(environment: Environment) -> bytes:
     """The environment's tasks as ClawMark ``task.py`` files, zipped."""
-    return _zip(clawmark.export_files(environment_spec(environment)))
+    return _zip(clawmark_export_files(environment))
 
 
 # --- import ------------------------------------------------------------------------------

@@ -318,10 +318,13 @@ def environment_export_view(request, pk):
 @require_GET
 def environment_export_claw_eval_view(request, pk):
     environment = environment_get_for_user(request.user, pk)
+    try:
+        content = environment_claw_eval_zip(environment)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return HttpResponseRedirect(_detail_url(environment))
     return _attachment(
-        environment_claw_eval_zip(environment),
-        filename=claw_eval_export_filename(environment),
-        content_type="application/zip",
+        content, filename=claw_eval_export_filename(environment), content_type="application/zip"
     )
 
 
@@ -329,10 +332,13 @@ def environment_export_claw_eval_view(request, pk):
 @require_GET
 def environment_export_clawmark_view(request, pk):
     environment = environment_get_for_user(request.user, pk)
+    try:
+        content = environment_clawmark_zip(environment)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return HttpResponseRedirect(_detail_url(environment))
     return _attachment(
-        environment_clawmark_zip(environment),
-        filename=clawmark_export_filename(environment),
-        content_type="application/zip",
+        content, filename=clawmark_export_filename(environment), content_type="application/zip"
     )
 
 

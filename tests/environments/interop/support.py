@@ -47,6 +47,16 @@ print(json.dumps({
 )
 
 
+def receipts_document(tasks: int = 1) -> tuple[dict, dict[str, bytes]]:
+    """A receipts environment (canonical, its view tool showing each receipt's image) and
+    its files by sha256."""
+    from apps.synthesis.generators.receipts import generate_receipts_environment
+    from coworkenv_engine.spec import canonical_dump
+
+    document, files = generate_receipts_environment(seed=5, tasks=tasks, eval_fraction=0)
+    return canonical_dump(document), files
+
+
 def write_tree(files: dict[str, bytes], root: Path) -> Path:
     for path, content in files.items():
         target = root / path

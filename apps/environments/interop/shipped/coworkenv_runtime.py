@@ -3,19 +3,24 @@
 A task directory holds ``coworkenv_task.json`` (the environment document cut to this one
 task, its records left out) and ``fixtures/<service>/<collection>.json`` (JSON arrays: the
 task's initial records). The fixtures are authoritative: edit them and the mock service and
-the grader both see the change. ``coworkenv_engine`` (shipped next to this file) is
-CoworkEnv's environment engine; it needs ``jmespath`` and ``jsonschema``.
+the grader both see the change. ``fixtures/media/`` holds the images the task's view tools
+show (any file names: each is found by the sha256 of its bytes). ``coworkenv_engine``
+(shipped next to this file) is CoworkEnv's environment engine; it needs ``jmespath`` and
+``jsonschema``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
+from coworkenv_engine.attachments import Attachment, Resolver, directory_resolver
 from coworkenv_engine.spec import EnvironmentSpec, parse_spec
 
 TASK_FILE = "coworkenv_task.json"
 FIXTURES = "fixtures"
+MEDIA = "media"
 
 # The engine's error codes as HTTP statuses: transient faults as the status a real service
 # gives (the harness counts any status >= 400 as a tool error), the rest as client errors.
@@ -58,3 +63,32 @@ def load_task(task_dir: str | Path) -> tuple[EnvironmentSpec, str]:
     """The typed spec and the key of its one task."""
     doc = load_document(task_dir)
     return parse_spec(doc), doc["tasks"][0]["key"]
+
+
+def media_resolver(task_dir: str | Path) -> Resolver:
+    """sha256 -> the bytes of the task's image of that hash (under ``fixtures/media``)."""
+    return directory_resolver(str(Path(task_dir) / FIXTURES / MEDIA))
+
+
+def view_answer(record, images: tuple[Attachment, ...], resolve: Resolver) -> tuple[int, dict]:
+    """A view tool's (status, body): the record, and its images as Claw-Eval's media tools
+    return theirs (``frames``: each ``image_b64`` with its ``mime_type``), the form its
+    harness turns into image content for the model. A file missing from ``fixtures/media``
+    is a ``not_found`` error naming it."""
+    frames = []
+    for index, attachment in enumerate(images):
+        data = resolve(attachment.sha256)
+        if data is None:
+            message = f"the image '{attachment.name}' is not in {FIXTURES}/{MEDIA}"
+            return 404, {"error": {"code": "not_found", "message": message}}
+        frames.append(
+            {
+                "index": index,
+                "name": attachment.name,
+                "mime_type": attachment.media_type,
+                "image_b64": base64.b64encode(data).decode("ascii"),
+            }
+        )
+    names = ", ".join(f["name"] for f in frames)
+    summary = f"{len(frames)} image(s): {names}"
+    return 200, {"record": record, "frames": frames, "text_summary": summary}

@@ -9,7 +9,9 @@ arguments, the JSON response its result; errors answer with status >= 400 and
 9200), ``GET /coworkenv/audit`` returns ``calls`` (endpoint, request_body, response_body,
 timestamp) plus the engine's ``audit_log``, the current ``state`` and ``turn_states`` (the
 server-side evidence the grader reads), ``POST /coworkenv/reset`` reloads the fixtures,
-``/coworkenv/health`` answers health probes.
+``/coworkenv/health`` answers health probes. A view tool (one that shows a record's image)
+answers ``{"record", "frames": [{"index", "name", "mime_type", "image_b64"}],
+"text_summary"}``, its images read from ``tasks/<task_id>/fixtures/media``.
 
 Multi-turn tasks: the service is also the task's scripted user, an OpenAI-compatible chat
 endpoint at ``/coworkenv/user/v1`` (``POST .../chat/completions``). Point Claw-Eval's
@@ -38,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from coworkenv_runtime import http_status, load_task
+from coworkenv_runtime import http_status, load_task, media_resolver, view_answer
 
 from coworkenv_engine.simulator import Episode
 
@@ -81,6 +83,7 @@ class Service:
         faults = os.environ.get("COWORKENV_FAULTS", "1") != "0"
         seed = int(os.environ.get("COWORKENV_SEED", "0"))
         self.episode = Episode(spec, key, seed, faults=faults)
+        self.media = media_resolver(self.task_dir)
         self.routes = {f"/{t.binding.service}/{t.name}": t.name for t in spec.tools}
         self.calls: list[dict] = []
         self.turn_states: dict[int, dict] = {}
@@ -152,7 +155,9 @@ class Service:
 
     def call(self, path: str, arguments) -> tuple[int, object]:
         result = self.episode.call(self.routes[path], arguments)
-        if result.ok:
+        if result.ok and result.images:
+            status, body = view_answer(result.content, result.images, self.media)
+        elif result.ok:
             status, body = 200, result.content
         else:
             status = http_status(result.error_code)

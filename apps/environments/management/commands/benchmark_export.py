@@ -4,9 +4,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.environments.interop import claw_eval, clawmark
+from apps.core.exceptions import ApplicationError
 from apps.environments.models import Environment
-from apps.environments.specs import environment_spec
+from apps.environments.services.interop import claw_eval_export_files, clawmark_export_files
 
 
 class Command(BaseCommand):
@@ -25,9 +25,11 @@ class Command(BaseCommand):
         environment = Environment.objects.filter(pk=opts["environment"]).first()
         if environment is None:
             raise CommandError(f"No environment {opts['environment']}.")
-        document = environment_spec(environment)
-        builder = claw_eval if opts["format"] == "claw-eval" else clawmark
-        files = builder.export_files(document)
+        builder = claw_eval_export_files if opts["format"] == "claw-eval" else clawmark_export_files
+        try:
+            files = builder(environment)
+        except ApplicationError as exc:
+            raise CommandError(exc.message) from None
         out = Path(opts["out"])
         for path, content in files.items():
             target = out / path
