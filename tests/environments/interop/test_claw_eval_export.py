@@ -2,6 +2,7 @@
 generated grader.py scoring the reference solution's replay, and Claw-Eval's own validator
 (when a checkout is at hand)."""
 
+import base64
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from tests.environments.interop.support import (
     free_port,
     grade,
     next_user_message,
+    receipts_document,
     reference_responder,
     replay_reference,
     tool_paths,
@@ -37,7 +39,13 @@ CASES = [
 ]
 
 
+# A generated receipts environment: its view tool shows each receipt's image.
+RECEIPTS = "receipts"
+
+
 def _document(stem: str) -> dict:
+    if stem == RECEIPTS:
+        return receipts_document()[0]
     return canonical_dump(json.loads((ROOT / "samples" / f"{stem}.json").read_text()))
 
 
@@ -315,6 +323,8 @@ def test_claw_eval_validator_passes_the_export(tmp_path):
         )
     for path in SAMPLES:
         write_tree(export_files(_document(path.stem)), checkout)
+    receipts, files = receipts_document()
+    write_tree(export_files(receipts, resolve=files.get), checkout)
     done = subprocess.run(
         [sys.executable, "scripts/validate_tasks.py", "--all"],
         cwd=checkout,
@@ -323,7 +333,8 @@ def test_claw_eval_validator_passes_the_export(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert f"Total: {len(CASES)} | Passed: {len(CASES)} | Failed: 0" in done.stdout
+    total = len(CASES) + len(receipts["tasks"])
+    assert f"Total: {total} | Passed: {total} | Failed: 0" in done.stdout
 
 
 def _run_harness(
@@ -347,13 +358,14 @@ def _run_harness(
     )  # fmt: skip
 
 
-@pytest.mark.parametrize(("stem", "key"), CASES)
+@pytest.mark.parametrize(("stem", "key"), [*CASES, (RECEIPTS, "file-receipt-1")])
 def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
     """Claw-Eval's own ``claw-eval run`` (its agent loop, user agent, ServiceManager,
     dispatcher, trace and grader loading) against the export, with a scripted
     OpenAI-compatible model on loopback replaying the reference solution. Multi-turn tasks
     run with the mock service as the harness's user agent (``user_agent_model.base_url``):
-    it speaks the later turns and applies their exogenous updates as each turn begins."""
+    it speaks the later turns and applies their exogenous updates as each turn begins. The
+    receipts task's view tool answers carry the image from fixtures/media to the model."""
     checkout = claw_eval_checkout(tmp_path)
     if checkout is None:
         pytest.skip(
@@ -362,7 +374,8 @@ def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
         )
     document = _document(stem)
     task = next(t for t in document["tasks"] if t["key"] == key)
-    write_tree(export_files(document), checkout)
+    files = receipts_document()[1] if stem == RECEIPTS else {}
+    write_tree(export_files(document, resolve=files.get), checkout)
     task_id = task_id_for(document, key)
     port = free_port()
     with LoopbackLLMServer(responder=reference_responder(checkout / "tasks" / task_id)) as llm:
@@ -381,6 +394,8 @@ def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
     score = re.search(r"task_score:\s+([0-9.]+)", done.stdout)
     assert score is not None, done.stdout[-3000:] + done.stderr[-3000:]
     assert float(score.group(1)) >= 0.75
+    if stem == RECEIPTS:  # no faults, nothing to recover from: every check and 1.00
+        assert float(score.group(1)) == 1.0
     assert re.search(r"passed:\s+True", done.stdout)
     # Every completion check passed, the per-turn ones (at_turn, during_turn) included.
     assert float(re.search(r"completion:\s+([0-9.]+)", done.stdout).group(1)) == 1.0
@@ -420,6 +435,23 @@ def test_claw_eval_harness_scores_the_reference_replay(tmp_path, stem, key):
     end = next(e for e in events if e["type"] == "trace_end")
     assert end["user_agent_rounds"] == len(task["turns"]) - 1
     assert end["user_agent_done"] is (len(task["turns"]) > 1)
+    _assert_views_carried_images(events, files, llm.chat_requests())
+
+
+def _assert_views_carried_images(events: list[dict], files: dict[str, bytes], requests) -> None:
+    """Each view answer in the trace holds its record's image (base64 of the stored bytes,
+    its media type), and the model's next request carries it in the tool result."""
+    views = [
+        e for e in events if e["type"] == "tool_dispatch" and "frames" in (e["response_body"] or {})
+    ]
+    assert bool(views) is bool(files)
+    sent = "".join(json.dumps(r.messages) for r in requests)
+    for view in views:
+        body = view["response_body"]
+        [frame] = body["frames"]
+        assert frame["mime_type"] == "image/png"
+        assert base64.b64decode(frame["image_b64"]) == files[body["record"]["image"][7:]]
+        assert frame["image_b64"] in sent
 
 
 def test_claw_eval_harness_judge_scores_a_judge_check(tmp_path):
