@@ -1,4 +1,4 @@
-"""``python -m coworkenv_engine validate|play|serve`` — works without the web app."""
+"""``python -m coworkenv_engine validate|play|serve|nginx-conf`` — works without the web app."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from .problems import Problem, SpecError
 from .runner import run_task
 from .spec import load_spec
 from .validation import DEFAULT_TIME_BUDGET_S, ValidationReport, validate_spec
+from .workers import nginx_conf, run
 
 #: 0 valid, 1 invalid, 2 unreadable (or a usage error), 3 internal error (an engine bug)
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -96,7 +97,37 @@ def _parser() -> argparse.ArgumentParser:
         help="a folder of the specs' attachment files (any names): view tools' images are "
         "sent as data: URLs",
     )
+    sv.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="server processes, worker K on port PORT+K (episode ids wK-…; see nginx-conf)",
+    )
+    sv.add_argument(
+        "--worker-id",
+        type=_count,
+        default=None,
+        metavar="K",
+        help="serve as worker K of several (episode ids wK-…), a process of your own manager",
+    )
+    ng = sub.add_parser("nginx-conf", help="print nginx's sticky routing for serve --workers")
+    ng.add_argument("--workers", type=_positive, required=True)
+    ng.add_argument("--port", type=int, default=8000, help="the first worker's port")
+    ng.add_argument("--host", default="127.0.0.1", help="where the workers listen")
+    ng.add_argument("--listen", type=int, default=8080, help="the port nginx listens on")
     return p
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if _count(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return int(text)
 
 
 def _read(path: str) -> tuple[Any, list[Problem]]:
@@ -112,6 +143,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "nginx-conf":
+        ports = [args.port + k for k in range(args.workers)]
+        out.write(nginx_conf(ports, listen=args.listen, host=args.host))
+        return EXIT_OK
     try:
         try:
             doc, bounds = _read(args.file)
@@ -160,6 +195,8 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if args.workers > 1:
+        return _serve_workers(args, token)
     serve(
         specs,
         host=args.host,
@@ -169,8 +206,29 @@ def _serve(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout,
         max_lifetime=args.max_lifetime,
         attachments=resolver,
+        worker_id=args.worker_id,
     )
     return EXIT_OK
+
+
+def _serve_workers(args: argparse.Namespace, token: str | None) -> int:
+    """``args.workers`` processes of ``serve --worker-id K --port PORT+K`` (the token passed
+    in their environment, not on their command line), stopped together."""
+    if args.worker_id is not None:
+        print("give --workers or --worker-id, not both", file=sys.stderr)
+        return EXIT_USAGE
+    common = [sys.executable, "-m", "coworkenv_engine", "serve", *args.files, "--host", args.host]
+    common += ["--max-sessions", str(args.max_sessions), "--idle-timeout", str(args.idle_timeout)]
+    common += ["--max-lifetime", str(args.max_lifetime)]
+    common += ["--open"] if args.open else []
+    common += ["--attachments", args.attachments] if args.attachments is not None else []
+    commands = [
+        [*common, "--worker-id", str(k), "--port", str(args.port + k)] for k in range(args.workers)
+    ]
+    for k in range(args.workers):
+        print(f"worker w{k}: http://{args.host}:{args.port + k}", file=sys.stderr)
+    env = {**os.environ, "COWORKENV_ENV_TOKEN": token or ""}
+    return run(commands, env=env)
 
 
 def _validate(doc: Any, bounds: list[Problem], args: argparse.Namespace, out: TextIO) -> int:

@@ -274,8 +274,11 @@ class SessionStore:
         max_lifetime: float,
         clock: Callable[[], float],
         max_per_owner: int | None = None,
+        prefix: str = "",
     ):
+        """``prefix``: the start of every id chosen here (a worker's ``wK-``)."""
         self.max_sessions = max_sessions
+        self.prefix = prefix
         self.max_per_owner = max_per_owner or max_sessions
         self.idle_timeout = idle_timeout
         self.max_lifetime = max_lifetime
@@ -297,7 +300,7 @@ class SessionStore:
             whose = "this token" if group == owner else "this token's user"
             raise ProtocolError("CAPACITY_REACHED", f"session limit of {whose} reached")
         now = self.clock()
-        slot = Slot(uuid.uuid4().hex, now, now, owner=owner, group=group)
+        slot = Slot(self.prefix + uuid.uuid4().hex, now, now, owner=owner, group=group)
         self.slots[slot.id] = slot
         return slot
 

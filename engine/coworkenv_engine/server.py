@@ -19,6 +19,9 @@ OpenEnv's ``EnvClient``, whose base URL may then be ``http://host:port/t/<token>
     POST /step            {"action": {...}, "episode_id": "..."} -> {"observation", "reward",
                            "done"}
     GET  /state           ?episode_id=... -> State (episode_id, step_count, extra fields)
+                          (every HTTP route also takes the id as ``?episode_id=`` or an
+                          ``X-Episode-Id`` header, what a proxy routes on; copies that
+                          differ are refused, 422)
     POST /close           {"episode_id": "..."} -> {"episode_id", "closed": true}
     WS   /ws              OpenEnv's session protocol: reset / step / state / close messages
     *    /mcp             the MCP face (streamable HTTP): one MCP session = one episode
@@ -32,6 +35,9 @@ Action: ``{"tool_calls": [{"id"?, "name", "arguments"}], "reply": str | null, "m
 (an entry may also be OpenAI-shaped: ``{"id", "type": "function", "function": {"name",
 "arguments"}}``). Tool calls are run in order; an action without tool calls is the assistant's
 reply and ends the turn. Observation fields: see ``session.py``.
+
+Several worker processes (``worker_id``, ``workers.py``): an HTTP request for an episode id
+of another worker's ``wK-`` prefix is 421 ``MISDIRECTED``.
 
 Sessions: at most ``max_sessions`` at once (HTTP and WebSocket together; a WebSocket over the
 limit gets ``CAPACITY_REACHED`` and is closed, an HTTP reset gets 503), at most
@@ -65,6 +71,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
+from . import workers
 from .attachments import Resolver
 from .body_limit import BodyLimit
 from .mcp_server import McpFace
@@ -98,6 +105,7 @@ def create_app(
     max_lifetime: float = 3600.0,
     reap_interval: float = 5.0,
     clock: Callable[[], float] = time.monotonic,
+    worker_id: int | None = None,
 ) -> Starlette:
     """``listing_extra``: fields added to an environment's entry in ``GET /tasks``, by
     environment name (the app adds its database id, revision and spec hash).
@@ -107,13 +115,24 @@ def create_app(
     ``allow_empty``: start with no environment (a catalogue a refresh fills later).
     ``attachments``: where image bytes come from (sha256 -> bytes); view tools' images are
     then sent as ``image_url`` parts with ``data:`` URLs (without it, as the transcript's
-    ``attachment:sha256:<hex>`` URLs)."""
+    ``attachment:sha256:<hex>`` URLs). ``worker_id``: this process is worker K of several
+    (``workers.py``): its episode ids begin with ``wK-`` and an HTTP request for another
+    worker's id is answered 421."""
     if token and authorise is not None:
         raise ValueError("give a token or an authorise callable, not both")
     current = ServedCatalog(Catalog(specs, listing_extra=listing_extra, allow_empty=allow_empty))
-    store = SessionStore(max_sessions, idle_timeout, max_lifetime, clock, max_sessions_per_token)
+    store = SessionStore(
+        max_sessions,
+        idle_timeout,
+        max_lifetime,
+        clock,
+        max_sessions_per_token,
+        prefix=workers.prefix(worker_id) if worker_id is not None else "",
+    )
     images = ImageURLs(attachments) if attachments is not None else None
-    handlers = ServerRoutes(current, store, images=images, token=token, authorise=authorise)
+    handlers = ServerRoutes(
+        current, store, images=images, token=token, authorise=authorise, worker=worker_id
+    )
     face = McpFace(
         store=store,
         start=handlers.start,

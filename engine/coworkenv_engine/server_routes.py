@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from . import workers
 from .protocol import (
     ACTION_SCHEMA,
     OBSERVATION_SCHEMA,
@@ -53,7 +54,12 @@ class _JSON(JSONResponse):
         return _dumps(content)
 
 
-HTTP_STATUS = {"VALIDATION_ERROR": 422, "NOT_FOUND": 404, "CAPACITY_REACHED": 503}
+HTTP_STATUS = {
+    "VALIDATION_ERROR": 422,
+    "NOT_FOUND": 404,
+    "MISDIRECTED": 421,
+    "CAPACITY_REACHED": 503,
+}
 WS_MESSAGE_TYPES = ("reset", "step", "state", "close")
 STEP_FIELDS = {"action", "episode_id", "timeout_s", "request_id"}
 
@@ -70,7 +76,7 @@ class ServedCatalog:
 class ServerRoutes:
     """The handlers of one server: ``token`` or ``authorise`` (neither: an open server) say
     who may use it; ``images``, when set, turns the images a view tool shows into ``data:``
-    URLs."""
+    URLs; ``worker``: this process's worker id, when it is one of several (``workers.py``)."""
 
     def __init__(
         self,
@@ -80,7 +86,9 @@ class ServerRoutes:
         images: ImageURLs | None = None,
         token: str | None = None,
         authorise: Callable[[str, str], Awaitable[bool]] | None = None,
+        worker: int | None = None,
     ):
+        self.worker = worker
         self.current = current
         self.store = store
         self.images = images
@@ -186,8 +194,8 @@ class ServerRoutes:
         """A new HTTP session (its id chosen here), or a restart of the caller's own one
         named by ``episode_id`` (anyone else's, or none, is not found)."""
         kwargs = await _body(request)
+        episode_id = _episode_id(request, kwargs)
         self.current.catalog.resolve(kwargs)  # refuse bad input before taking a slot
-        episode_id = kwargs.get("episode_id")
         owner = request.state.owner
         if episode_id is not None:
             slot = self._http_slot(episode_id, owner)
@@ -202,33 +210,41 @@ class ServerRoutes:
             raise invalid(extra[0], f"unknown field {extra[0]!r}")
         if "action" not in data:
             raise invalid("action", "field required")
-        if "episode_id" not in data:
+        episode_id = _episode_id(request, data)
+        if episode_id is None:
             raise invalid("episode_id", "episode_id (from the reset observation) is required")
-        slot = self._http_slot(data["episode_id"], request.state.owner)
+        slot = self._http_slot(episode_id, request.state.owner)
         return _JSON(await self.step(slot, data["action"]))
 
     async def http_state(self, request: Request) -> _JSON:
-        episode_id = request.query_params.get("episode_id")
+        episode_id = _episode_id(request, {})
         if not episode_id:
             raise invalid("episode_id", "episode_id is required")
-        return _JSON(state_of(self.store.get(episode_id, request.state.owner)))
+        return _JSON(state_of(self._held(episode_id, request.state.owner)))
 
     async def close(self, request: Request) -> _JSON:
-        data = await _body(request)
-        episode_id = data.get("episode_id")
+        episode_id = _episode_id(request, await _body(request))
         if not isinstance(episode_id, str):
             raise invalid("episode_id", "episode_id is required")
-        slot = self.store.get(episode_id, request.state.owner)
+        slot = self._held(episode_id, request.state.owner)
         self.store.drop(slot.id)
         return _JSON({"episode_id": episode_id, "closed": True})
 
     def _http_slot(self, episode_id: Any, owner: str | None) -> Slot:
         if not isinstance(episode_id, str):
             raise invalid("episode_id", "episode_id (from the reset observation) must be a string")
-        slot = self.store.get(episode_id, owner)
+        slot = self._held(episode_id, owner)
         if slot.websocket is not None:
             raise ProtocolError("NOT_FOUND", f"no HTTP session {episode_id!r}")
         return slot
+
+    def _held(self, episode_id: str, owner: str | None) -> Slot:
+        """The live session ``episode_id`` of ``owner``; another worker's id is refused
+        unlooked-at (421), a missing or another owner's one is not found (404)."""
+        elsewhere = workers.misdirected(episode_id, self.worker)
+        if elsewhere is not None:
+            raise ProtocolError("MISDIRECTED", elsewhere)
+        return self.store.get(episode_id, owner)
 
     # ------------------------------------------------------------------ WebSocket
 
@@ -349,6 +365,23 @@ async def _body(request: Request) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise invalid("body", "the body must be an object")
     return data
+
+
+def _episode_id(request: Request, body: dict[str, Any]) -> Any:
+    """The episode id the body, the query string or the ``X-Episode-Id`` header names (a
+    proxy routes on the latter two), None when none does; copies that differ are refused."""
+    given = [
+        value
+        for value in (
+            body.get("episode_id"),
+            request.query_params.get("episode_id"),
+            request.headers.get("x-episode-id"),
+        )
+        if value is not None
+    ]
+    if any(value != given[0] for value in given[1:]):
+        raise invalid("episode_id", "the episode ids of the body, query and header differ")
+    return given[0] if given else None
 
 
 def _ws_malformed(msg: Any) -> dict[str, Any] | None:
