@@ -4,6 +4,7 @@ and the id may come in the query string or the ``X-Episode-Id`` header a proxy r
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -11,9 +12,11 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+from coworkenv_engine.cli import EXIT_USAGE, main
 from coworkenv_engine.server import create_app
 from coworkenv_engine.workers import misdirected, nginx_conf, prefix
 
+from .helpers import SAMPLES
 from .serving import running, serving_workers, worker_pids
 from .test_server import SPECS
 
@@ -120,3 +123,14 @@ def test_serve_workers_starts_each_worker_on_its_port_and_stops_them_together():
         assert len(pids) == 2
     assert proc.returncode == 0
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+def test_nginx_conf_prints_the_routing_and_workers_excludes_a_worker_id(capsys):
+    out = io.StringIO()
+    assert main(["nginx-conf", "--workers", "2", "--port", "9000", "--listen", "81"], out) == 0
+    assert out.getvalue() == nginx_conf([9000, 9001], listen=81)
+    sample = str(SAMPLES[0])
+    assert main(["serve", sample, "--workers", "2", "--worker-id", "1"]) == EXIT_USAGE
+    assert "not both" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", sample, "--workers", "0"])
