@@ -1,6 +1,6 @@
 """Environment server benchmark: prints figures and ratios measured in the same run.
 
-    python bench/envserver.py [--quick] [--sessions 1,64,256]
+    python bench/envserver.py [--quick] [--sessions 1,64,256] [--workers 1,2] [--clients K]
 
 * the in-process engine: ``EpisodeSession.act`` steps per second (whole episodes, session
   creation and start included, as the server's resets are) and per-step latency, replaying
@@ -13,6 +13,13 @@
   overhead (handling minus the engine's ``act``), in wall time and in the handler thread's
   CPU time; the server process's CPU time per step. The issue's target is the server's
   overhead per step, < 1 ms p99 at 64 sessions;
+* ``--workers 1,2``: each figure again with the server spread over that many worker
+  processes (``serve --workers``: worker K on its own port, ids ``wK-…``), the WebSocket
+  sessions dealt round robin over them, measured in the same run; ``--sessions 1024`` is
+  the scale AWM trains at (1,024 environment instances per step). The figures are then
+  over all the workers: steps/s in all, the p99 overhead of every step any worker took,
+  the workers' CPU time summed. ``--clients K``: the sessions driven from K client
+  processes (default 1), so that the client is not what limits 1,024 sessions;
 * ``--against REV``: the same server measurements for the engine of a git revision (its
   ``engine/coworkenv_engine`` extracted to a temporary folder), interleaved with this
   checkout's in the same run, and the after/before ratios;
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -106,7 +114,7 @@ def in_process(scripts, episodes: int) -> tuple[list[float], float]:
     return latencies, time.perf_counter() - start
 
 
-def _probe(port: int, out: str) -> None:
+def _probe(port: int, out: str, worker: int | None) -> None:
     """The server of this checkout (or of ``--against``'s, by PYTHONPATH) with probes:
     for each step, the time from the WebSocket message's arrival in the handler to the
     observation's send returning, and the engine's ``act`` inside it; written to ``out``
@@ -153,23 +161,32 @@ def _probe(port: int, out: str) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     specs = [load_spec(json.loads(p.read_text("utf-8"))) for p in SAMPLES]
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the signal it caught
-        serve(specs, port=port, max_sessions=1024)
+        worker_id = {} if worker is None else {"worker_id": worker}  # older engines: none
+        serve(specs, port=port, max_sessions=1024, **worker_id)
     Path(out).write_text(json.dumps(samples))
 
 
-def start_server(engine: Path, out: Path) -> tuple[subprocess.Popen, str]:
-    """A probed server (``_probe``) on a free port, its engine imported from ``engine``."""
+def start_server(engine: Path, out: Path, worker: int | None) -> tuple[subprocess.Popen, str]:
+    """A probed server (``_probe``) on a free port, its engine imported from ``engine``;
+    ``worker``: its worker id, when it is one of several."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     path = os.pathsep.join([str(engine), str(ROOT), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--probe", str(port), str(out)],
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--probe",
+            str(port),
+            str(out),
+            "" if worker is None else str(worker),
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": path},
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=1):
@@ -198,13 +215,17 @@ def engine_at(rev: str, into: Path) -> Path:
     return into / "engine"
 
 
-async def through_server(url: str, scripts, sessions: int, episodes_each: int):
+async def through_server(urls: list[str], scripts, sessions: range, episodes_each: int):
+    """Run ``sessions`` (their numbers) over WebSockets dealt round robin over ``urls``;
+    the per-step latencies and the start and end of the whole (``perf_counter``: one
+    clock across processes)."""
     from websockets.asyncio.client import connect
 
     latencies: list[float] = []
 
     async def worker(w: int) -> None:
-        async with connect(url.replace("http://", "ws://") + "/ws", max_size=2**24) as ws:
+        url = urls[w % len(urls)].replace("http://", "ws://") + "/ws"
+        async with connect(url, max_size=2**24, open_timeout=300, ping_interval=None) as ws:
             for e in range(episodes_each):
                 env, key, actions = scripts[(w + e) % len(scripts)]
                 await ws.send(
@@ -225,8 +246,27 @@ async def through_server(url: str, scripts, sessions: int, episodes_each: int):
                         raise RuntimeError(reply)
 
     start = time.perf_counter()
-    await asyncio.gather(*(worker(w) for w in range(sessions)))
-    return latencies, time.perf_counter() - start
+    await asyncio.gather(*(worker(w) for w in sessions))
+    return latencies, start, time.perf_counter()
+
+
+def _client(urls: list[str], scripts, sessions: range, episodes_each: int):
+    """One client process's share of the sessions (``--clients``)."""
+    return asyncio.run(through_server(urls, scripts, sessions, episodes_each))
+
+
+def drive(urls: list[str], scripts, n: int, episodes_each: int, clients: int):
+    """``n`` sessions from ``clients`` processes (in this one when 1): the latencies and the
+    wall time from the first start to the last end."""
+    if clients == 1:
+        runs = [_client(urls, scripts, range(n), episodes_each)]
+    else:
+        shares = [range(c, n, clients) for c in range(clients)]
+        with concurrent.futures.ProcessPoolExecutor(clients) as pool:
+            futures = [pool.submit(_client, urls, scripts, r, episodes_each) for r in shares]
+            runs = [f.result() for f in futures]
+    latencies = [x for lat, _, _ in runs for x in lat]
+    return latencies, max(end for _, _, end in runs) - min(start for _, start, _ in runs)
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -234,17 +274,23 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def measure(engine: Path, scripts, n: int, episodes_each: int, tmp: Path) -> dict:
-    out = tmp / f"samples-{n}-{abs(hash(str(engine)))}.json"
-    proc, url = start_server(engine, out)
+def measure(engine: Path, scripts, n: int, episodes_each: int, tmp: Path, **shape) -> dict:
+    """``shape``: ``workers`` (server processes) and ``clients`` (client processes)."""
+    workers, clients = shape["workers"], shape["clients"]
+    outs = [
+        tmp / f"samples-{n}-{workers}-{k}-{abs(hash(str(engine)))}.json" for k in range(workers)
+    ]
+    servers = [start_server(engine, out, k if workers > 1 else None) for k, out in enumerate(outs)]
     try:
-        cpu0 = cpu_seconds(proc.pid)
-        lat, wall = asyncio.run(through_server(url, scripts, n, episodes_each))
-        cpu = cpu_seconds(proc.pid) - cpu0
+        cpu0 = sum(cpu_seconds(proc.pid) for proc, _ in servers)
+        lat, wall = drive([url for _, url in servers], scripts, n, episodes_each, clients)
+        cpu = sum(cpu_seconds(proc.pid) for proc, _ in servers) - cpu0
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-    samples = json.loads(out.read_text())
+        for proc, _ in servers:
+            proc.send_signal(signal.SIGINT)
+        for proc, _ in servers:
+            proc.wait(timeout=60)
+    samples = [sample for out in outs for sample in json.loads(out.read_text())]
     handling = [h for h, _, _, _ in samples]
     overhead = [h - a for h, a, _, _ in samples]
     overhead_cpu = [c - a for _, _, c, a in samples]
@@ -273,10 +319,15 @@ def main() -> None:
         default=None,
         help="also measure the server of this git revision (before/after in the same run)",
     )
-    parser.add_argument("--probe", nargs=2, metavar=("PORT", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--workers", default="1", help="server processes to spread the sessions over (1,2)"
+    )
+    parser.add_argument("--clients", type=int, default=1, help="client processes")
+    parser.add_argument("--probe", nargs=3, help=argparse.SUPPRESS)  # PORT OUT WORKER
     args = parser.parse_args()
     if args.probe:
-        _probe(int(args.probe[0]), args.probe[1])
+        port, out, worker = args.probe
+        _probe(int(port), out, int(worker) if worker else None)
         return
     steps_target = 2_000 if args.quick else 10_000
 
@@ -304,41 +355,65 @@ def main() -> None:
         "the time other processes of a busy machine take); CPU/step = the server process's "
         "CPU time per step, event loop and WebSocket framing included"
     )
+    clients = args.clients
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         versions = [("this checkout", ROOT / "engine")]
         if args.against:
             versions.insert(0, (args.against, engine_at(args.against, tmp)))
-        results: dict[tuple[str, int], dict] = {}
-        for n in (int(x) for x in args.sessions.split(",")):
+        results: dict[tuple[str, int, int], dict] = {}
+        sessions = [int(x) for x in args.sessions.split(",")]
+        spreads = [int(x) for x in args.workers.split(",")]
+        for n in sessions:
             episodes_each = max(1, int(steps_target / mean_steps / n))
-            for label, engine in versions:
-                r = results[label, n] = measure(engine, scripts, n, episodes_each, tmp)
-                print(
-                    f"{label[:14]:<14} x{n:<4} {r['rate']:7.0f} steps/s "
-                    f"({local_rate / r['rate']:5.1f}x slower than in process, "
-                    f"{r['rate'] / mock_rate:4.2f}x the mock)   "
-                    f"end-to-end p50 {r['p50'] * 1e3:7.3f} p99 {r['p99'] * 1e3:8.3f} ms   "
-                    f"handling p50 {r['handling_p50'] * 1e3:6.3f} p99 "
-                    f"{r['handling_p99'] * 1e3:6.3f} ms   overhead p50 "
-                    f"{r['overhead_p50'] * 1e3:6.3f} p99 {r['overhead_p99'] * 1e3:6.3f} ms "
-                    f"(CPU p50 {r['overhead_cpu_p50'] * 1e3:6.3f} p99 "
-                    f"{r['overhead_cpu_p99'] * 1e3:6.3f} ms)   "
-                    f"CPU/step {r['cpu_per_step'] * 1e3:6.3f} ms "
-                    f"({(r['cpu_per_step'] - r['engine_cpu_mean']) * 1e3:6.3f} over the engine)"
+            for workers in spreads:
+                for label, engine in versions:
+                    r = results[label, n, workers] = measure(
+                        engine, scripts, n, episodes_each, tmp, workers=workers, clients=clients
+                    )
+                    report(f"{label[:14]:<14}", n, workers, r, local_rate, mock_rate)
+        for n in sessions:
+            if args.against:
+                for workers in spreads:
+                    compare(
+                        f"x{n:<4} {workers} workers after/before",
+                        results["this checkout", n, workers],
+                        results[args.against, n, workers],
+                    )
+            for workers in spreads[1:]:
+                compare(
+                    f"x{n:<4} {workers} workers / {spreads[0]}",
+                    results["this checkout", n, workers],
+                    results["this checkout", n, spreads[0]],
                 )
-        if args.against:
-            for n in (int(x) for x in args.sessions.split(",")):
-                before, after = results[args.against, n], results["this checkout", n]
-                print(
-                    f"x{n:<4} after/before: overhead p99 "
-                    f"{after['overhead_p99'] / before['overhead_p99']:4.2f}x (CPU "
-                    f"{after['overhead_cpu_p99'] / before['overhead_cpu_p99']:4.2f}x), "
-                    "overhead p50 "
-                    f"{after['overhead_p50'] / before['overhead_p50']:4.2f}x, CPU/step "
-                    f"{after['cpu_per_step'] / before['cpu_per_step']:4.2f}x, steps/s "
-                    f"{after['rate'] / before['rate']:4.2f}x"
-                )
+
+
+def report(label: str, n: int, workers: int, r: dict, local_rate: float, mock_rate: float) -> None:
+    print(
+        f"{label} x{n:<4} w{workers} {r['rate']:7.0f} steps/s "
+        f"({local_rate / r['rate']:5.1f}x slower than in process, "
+        f"{r['rate'] / mock_rate:4.2f}x the mock)   "
+        f"end-to-end p50 {r['p50'] * 1e3:7.3f} p99 {r['p99'] * 1e3:8.3f} ms   "
+        f"handling p50 {r['handling_p50'] * 1e3:6.3f} p99 "
+        f"{r['handling_p99'] * 1e3:6.3f} ms   overhead p50 "
+        f"{r['overhead_p50'] * 1e3:6.3f} p99 {r['overhead_p99'] * 1e3:6.3f} ms "
+        f"(CPU p50 {r['overhead_cpu_p50'] * 1e3:6.3f} p99 "
+        f"{r['overhead_cpu_p99'] * 1e3:6.3f} ms)   "
+        f"CPU/step {r['cpu_per_step'] * 1e3:6.3f} ms "
+        f"({(r['cpu_per_step'] - r['engine_cpu_mean']) * 1e3:6.3f} over the engine)"
+    )
+
+
+def compare(label: str, after: dict, before: dict) -> None:
+    print(
+        f"{label}: overhead p99 "
+        f"{after['overhead_p99'] / before['overhead_p99']:4.2f}x (CPU "
+        f"{after['overhead_cpu_p99'] / before['overhead_cpu_p99']:4.2f}x), "
+        "overhead p50 "
+        f"{after['overhead_p50'] / before['overhead_p50']:4.2f}x, CPU/step "
+        f"{after['cpu_per_step'] / before['cpu_per_step']:4.2f}x, steps/s "
+        f"{after['rate'] / before['rate']:4.2f}x"
+    )
 
 
 if __name__ == "__main__":
