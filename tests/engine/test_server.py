@@ -354,7 +354,8 @@ def test_200_concurrent_sessions_match_in_process_runs(base_url):
 
     async def one(env, key, policy, seed):
         actions, expected = scripts[env, key, policy, seed]
-        async with aconnect(ws_url(base_url)) as ws:
+        # 200 handshakes at once on a busy machine: past websockets' 10 s default, no pings.
+        async with aconnect(ws_url(base_url), open_timeout=60, ping_interval=None) as ws:
             await ws.send(
                 json.dumps(
                     {"type": "reset", "data": {"environment": env, "task_key": key, "seed": seed}}

@@ -287,7 +287,8 @@ def test_200_concurrent_sessions_on_the_app_server_stay_isolated(served, project
 
         async def one(key, policy, seed):
             actions, expected = scripts[key, policy, seed]
-            async with aconnect(ws_url) as ws:
+            # 200 handshakes at once on a busy machine: past websockets' 10 s default, no pings.
+            async with aconnect(ws_url, open_timeout=60, ping_interval=None) as ws:
                 await ws.send(
                     json.dumps({"type": "reset", "data": {"task_key": key, "seed": seed}})
                 )
