@@ -143,7 +143,9 @@ CODES: dict[str, str] = {
     "judge_rubric_out_of_context": "A judge rubric names a fact the reference carries only "
     "outside what the judge is shown.",
     "safety_pattern_misses_format": "A safety regex misses a value in the data's own format.",
-    "update_notice_contradicts": "An update's notice gives a time or date it does not write.",
+    "update_notice_contradicts": "An update's notice gives a time, date, id or value it does "
+    "not write.",
+    "exact_match_rejects_variant": "A grader fails the reference phrased another natural way.",
     "call_limit_headroom": "The reference needs as many calls as an episode or a turn allows, "
     "or more.",
 }

@@ -55,16 +55,20 @@ class CalendarItem(Item):
             )
         ]
 
+    def titled(self) -> str:
+        """The filter naming the event by its title: exact where the request gives it."""
+        return f"title == {lit(self.title)}"
+
     def write_checks(self, v: datetime) -> list[tuple[str, Check]]:
         who = self.attendees()[1]
         query = (
-            f"calendar.events[?title == {lit(self.title)} && start == {lit(iso(v))} "
+            f"calendar.events[?{self.titled()} && start == {lit(iso(v))} "
             f"&& contains(attendees, {lit(who)})]"
         )
         return [(f"'{self.title}' is booked at {hhmm(v)} with {who}.", count(query, 1))]
 
     def absent(self) -> Check:
-        return count(f"calendar.events[?title == {lit(self.title)}]", 0)
+        return count(f"calendar.events[?{self.titled()}]", 0)
 
     def fix(self, v2: datetime) -> list[Call]:
         return [call("update_event", event_id=self.created, start=iso(v2), end=iso(self._end(v2)))]
@@ -215,6 +219,10 @@ class OnboardingItem(CalendarItem):
 
     def policy_scope(self) -> str:
         return "Orientation sessions for new starters"
+
+    def titled(self) -> str:
+        # the request asks for an orientation, not this title: any title naming the starter
+        return f"contains(title, {lit(self.hire.name)})"
 
     def attendees(self) -> list[str]:
         return [self.w.me, self.hire.email]

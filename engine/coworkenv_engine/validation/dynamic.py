@@ -9,6 +9,7 @@
   the share caught is the task's grader sensitivity;
 * the reference cut before any later turn (later turns only claimed) fails (turns.py);
 * the reference done on a sibling of each record it writes fails (entity.py);
+* the reference writing its free text in another natural phrasing passes (phrasing.py);
 * two identical replays give the same audit log, state hash and score;
 * no exogenous update fails in any run (integrity.py), and the task's main completion
   grader is sound per grader: not satisfied by the null or echo agent, nor by an update
@@ -38,6 +39,7 @@ from .evidence import (
 )
 from .faults import FAULT_SEEDS, MAX_MUTANTS, mutant_sample, probability_problems
 from .judges import judge_context_problems
+from .phrasing import phrasing_problems
 from .turns import truncation_problems
 
 EPSILON = 1e-9
@@ -186,6 +188,7 @@ def _validate_task(
         truncated = lambda policy: runner.run(policy, faults=False)  # noqa: E731
         problems.extend(truncation_problems(task, k, truncated, report.truncated_scores))
         problems.extend(wrong_entity_problems(spec, k, truncated))
+        problems.extend(phrasing_problems(spec, k, oracle, truncated))
     problems.extend(trivial_agent_problems(task, k, trivial_runs))
     problems.extend(update_work_problems(spec, k, trivial_runs["null"]))
     _check_mutants(runner, report, oracle)
