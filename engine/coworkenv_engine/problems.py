@@ -146,6 +146,7 @@ CODES: dict[str, str] = {
     "update_notice_contradicts": "An update's notice gives a time, date, id or value it does "
     "not write.",
     "exact_match_rejects_variant": "A grader fails the reference phrased another natural way.",
+    "reference_breaks_rule": "The reference solution breaks a rule the task states.",
     "call_limit_headroom": "The reference needs as many calls as an episode or a turn allows, "
     "or more.",
 }

@@ -50,7 +50,7 @@ VALIDATOR_CODES = [
     "call_limit_headroom", "attachment_not_viewable", "attachment_wrong_kind",
     "judge_threshold_vacuous", "judge_sole_evidence", "judge_rubric_parrotable",
     "judge_rubric_unexposed", "judge_rubric_out_of_context", "safety_pattern_misses_format",
-    "update_notice_contradicts", "exact_match_rejects_variant",
+    "update_notice_contradicts", "exact_match_rejects_variant", "reference_breaks_rule",
 ]  # fmt: skip
 
 

@@ -36,6 +36,7 @@ from .known import known_problems
 from .negation import negation_problems
 from .ranges import range_problems
 from .rules import notice_problems, safety_pattern_problems
+from .stated import stated_rule_problems
 
 ANY = "any"
 _FUNC_TYPES = {
@@ -382,5 +383,6 @@ def semantic_problems(spec: EnvironmentSpec) -> list[Problem]:
         out += information_flow_problems(spec, k)
         out += known_problems(spec, k)
         out += safety_pattern_problems(spec, k) + notice_problems(spec, k)
+        out += stated_rule_problems(spec, k)
     out += instruction_problems(spec)
     return list(dict.fromkeys(out))  # an environment record two tasks need: reported once
