@@ -2,9 +2,9 @@
 
 The reference writes free text (a title, a subject, a name) that the request does not give
 word for word: an agent doing the same work phrases it its own way. The reference is
-replayed once with every such value written in another natural form (title case and one
-more word: "Q3 review" -> "Q3 Review update", the replies saying the same); a grader the
-reference passes and that variant fails punishes the phrasing, not the work:
+replayed once with every such value written in another natural form (capitalised, one
+more word: "quarterly planning" -> "Quarterly planning update", the replies saying the
+same); a grader the reference passes and that variant fails punishes the phrasing, not the work:
 ``exact_match_rejects_variant`` at the grader.
 
 Not varied, since an exact match on them is fair: values the request gives word for word
@@ -33,9 +33,11 @@ _NOT_TEXT = re.compile(r"@|://|^\W*$")
 
 
 def variant(value: str) -> str:
-    """Another natural phrasing of ``value``: its words capitalised, one word more."""
-    titled = " ".join(w[:1].upper() + w[1:] for w in value.split(" "))
-    return f"{titled} update"
+    """Another natural phrasing of ``value``: capitalised (unless it opens with a code such
+    as "t-27", which an agent copies as it is), one word more."""
+    first = value.split(" ", 1)[0]
+    head = value if any(ch.isdigit() for ch in first) else value[:1].upper() + value[1:]
+    return f"{head} update"
 
 
 def _free_text(value: str) -> bool:
