@@ -111,3 +111,8 @@ def test_a_notice_naming_another_record_or_value_contradicts_the_update():
     assert _named_notice("Renamed to Gym.", {"title": "Dentist checkup"}) == wrong
     assert _named_notice("Renamed from Dentist to Gym.", {"title": "Gym"}) == []
     assert _named_notice("Event e1 moved to 16:30.") == []
+
+
+def test_a_notice_over_records_with_list_fields_is_read_without_error():
+    # the other records hold lists in the field written: not values a notice names
+    assert _named_notice("Now with dana.", {"attendees": "dana"}) == []

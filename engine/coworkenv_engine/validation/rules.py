@@ -172,8 +172,8 @@ def _wrong_names(spec: EnvironmentSpec, task: TaskSpec, update: Update) -> list[
     for name, value in fields:
         if _names(notice, value):
             continue
-        others = {r.get(name) for r in records if r.get(name) != value}
-        wrong += sorted(str(o) for o in others if _nameable(o) and _names(notice, o))
+        others = [o for r in records if _nameable(o := r.get(name)) and o != value]
+        wrong += sorted({str(o) for o in others if _names(notice, o)})
     return wrong
 
 
