@@ -224,6 +224,9 @@ class OnboardingItem(CalendarItem):
         # the request asks for an orientation, not this title: any title naming the starter
         return f"contains(title, {lit(self.hire.name)})"
 
+    def robust_arguments(self) -> dict[str, Any]:
+        return {"title": {"op": "contains", "value": self.hire.name}}
+
     def attendees(self) -> list[str]:
         return [self.w.me, self.hire.email]
 
