@@ -146,9 +146,9 @@ def test_validation_reports_are_the_same_with_and_without_shared_replays(doc, mo
 # no compiled queries, no memo). A change that means to change verdicts (a new adversary, a
 # generator change) updates them: print them with the loop below in a Python shell.
 PINNED = {
-    "support-desk": "dd99fe975a85e3292b3026f0dbd39effcf443112668cb6cc284f1dd70f4ea233",
-    "template": "d7559ba05b0d3eb7e0e0f688dd75a00a249d75b01312a7bb2598f257e7125eb3",
-    "long-horizon": "ac3fbe1bc024cae3076e3da0e9c669ca2980644abba9d50faf9289e8d62068c6",
+    "support-desk": "a89868890af392d1111b768c0174b7cbcda5e18cd0cb9a97ec20c9dec09dc495",
+    "template": "e246595911d74f57ad45d39b265d7b8c7639d8973e7e18560ac26b3df53c6102",
+    "long-horizon": "2ada0a032939fbe869511d3c60564d19955df0c04b9e1d20890dde972c4772f7",
 }
 
 
