@@ -54,7 +54,7 @@ def _calling(rule: str, *calls: dict) -> dict:
     return doc
 
 
-def test_a_delete_or_a_change_to_an_existing_record_the_rule_forbids():
+def test_a_delete_the_rule_forbids():
     delete = {"tool": "delete_event", "arguments": {"event_id": "e1"}}
     move = {
         "tool": "update_event",
@@ -62,8 +62,7 @@ def test_a_delete_or_a_change_to_an_existing_record_the_rule_forbids():
     }
     at = "/tasks/0/reference_solution/1/calls/1"
     assert _broken(_calling("Do not delete any events.", delete)) == [(BREAKS, at)]
-    assert _broken(_calling("Never move existing events.", move)) == [(BREAKS, at)]
-    assert _broken(_calling("Never move existing events.", delete)) == []
+    assert _broken(_calling("Do not delete any events.", move)) == []
 
 
 def test_more_calls_than_a_stated_limit_breaks_it():

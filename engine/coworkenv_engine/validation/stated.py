@@ -8,8 +8,6 @@ breaks: the graders reward the breach, so an agent that follows the rule fails t
   the reference sends (a create into the email service) to an address of another domain
   (the rule's, else the domains of the system prompt's own addresses);
 * "do not delete ...": a delete call;
-* "never overwrite or move existing ...": an update of a record the task starts with and
-  the user's messages do not name;
 * "send at most N emails" / "no more than N ...": more than N reference calls of the tools
   the rule's noun names.
 
@@ -31,10 +29,6 @@ _OUTSIDE = re.compile(
     re.I,
 )
 _NO_DELETE = re.compile(_NEVER + r"(?:\w+\s+){0,2}?(?:delete|remove|erase)\b", re.I)
-_NO_OVERWRITE = re.compile(
-    _NEVER + r"(?:\w+\s+){0,2}?(?:overwrite|move|modify|change|edit|alter)\b[^.;]*?\bexisting\b",
-    re.I,
-)
 _NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
 _AT_MOST = re.compile(
     r"\b(?:at most|no more than|a maximum of|never more than)\s+(\d+|"
@@ -96,31 +90,12 @@ def _outside(spec: EnvironmentSpec, task: TaskSpec, rule: str) -> Iterator[tuple
                     yield (s, c, call), f"it emails @{domain}"
 
 
-def _initial_ids(spec: EnvironmentSpec, task: TaskSpec) -> set[str]:
-    """The ids of the records the task starts with that the user does not name (a record
-    the request names is one it asks to change)."""
-    asked = " ".join(t.message for t in task.turns)
-    return {
-        r["id"]
-        for source in (spec.services, task.records)
-        for cols in source.values()
-        for records in cols.values()
-        for r in records
-        if isinstance(r, dict) and isinstance(r.get("id"), str) and r["id"] not in asked
-    }
-
-
-def _writes(spec: EnvironmentSpec, task: TaskSpec, rule: str) -> Iterator[tuple[Located, str]]:
-    deleting = bool(_NO_DELETE.search(rule))
-    overwriting = bool(_NO_OVERWRITE.search(rule))
-    initial = _initial_ids(spec, task) if overwriting else set()
+def _deletes(spec: EnvironmentSpec, task: TaskSpec, rule: str) -> Iterator[tuple[Located, str]]:
+    if not _NO_DELETE.search(rule):
+        return
     for s, c, call in _calls(task):
-        op = (_op(spec, call) or ("", ""))[0]
-        if deleting and op == "delete":
+        if (_op(spec, call) or ("", ""))[0] == "delete":
             yield (s, c, call), f"it calls '{call.tool}', a delete"
-        named = initial.intersection(_strings(call.arguments))
-        if overwriting and op == "update" and named:
-            yield (s, c, call), f"it changes the existing record '{sorted(named)[0]}'"
 
 
 def _limits(spec: EnvironmentSpec, task: TaskSpec, rule: str) -> Iterator[tuple[Located, str]]:
@@ -143,7 +118,7 @@ def stated_rule_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
     task = spec.tasks[k]
     out: list[Problem] = []
     for rule in _rules(task):
-        for check in (_outside, _writes, _limits):
+        for check in (_outside, _deletes, _limits):
             for (s, c, call), how in check(spec, task, rule):
                 out.append(
                     error(
