@@ -151,7 +151,7 @@ def test_the_laptop_presets_name_the_small_model_and_validate():
     assert PRESETS["laptop-cpu"]["base_model"] == SMALL_PRESET_MODEL
     assert GRPO_PRESETS["laptop-cpu"]["base_model"] == SMALL_PRESET_MODEL
     sft = validate_hyperparameters({}, preset="laptop-cpu")
-    assert (sft["learning_rate"], sft["epochs"], sft["context_loss"]) == (2e-3, 3.0, False)
+    assert (sft["learning_rate"], sft["epochs"], sft["context_loss"]) == (2e-3, 4.0, False)
     grpo = validate_grpo_hyperparameters({}, preset="laptop-cpu")
     assert (grpo["group_size"], grpo["batch_size"]) == (4, 4)
     assert PRESETS["tiny-cpu"]["base_model"] == TINY_PRESET_MODEL
