@@ -160,7 +160,12 @@ def spec(index: int) -> dict:
                 "key": "tell-dana",
                 "system": "You are the assistant of me@acme.test.",
                 "turns": [
-                    {"message": "Check my Thursday, then tell Dana (dana@acme.test) 16:00 works."}
+                    {
+                        # The grader matches subject and body exactly, so the request gives
+                        # them word for word (exact_match_rejects_variant).
+                        "message": "Check my Thursday, then email Dana (dana@acme.test) with "
+                        "the subject 'Q3 review' and the body 'Booked Thursday 16:00.'"
+                    }
                 ],
                 "reference_solution": [
                     {
