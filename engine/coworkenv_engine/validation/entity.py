@@ -23,6 +23,7 @@ from ..policies import OraclePolicy, PolicyAction, PolicyView
 from ..problems import Problem, error, pointer
 from ..runner import EpisodeResult
 from ..spec import EnvironmentSpec, ReferenceCall, TaskSpec
+from .walk import strings
 
 MAX_VARIANTS = 3  # records swapped per task (each costs a run sharing the oracle's prefix)
 
@@ -72,7 +73,7 @@ class WithoutRecord(OraclePolicy):
         return tuple(
             c
             for c in super().calls_for_turn(view)
-            if not _changes(view.spec, c) or self.old not in {v for _, v in _strings(c.arguments)}
+            if not _changes(view.spec, c) or self.old not in {v for _, v in strings(c.arguments)}
         )
 
 
@@ -98,17 +99,6 @@ def record_ids(spec: EnvironmentSpec, task: TaskSpec) -> dict[str, Located]:
     return out
 
 
-def _strings(value: Any, path: tuple = ()) -> Iterator[tuple[tuple, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, v in value.items():
-            yield from _strings(v, (*path, key))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _strings(v, (*path, i))
-
-
 def _named_records(spec: EnvironmentSpec, task: TaskSpec, ids: dict[str, Located]):
     """{id: pointer parts of its first argument} of each record a state-changing reference
     call names, in reference order."""
@@ -117,7 +107,7 @@ def _named_records(spec: EnvironmentSpec, task: TaskSpec, ids: dict[str, Located
         for c, call in enumerate(step.calls):
             if not _changes(spec, call):
                 continue
-            for path, value in _strings(call.arguments):
+            for path, value in strings(call.arguments):
                 if value in ids:
                     seen.setdefault(
                         value, ("reference_solution", s, "calls", c, "arguments", *path)
@@ -129,7 +119,7 @@ def sibling_variants(spec: EnvironmentSpec, task: TaskSpec) -> list[tuple[str, s
     """(old id, sibling id, pointer parts) for at most ``MAX_VARIANTS`` named records."""
     ids = record_ids(spec, task)
     named = {
-        v for step in task.reference_solution for c in step.calls for _, v in _strings(c.arguments)
+        v for step in task.reference_solution for c in step.calls for _, v in strings(c.arguments)
     }
     out = []
     for old, parts in _named_records(spec, task, ids).items():

@@ -13,12 +13,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from ..bindings import placeholder_name
 from ..problems import Problem, error, pointer
 from ..spec_model import EnvironmentSpec, TaskSpec
+from .walk import numbers, strings
 
 
 def _properties(tool: Any) -> dict[str, Any]:
@@ -66,28 +66,6 @@ _PERSON_PARAMS = re.compile(
 )
 
 
-def _scalars(value: Any, path: tuple, wanted: Callable[[Any], bool]):
-    """``(path, v)`` of every ``v`` inside ``value`` (dicts and lists walked) that is
-    ``wanted``."""
-    stack = [(value, path)]
-    while stack:
-        v, p = stack.pop()
-        if wanted(v):
-            yield p, v
-        elif isinstance(v, dict):
-            stack.extend((x, (*p, key)) for key, x in v.items())
-        elif isinstance(v, list):
-            stack.extend((x, (*p, i)) for i, x in enumerate(v))
-
-
-def _strings(value: Any, path: tuple = ()):
-    return _scalars(value, path, lambda v: isinstance(v, str))
-
-
-def _numbers(value: Any, path: tuple = ()):
-    return _scalars(value, path, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
-
-
 class _Visible:
     """What the agent can see by each turn, as casefolded text.
 
@@ -110,8 +88,8 @@ class _Visible:
             for service, cols in source.items():
                 for name, records in cols.items():
                     if (service, name) in self.readable:
-                        parts += [v for _, v in _strings(records)]
-                        parts += [repr(v) for _, v in _numbers(records)]
+                        parts += [v for _, v in strings(records)]
+                        parts += [repr(v) for _, v in numbers(records)]
         self.text = "\n".join(parts).casefold()
         self.task = task
         self.turn = -1
@@ -125,14 +103,14 @@ class _Visible:
             for u in current.updates:
                 parts.append(u.notice or "")
                 if (u.service, u.collection) in self.readable:
-                    parts += [v for _, v in _strings(u.values)] + [u.id or ""]
-                    parts += [repr(v) for _, v in _numbers(u.values)]
+                    parts += [v for _, v in strings(u.values)] + [u.id or ""]
+                    parts += [repr(v) for _, v in numbers(u.values)]
             self.text += "\n" + "\n".join(parts).casefold()
         return self.text
 
     def add(self, arguments: Any) -> None:
         """An earlier reference call's arguments: the agent's own, visible from then on."""
-        parts = [v for _, v in _strings(arguments)] + [repr(v) for _, v in _numbers(arguments)]
+        parts = [v for _, v in strings(arguments)] + [repr(v) for _, v in numbers(arguments)]
         self.text += "\n" + "\n".join(parts).casefold()
 
 
@@ -195,13 +173,13 @@ def information_flow_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
             refs = _reference_parameters(spec, call.tool)
             found = [
                 (path, value, None)
-                for path, value in _strings(call.arguments)
+                for path, value in strings(call.arguments)
                 if _distinctive(value, path, refs)
                 and not (generated_re is not None and generated_re.match(value))
             ]
             found += [
                 (path, value, _number_forms(value))
-                for path, value in _numbers(call.arguments)
+                for path, value in numbers(call.arguments)
                 if (path and path[0] in refs and abs(value) >= 1000)
                 or (float(value).is_integer() and abs(value) >= 1_000_000)
             ]

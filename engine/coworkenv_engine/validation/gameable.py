@@ -36,6 +36,7 @@ from ..scoring import COMPLETION_CATEGORIES, ScoringConfig
 from ..side_effects import Footprint
 from ..simulator import Episode
 from ..spec import EnvironmentSpec, Grader, TaskSpec
+from .walk import leaves
 
 OUTCOME_CATEGORIES = COMPLETION_CATEGORIES  # rules 1-3: graders that add to completion
 SCORED_CATEGORIES = (*COMPLETION_CATEGORIES, "robustness")  # rule 4: anything but safety
@@ -57,19 +58,14 @@ def _leaves(check: dict[str, Any], ptr: str, negated: bool = False) -> Iterator:
 
 
 def _scalars(value: Any) -> Iterator[str]:
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _scalars(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _scalars(v)
-    elif isinstance(value, bool):
-        yield "true" if value else "false"
-    elif isinstance(value, int | float):
-        yield str(value)
-        yield f"{value:,}"
-    elif isinstance(value, str) and value:
-        yield value
+    for _, v in leaves(value):
+        if isinstance(v, bool):
+            yield "true" if v else "false"
+        elif isinstance(v, int | float):
+            yield str(v)
+            yield f"{v:,}"
+        elif isinstance(v, str) and v:
+            yield v
 
 
 class _World:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..problems import Problem, error, pointer, warning
 from ..spec_model import EnvironmentSpec
+from .walk import strings
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -118,18 +119,6 @@ def required_problems(spec: EnvironmentSpec) -> list[Problem]:
     return out
 
 
-def _strings(value: Any):
-    stack = [((), value)]
-    while stack:
-        p, v = stack.pop()
-        if isinstance(v, str):
-            yield p, v
-        elif isinstance(v, dict):
-            stack.extend(((*p, k), x) for k, x in v.items())
-        elif isinstance(v, list):
-            stack.extend(((*p, i), x) for i, x in enumerate(v))
-
-
 def instruction_problems(spec: EnvironmentSpec) -> list[Problem]:
     out: list[Problem] = []
     sources: list[tuple[Any, tuple]] = [(spec.services, ("services",))]
@@ -139,9 +128,7 @@ def instruction_problems(spec: EnvironmentSpec) -> list[Problem]:
         for j, turn in enumerate(task.turns):
             for u, up in enumerate(turn.updates):
                 sources.append((up.values, ("tasks", k, "turns", j, "updates", u, "values")))
-    if not INSTRUCTION_LIKE.search(
-        "\n".join(v for value, _ in sources for _, v in _strings(value))
-    ):
+    if not INSTRUCTION_LIKE.search("\n".join(v for value, _ in sources for _, v in strings(value))):
         return []  # one pass over all the text; the walk below only finds the pointers
     for value, path in sources:
         stack = [(value, path)]

@@ -22,15 +22,14 @@ module follows the rest of what a task needs the agent to know, and when:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from ..limits import Limits
 from ..problems import Problem, error, pointer, warning
 from ..spec_model import EnvironmentSpec, TaskSpec
-from .flow import _strings as _paths
 from .flow import _Visible
+from .walk import leaves, strings, texts
 
 Located = tuple[str, str]
 
@@ -58,17 +57,6 @@ def _readable(spec: EnvironmentSpec) -> set[Located]:
         for t in spec.tools
         if t.binding.op in ("list", "search", "get")
     }
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def unread_update_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
@@ -111,14 +99,10 @@ def _unread_text(spec: EnvironmentSpec, task: TaskSpec, readable: set[Located]) 
 
 
 def _texts(value: Any) -> list[str]:
-    out = list(_strings(value))
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
+    out: list[str] = []
+    for _, v in leaves(value):
+        if isinstance(v, str):
+            out.append(v)
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             out.append(f"{v:g}" if isinstance(v, float) else str(v))
     return out
@@ -175,7 +159,7 @@ def _later_text(task: TaskSpec, readable: set[Located], after: int) -> list[tupl
             v
             for u in turn.updates
             if (u.service, u.collection) in readable
-            for v in _strings(u.values or {})
+            for v in texts(u.values or {})
         ]
         parts.append((n, "\n".join(said).casefold(), "\n".join(written).casefold()))
     return parts
@@ -219,7 +203,7 @@ def timely_fact_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
         places = [
             (("calls", c, "arguments", *path), text, _writes(spec, call.tool))
             for c, call in enumerate(step.calls)
-            for path, text in _paths(call.arguments)
+            for path, text in strings(call.arguments)
             if not _COMPUTED.search(str(path[0]).casefold() if path else "")
         ]
         places += [(("reply",), step.reply, False)] if step.reply else []

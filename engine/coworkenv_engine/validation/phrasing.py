@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from ..bindings import normalize_text, placeholder_name
 from ..policies import OraclePolicy, PolicyAction, PolicyView
@@ -25,6 +24,7 @@ from ..problems import Problem, error, pointer
 from ..runner import EpisodeResult
 from ..spec import EnvironmentSpec, ReferenceCall, TaskSpec, ToolSpec
 from .known import _DATE
+from .walk import texts
 
 MAX_WORDS = 8
 MAX_CHARS = 80
@@ -53,18 +53,8 @@ def _free_text(value: str) -> bool:
 
 
 def _data_strings(spec: EnvironmentSpec, task: TaskSpec) -> set[str]:
-    out: set[str] = set()
-    stack: list[Any] = [spec.services, task.records]
-    stack += [u.values for t in task.turns for u in t.updates if u.values]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-        elif isinstance(v, str):
-            out.add(v.casefold())
-    return out
+    updates = [u.values for t in task.turns for u in t.updates if u.values]
+    return {v.casefold() for v in texts([spec.services, task.records, updates])}
 
 
 def _request(task: TaskSpec) -> str:

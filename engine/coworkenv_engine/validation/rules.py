@@ -22,6 +22,7 @@ from ..problems import Problem, error, pointer
 from ..safe_regex import safe_search
 from ..spec_model import EnvironmentSpec, TaskSpec, Update
 from .known import _DATE, _TIME, _date_forms, _found, _time_forms
+from .walk import texts
 
 _SEPARATORS = re.compile(r"[\s./()+-]")
 _RUN = re.compile(r"[\s./()+-]+")
@@ -55,14 +56,8 @@ def _patterns(check: Any, path: tuple) -> Iterator[tuple[tuple, str, str]]:
 
 
 def _data_values(spec: EnvironmentSpec, task: TaskSpec) -> Iterator[str]:
-    stack: list[Any] = [spec.services, task.records]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-        elif isinstance(v, str) and len(v) <= 200 and _SEPARATORS.search(v):
+    for v in texts([spec.services, task.records]):
+        if len(v) <= 200 and _SEPARATORS.search(v):
             yield v
 
 

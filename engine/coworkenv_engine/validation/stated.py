@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 from ..problems import Problem, error, pointer
 from ..spec_model import EnvironmentSpec, ReferenceCall, TaskSpec
+from .walk import texts
 
 _NEVER = r"\b(?:never|do not|don't|must not|may not|cannot|can't|not allowed to)\s+"
 _OUTSIDE = re.compile(
@@ -60,17 +61,6 @@ def _op(spec: EnvironmentSpec, call: ReferenceCall) -> tuple[str, str] | None:
     return None if tool is None else (tool.binding.op, tool.binding.service)
 
 
-def _strings(value: object) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
 def _outside(spec: EnvironmentSpec, task: TaskSpec, rule: str) -> Iterator[tuple[Located, str]]:
     m = _OUTSIDE.search(rule)
     if not m:
@@ -83,7 +73,7 @@ def _outside(spec: EnvironmentSpec, task: TaskSpec, rule: str) -> Iterator[tuple
     for s, c, call in _calls(task):
         if _op(spec, call) != ("create", "email"):
             continue
-        for text in _strings(call.arguments):
+        for text in texts(call.arguments):
             for domain in _ADDRESS.findall(text):
                 home = domain.lower()
                 if not any(home == h or home.endswith("." + h) for h in homes):
