@@ -63,32 +63,27 @@ def clawmark_export_filename(environment: Environment) -> str:
     return f"{_base_name(environment)}-clawmark.zip"
 
 
-def claw_eval_export_files(environment: Environment) -> dict[str, bytes]:
-    """The Claw-Eval export's files, the attachments read from attachment storage
-    (ApplicationError naming the record when one is not stored)."""
-    try:
-        return claw_eval.export_files(environment_spec(environment), resolve=attachment_bytes)
-    except MediaProblem as exc:
-        raise ApplicationError(f"Claw-Eval export: {exc.message}") from None
+_EXPORTERS = {"claw-eval": (claw_eval, "Claw-Eval"), "clawmark": (clawmark, "ClawMark")}
 
 
-def clawmark_export_files(environment: Environment) -> dict[str, bytes]:
-    """The ClawMark export's files, the attachments read from attachment storage
-    (ApplicationError naming the record when one is not stored)."""
+def benchmark_export_files(environment: Environment, fmt: str) -> dict[str, bytes]:
+    """The ``claw-eval`` or ``clawmark`` export's files, the attachments read from
+    attachment storage (ApplicationError naming the record when one is not stored)."""
+    exporter, label = _EXPORTERS[fmt]
     try:
-        return clawmark.export_files(environment_spec(environment), resolve=attachment_bytes)
+        return exporter.export_files(environment_spec(environment), resolve=attachment_bytes)
     except MediaProblem as exc:
-        raise ApplicationError(f"ClawMark export: {exc.message}") from None
+        raise ApplicationError(f"{label} export: {exc.message}") from None
 
 
 def environment_claw_eval_zip(environment: Environment) -> bytes:
     """The environment's tasks as Claw-Eval task directories with the mock service, zipped."""
-    return _zip(claw_eval_export_files(environment))
+    return _zip(benchmark_export_files(environment, "claw-eval"))
 
 
 def environment_clawmark_zip(environment: Environment) -> bytes:
     """The environment's tasks as ClawMark ``task.py`` files, zipped."""
-    return _zip(clawmark_export_files(environment))
+    return _zip(benchmark_export_files(environment, "clawmark"))
 
 
 # --- import ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from apps.environments.interop import claw_eval, clawmark
 from apps.environments.interop.media import MediaProblem
 from apps.environments.models import Environment
 from apps.environments.services import environment_import_with_files
-from apps.environments.services.interop import claw_eval_export_files
+from apps.environments.services.interop import benchmark_export_files
 from coworkenv_engine.policies import OraclePolicy
 from coworkenv_engine.runner import run_task
 from coworkenv_engine.scoring import replies_by_turn
@@ -137,7 +137,7 @@ def test_exports_read_attachment_storage_and_refuse_an_unstored_file(
     environment = environment_import_with_files(
         project=project, spec=document, files=files, user=author
     )
-    media = [p for p in claw_eval_export_files(environment) if "/fixtures/media/" in p]
+    media = [p for p in benchmark_export_files(environment, "claw-eval") if "/fixtures/media/" in p]
     assert len(media) == len(files) * len(document["tasks"])
     sha = _receipts(document)["rc-3"]
     attachment_storage().delete(attachment_name(sha))

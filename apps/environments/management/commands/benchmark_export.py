@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.core.exceptions import ApplicationError
 from apps.environments.models import Environment
-from apps.environments.services.interop import claw_eval_export_files, clawmark_export_files
+from apps.environments.services.interop import benchmark_export_files
 
 
 class Command(BaseCommand):
@@ -25,9 +25,8 @@ class Command(BaseCommand):
         environment = Environment.objects.filter(pk=opts["environment"]).first()
         if environment is None:
             raise CommandError(f"No environment {opts['environment']}.")
-        builder = claw_eval_export_files if opts["format"] == "claw-eval" else clawmark_export_files
         try:
-            files = builder(environment)
+            files = benchmark_export_files(environment, opts["format"])
         except ApplicationError as exc:
             raise CommandError(exc.message) from None
         out = Path(opts["out"])
