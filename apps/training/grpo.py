@@ -73,6 +73,7 @@ from apps.training.hyperparameters import (
 from apps.training.presets import build_text_preset
 from apps.training.reporting import reporter_from_config
 from coworkenv_engine.rewards import episode_reward, sample_std
+from coworkenv_engine.session import EpisodeSession
 from coworkenv_engine.spec import load_spec
 from coworkenv_engine.trl_env import OVER, coworkenv_reward, environment_class
 
@@ -106,11 +107,12 @@ def load_environments(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_dataset_rows(specs: dict[str, Any], split: str) -> list[dict[str, Any]]:
-    """One row per task of the split: the (empty) prompt TRL appends ``reset``'s text to,
-    the environment's name (TRL's dict factory routes on it) and the task key."""
+    """One row per task of the split: its prompt as a student batch and the SFT rows show it
+    (the system prompt, then the first user message, so ``reset`` adds nothing to it), the
+    environment's name (TRL's dict factory routes on it) and the task key."""
     rows = [
         {
-            "prompt": [{"role": "user", "content": ""}],
+            "prompt": EpisodeSession(spec, task.key, 0, faults=False).start()["messages"],
             "environment": name,
             "task_key": task.key,
             "seed": 0,

@@ -1,8 +1,9 @@
 """The prompt TRL's tool loop builds for a row is the same whether the episode runs in process
 (``engine.trl_env.environment_class``) or on an environment server
 (``apps.training.grpo.remote_environment_class``): TRL appends what ``reset`` returns to the
-row's last message, so a row that already holds the prompt (the ``grpo`` export) must get
-nothing from either class, and an empty row the same text from both."""
+row's last message, so a row that already holds the prompt (the ``grpo`` export, and the
+rows the app's own GRPO job trains on) must get nothing from either class, and an empty row
+the same text from both."""
 
 import json
 
@@ -30,6 +31,13 @@ def _export_row() -> dict:
 
 
 def _empty_row() -> dict:
+    """A row of a user's own dataset that leaves the prompt to ``reset``."""
+    return {"prompt": [{"role": "user", "content": ""}], "environment": ACME.name,
+            "task_key": TASK, "seed": 0}  # fmt: skip
+
+
+def _training_row() -> dict:
+    """The row the app's own GRPO job trains on (``apps.training.grpo``)."""
     from apps.training.grpo import task_dataset_rows
 
     return next(r for r in task_dataset_rows({ACME.name: ACME}, "") if r["task_key"] == TASK)
@@ -83,7 +91,9 @@ def _prompts_through_trl(env_class, rows, tmp_path) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("row", [_export_row, _empty_row], ids=["grpo-export", "empty-prompt"])
+@pytest.mark.parametrize(
+    "row", [_export_row, _training_row, _empty_row], ids=["grpo-export", "job", "empty-prompt"]
+)
 def test_in_process_and_server_environments_give_trl_the_same_prompt(row, tmp_path):
     pytest.importorskip("trl")
     pytest.importorskip("uvicorn")
@@ -107,12 +117,21 @@ def test_reset_adds_nothing_to_a_row_that_holds_the_prompt():
     from coworkenv_engine.server import create_app
     from tests.engine.serving import running
 
-    export, empty = _export_row(), _empty_row()
+    rows = _export_row(), _training_row(), _empty_row()
     local = environment_class(ACME, faults=False)()
     with running(create_app([ACME], token="tok")) as base:
         remote = remote_environment_class(ACME, url=base, token="tok", faults=False)()
-        got = [env.reset(**row) for env in (local, remote) for row in (export, empty)]
+        got = [env.reset(**row) for env in (local, remote) for row in rows]
         remote._close()
     task = ACME.task(TASK)
     text = f"{task.system_prompt()}\n\n{task.turns[0].message}"
-    assert got == [None, text, None, text]
+    assert got == [None, None, text, None, None, text]
+
+
+def test_the_jobs_rows_prompt_the_student_as_its_runs_and_sft_rows_do():
+    """System prompt, then the first user message: what a student batch sends the model and
+    what the SFT rows trained it on, never both folded into one user message."""
+    training = _training_row()
+    assert training["prompt"] == _export_row()["prompt"]
+    assert [m["role"] for m in training["prompt"]] == ["system", "user"]
+    assert training["prompt"][1]["content"] == ACME.task(TASK).turns[0].message
