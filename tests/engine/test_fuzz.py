@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coworkenv_engine.cli import main
+from coworkenv_engine.validation import validate_spec
 
 from .helpers import SAMPLES, load_json, mini_doc
 
@@ -124,3 +125,14 @@ def test_mutated_samples_never_crash_the_validator(text, budget, spec_dir):
         assert "simulation_crashed" not in codes
         assert report["valid"] is (code == 0)
         assert code == 1 or "validation_time_budget_exceeded" not in codes
+
+
+def test_a_number_too_large_for_a_float_is_validated_not_crashed_on():
+    """A 401-digit amount in a record and in a reference call's arguments: Python reads it
+    as an int, which no check may turn into a float (OverflowError)."""
+    doc = next(load_json(p) for p in SAMPLES if p.stem == "finance-files")
+    doc["services"]["spreadsheet"]["rows"][0]["amount"] = 10**400
+    calls = doc["tasks"][0]["reference_solution"][0]["calls"]
+    next(c for c in calls if "cells" in c["arguments"])["arguments"]["cells"]["amount"] = 10**400
+    codes = {p.code for p in validate_spec(doc).problems}
+    assert "simulation_crashed" not in codes

@@ -114,9 +114,14 @@ class _Visible:
         self.text += "\n" + "\n".join(parts).casefold()
 
 
+def _integral(value: float) -> bool:
+    """A whole number (an int of any size, never converted to a float that would overflow)."""
+    return isinstance(value, int) or value.is_integer()
+
+
 def _number_forms(value: float) -> list[str]:
     forms = [repr(value), f"{value:,}"]
-    if float(value).is_integer():
+    if _integral(value):
         forms += [str(int(value)), f"{int(value):,}"]
     return [f.casefold() for f in forms]
 
@@ -181,7 +186,7 @@ def information_flow_problems(spec: EnvironmentSpec, k: int) -> list[Problem]:
                 (path, value, _number_forms(value))
                 for path, value in numbers(call.arguments)
                 if (path and path[0] in refs and abs(value) >= 1000)
-                or (float(value).is_integer() and abs(value) >= 1_000_000)
+                or (_integral(value) and abs(value) >= 1_000_000)
             ]
             if found:
                 if visible is None:

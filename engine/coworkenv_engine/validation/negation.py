@@ -51,7 +51,7 @@ def _vkey(value: Any) -> tuple:
     if isinstance(value, bool):
         return ("b", value)
     if isinstance(value, (int, float)):
-        return ("n", float(value))
+        return ("n", value)  # 1 and 1.0 are one key; a huge int is never made a float
     if isinstance(value, str):
         return ("s", value)
     return ("j", json.dumps(value, sort_keys=True, default=str))
