@@ -3,9 +3,6 @@ test opens the page while the job is under way, ends the job through its own ser
 worker would), and waits for the page to show Cancel gone and the results there, without a
 reload of its own."""
 
-import copy
-import re
-
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -19,15 +16,10 @@ from apps.datasets.services import (
     dataset_version_build_job,
     dataset_version_create,
 )
-from apps.experiments.advance import STEPS, experiment_advance
-from apps.experiments.forms import EXAMPLE_RECIPE
-from apps.experiments.models import Stage
-from apps.experiments.services import experiment_create
-from apps.runs.models import Executor, RunBatch
+from apps.runs.models import Executor
 from apps.runs.services import (
     BatchSettings,
     TaskSelection,
-    run_batch_cancel,
     run_batch_create,
     run_batch_execute_inline,
 )
@@ -180,40 +172,3 @@ def test_server_page_shows_the_endpoint_then_the_stop(login, live_server, author
     expect(page.get_by_test_id("server-status")).to_have_text("Cancelled", timeout=LIVE_MS)
     expect(page.get_by_test_id("stop-server")).to_have_count(0)
     expect(page.get_by_test_id("server-endpoint")).to_have_count(0)
-
-
-def test_experiment_page_shows_each_stage_and_the_end(
-    login,
-    live_server,
-    author,
-    project,
-    catalogue,  # noqa: F811
-):
-    """Advanced as its worker would (``experiment_advance``): the synthesis stage done and
-    the teacher's batch started show in place; the batch cancelled, the experiment ends."""
-    recipe = copy.deepcopy(EXAMPLE_RECIPE)
-    experiment = experiment_create(project=project, user=author, recipe=recipe, enqueue=False)
-    experiment_advance(experiment_id=experiment.pk)
-    page = login(author)
-    page.goto(f"{live_server.url}{reverse('experiments:detail', args=[experiment.pk])}")
-    live = page.get_by_test_id("experiment-live")
-    synthesis = live.locator('[data-testid="stage-row"][data-stage="synthesis"]')
-    teacher = live.locator('[data-testid="stage-row"][data-stage="teacher"]')
-    expect(live).to_have_attribute("data-status", "running")
-    expect(synthesis).to_have_attribute("data-status", "running")
-
-    STEPS[Stage.SYNTHESIS].run(experiment.stages.get(stage=Stage.SYNTHESIS))
-    experiment_advance(experiment_id=experiment.pk)
-
-    expect(synthesis).to_have_attribute("data-status", "succeeded", timeout=LIVE_MS)
-    expect(teacher).to_have_attribute("data-status", "running")
-    expect(teacher.get_by_role("link")).not_to_have_count(0)
-
-    teacher_batch = experiment.stages.get(stage=Stage.TEACHER).outputs["batch"]
-    run_batch_cancel(batch=RunBatch.objects.get(pk=teacher_batch))
-    experiment_advance(experiment_id=experiment.pk)
-
-    expect(page.get_by_test_id("experiment-status")).to_have_text("Failed", timeout=LIVE_MS)
-    expect(teacher).to_have_attribute("data-status", "failed")
-    expect(page.get_by_test_id("experiment-message")).to_contain_text("Teacher batch")
-    expect(live).not_to_have_attribute("hx-get", re.compile(".*"))

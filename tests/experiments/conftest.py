@@ -20,6 +20,15 @@ def recipe():
     return copy.deepcopy(EXAMPLE_RECIPE)
 
 
+@pytest.fixture
+def small(recipe):
+    """One family, two environments of three tasks, two SFT steps."""
+    recipe["generator"].update(families=["meeting-coordination"], count=2, tasks_per_environment=3)
+    recipe["held_out"] = {"seeds": 1, "family": "support-desk"}
+    recipe["sft"]["hyperparameters"] = {"max_steps": 2, "max_length": 4096, "save_steps": 2}
+    return recipe
+
+
 def student_replies(request):
     """A student that calls the first tool it is offered once per turn, then answers."""
     last = request.messages[-1] if request.messages else {}

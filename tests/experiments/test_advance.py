@@ -20,14 +20,6 @@ from apps.training.models import TrainedModel, TrainingJob
 from tests.workers import wait_for
 
 
-@pytest.fixture
-def small(recipe):
-    recipe["generator"].update(families=["meeting-coordination"], count=2, tasks_per_environment=3)
-    recipe["held_out"] = {"seeds": 1, "family": "support-desk"}
-    recipe["sft"]["hyperparameters"] = {"max_steps": 2, "max_length": 4096, "save_steps": 2}
-    return recipe
-
-
 def _stage(experiment, name):
     return experiment.stages.get(stage=name)
 
