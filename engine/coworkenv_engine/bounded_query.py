@@ -58,6 +58,12 @@ class _Functions(functions.Functions):
             raise QueryBudgetExceeded(f"{BUDGET_MARK}: join() builds too long a string")
         return separator.join(array)
 
+    @functions.signature({"types": ["string"]})
+    def _func_lower(self, text):
+        """``lower(s)``: CoworkEnv's one addition to JMESPath, for a match the case of which
+        is the agent's to choose: ``contains(lower(subject), 'advisory prep')``."""
+        return text.lower()
+
     @functions.signature({"types": []})
     def _func_to_string(self, arg):
         if value_units(arg) > MAX_VALUE_UNITS:

@@ -233,3 +233,10 @@ def test_memory_stays_bounded_on_a_value_doubling_query():
         tracemalloc.stop()
     assert ("query_budget_exceeded", "/tasks/0/graders/0/check/query") in _codes(report)
     assert peak < 200 * 2**20  # the unbounded value would be 2**40 strings
+
+
+def test_lower_makes_a_filter_match_whatever_case_the_agent_wrote():
+    sent = {"sent": [{"subject": s} for s in ("Reminder: Customer Advisory Prep", "Lunch")]}
+    query = "length(sent[?contains(lower(subject), 'customer advisory prep')])"
+    assert search(query, sent) == 1
+    assert search("sent[0].subject | lower(@)", sent) == "reminder: customer advisory prep"

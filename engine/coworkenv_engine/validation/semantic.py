@@ -43,6 +43,7 @@ _FUNC_TYPES = {
     "length": "number", "abs": "number", "ceil": "number", "floor": "number", "sum": "number",
     "avg": "number", "to_number": "number", "contains": "boolean", "starts_with": "boolean",
     "ends_with": "boolean", "join": "string", "to_string": "string", "type": "string",
+    "lower": "string",
     "keys": "array", "values": "array", "sort": "array", "sort_by": "array", "reverse": "array",
     "map": "array", "to_array": "array", "merge": "object",
 }  # fmt: skip
