@@ -39,6 +39,17 @@ def test_an_exact_title_the_request_does_not_give_rejects_the_variant():
     assert _rejects(doc) == ["/tasks/0/graders/0", "/tasks/0/graders/2", "/tasks/0/graders/3"]
 
 
+def test_a_case_sensitive_match_on_a_word_of_the_title_rejects_the_variant():
+    """``contains(title, 'planning')`` passes "Quarterly planning" and "Quarterly planning
+    update" alike, but not "Quarterly Planning": the case is the agent's to choose."""
+    doc = _retitled("Quarterly planning", "Meet Dana about the quarter, Thu 16:00-17:00; tell her.")
+    for grader in doc["tasks"][0]["graders"]:
+        for check in grader["check"].get("all", [grader["check"]]):
+            if "title == 'Quarterly planning'" in check.get("query", ""):
+                check["query"] = "length(calendar.events[?contains(title, 'planning')])"
+    assert "/tasks/0/graders/0" in _rejects(doc)
+
+
 def test_a_title_the_request_gives_or_a_loose_match_is_fair():
     quoted = _retitled("Quarterly planning", "Book 'Quarterly planning' with Dana, Thu 16:00.")
     loose = _retitled("Quarterly planning", "Meet Dana about it, Thu 16:00-17:00; tell her.", "in")
@@ -58,7 +69,9 @@ def test_only_free_text_a_state_changing_call_writes_is_varied():
 def test_a_variant_is_another_string_with_the_same_words(text):
     out = variant(text)
     assert out.endswith(" update") and out[: -len(" update")].casefold() == text.casefold()
-    assert variant("t-27: assignee?") == "t-27: assignee? update"  # codes kept as written
+    assert variant("t-27: assignee?") == "t-27: Assignee? update"  # codes kept as written
+    assert variant("quarterly planning") == "Quarterly Planning update"
+    assert variant("Orientation: Amara Laine") == "Orientation: Amara Laine update"
 
 
 @given(st.sampled_from(["dana@acme.test", "2026-03-05", "FIN-22", "t-102", "https://x.test/a",

@@ -146,9 +146,9 @@ def test_validation_reports_are_the_same_with_and_without_shared_replays(doc, mo
 # no compiled queries, no memo). A change that means to change verdicts (a new adversary, a
 # generator change) updates them: print them with the loop below in a Python shell.
 PINNED = {
-    "support-desk": "a89868890af392d1111b768c0174b7cbcda5e18cd0cb9a97ec20c9dec09dc495",
-    "template": "e246595911d74f57ad45d39b265d7b8c7639d8973e7e18560ac26b3df53c6102",
-    "long-horizon": "2ada0a032939fbe869511d3c60564d19955df0c04b9e1d20890dde972c4772f7",
+    "support-desk": "56fc77e523603b446f08717a5070def7c8e636ab279395d7d109c76c9e81b9f2",
+    "template": "7d414fd9e894e953f00f13f764da80e1e84518e14f57cd64824805f53276d497",
+    "long-horizon": "72c3d4edfb4aedcb9af24eeb36a3bb577009b1a5ff7dfbb8bde948598a272958",
 }
 
 

@@ -2,8 +2,8 @@
 
 The reference writes free text (a title, a subject, a name) that the request does not give
 word for word: an agent doing the same work phrases it its own way. The reference is
-replayed once with every such value written in another natural form (capitalised, one
-more word: "quarterly planning" -> "Quarterly planning update", the replies saying the
+replayed once with every such value written in another natural form (in Title Case, one
+more word: "quarterly planning" -> "Quarterly Planning update", the replies saying the
 same); a grader the reference passes and that variant fails punishes the phrasing, not the work:
 ``exact_match_rejects_variant`` at the grader.
 
@@ -33,11 +33,14 @@ _NOT_TEXT = re.compile(r"@|://|^\W*$")
 
 
 def variant(value: str) -> str:
-    """Another natural phrasing of ``value``: capitalised (unless it opens with a code such
-    as "t-27", which an agent copies as it is), one word more."""
-    first = value.split(" ", 1)[0]
-    head = value if any(ch.isdigit() for ch in first) else value[:1].upper() + value[1:]
-    return f"{head} update"
+    """Another natural phrasing of ``value``: in Title Case (a word holding a digit, such as
+    "t-27", kept as written; a value already titled kept, so no name is lowercased), one
+    word more."""
+    words = value.split(" ")
+    if all(w[:1].isupper() for w in words if w[:1].isalpha()):
+        return f"{value} update"
+    titled = [w if any(ch.isdigit() for ch in w) else w[:1].upper() + w[1:] for w in words]
+    return " ".join(titled) + " update"
 
 
 def _free_text(value: str) -> bool:
@@ -156,8 +159,9 @@ def phrasing_problems(
             f"Grader '{v.grader_id}' fails the reference written in another natural "
             f"phrasing ({shown}; first at {where}), which the request allows: it punishes "
             "the wording, not the work.",
-            "Match the value loosely (contains with ignore_case, or a (?i) regex on its key "
-            "words), or have the request give the exact string in quotes.",
+            "Match the value loosely (contains with ignore_case, lower() inside a query's "
+            "filter, or a (?i) regex on its key words), or have the request give the exact "
+            "string in quotes.",
         )
         for v in rephrased.verdicts
         if v.grader_id in passed
