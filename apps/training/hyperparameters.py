@@ -356,10 +356,11 @@ GRPO_PRESETS: dict[str, dict[str, Any]] = {
         "label": "Small model on a laptop (CPU; start from its SFT checkpoint)",
         "base_model": SMALL_PRESET_MODEL,
         "hyperparameters": {
-            "max_steps": 30,
-            "learning_rate": 1e-4,
+            # 4 tasks a step; at 1e-4 a few steps undid what SFT taught (bench/NOTES.md, run 8)
+            "max_steps": 20,
+            "learning_rate": 2e-5,
             "group_size": 4,
-            "batch_size": 4,
+            "batch_size": 16,
             "temperature": 1.0,
             "max_completion_length": 384,
             "max_tool_calls": 6,

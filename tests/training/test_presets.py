@@ -153,5 +153,5 @@ def test_the_laptop_presets_name_the_small_model_and_validate():
     sft = validate_hyperparameters({}, preset="laptop-cpu")
     assert (sft["learning_rate"], sft["epochs"], sft["context_loss"]) == (2e-3, 4.0, False)
     grpo = validate_grpo_hyperparameters({}, preset="laptop-cpu")
-    assert (grpo["group_size"], grpo["batch_size"]) == (4, 4)
+    assert (grpo["group_size"], grpo["batch_size"], grpo["learning_rate"]) == (4, 16, 2e-5)
     assert PRESETS["tiny-cpu"]["base_model"] == TINY_PRESET_MODEL
