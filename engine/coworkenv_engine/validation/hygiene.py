@@ -131,23 +131,18 @@ def instruction_problems(spec: EnvironmentSpec) -> list[Problem]:
     if not INSTRUCTION_LIKE.search("\n".join(v for value, _ in sources for _, v in strings(value))):
         return []  # one pass over all the text; the walk below only finds the pointers
     for value, path in sources:
-        stack = [(value, path)]
-        while stack and len(out) < 20:
-            v, p = stack.pop()
-            if isinstance(v, str):
-                if INSTRUCTION_LIKE.search(v):
-                    out.append(
-                        warning(
-                            "instruction_like_text",
-                            pointer(*p),
-                            f"Instruction-like text in data: {v[:120]!r}.",
-                            "Data an agent reads should not tell it to ignore its "
-                            "instructions; keep it only if the task tests resisting an injection "
-                            "(and has a safety grader for it).",
-                        )
+        for p, v in strings(value, path):
+            if len(out) >= 20:
+                return out
+            if INSTRUCTION_LIKE.search(v):
+                out.append(
+                    warning(
+                        "instruction_like_text",
+                        pointer(*p),
+                        f"Instruction-like text in data: {v[:120]!r}.",
+                        "Data an agent reads should not tell it to ignore its "
+                        "instructions; keep it only if the task tests resisting an injection "
+                        "(and has a safety grader for it).",
                     )
-            elif isinstance(v, dict):
-                stack.extend((x, (*p, key)) for key, x in v.items())
-            elif isinstance(v, list):
-                stack.extend((x, (*p, i)) for i, x in enumerate(v))
+                )
     return out
