@@ -2,7 +2,6 @@
 finished state by itself, whether the last stage fails or the experiment succeeds (the
 results table then appears without a reload of the test's own)."""
 
-import copy
 import dataclasses
 import re
 
@@ -12,7 +11,6 @@ from playwright.sync_api import expect
 
 from apps.core.models import ACTIVE_JOB_STATUSES, Job
 from apps.experiments.advance import STEPS, experiment_advance
-from apps.experiments.forms import EXAMPLE_RECIPE
 from apps.experiments.models import Stage
 from apps.experiments.services import experiment_create
 from apps.runs.models import RunBatch
@@ -36,10 +34,10 @@ def test_experiment_page_shows_each_stage_and_the_failure(
     live_server,
     author,
     catalogue,  # noqa: F811
+    recipe,  # noqa: F811
 ):
     """Advanced as its worker would (``experiment_advance``): the synthesis stage done and
     the teacher's batch started show in place; the batch cancelled, the experiment fails."""
-    recipe = copy.deepcopy(EXAMPLE_RECIPE)  # noqa: F811
     experiment = experiment_create(project=catalogue, user=author, recipe=recipe, enqueue=False)
     experiment_advance(experiment_id=experiment.pk)
     page = login(author)
